@@ -1,0 +1,55 @@
+"""layered-memory: layered, budgeted, self-updating memory for LangChain and deepagents agents.
+
+The public names are pinned by `tests/test_public_api.py`.
+"""
+
+from layered_memory.errors import (
+    LayeredMemoryError,
+    MemorySourceError,
+    MemoryWriteError,
+    RuleFileError,
+    SessionKeyError,
+    SessionStoreError,
+    StoreUnavailableError,
+)
+from layered_memory.hooks import HookEvent, HookRegistry
+from layered_memory.insights import MemoryWriter, register_write_back
+from layered_memory.layers import Layer
+from layered_memory.middleware import MemoryMiddleware
+from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
+from layered_memory.stores import (
+    FileSessionStore,
+    HybridSessionStore,
+    InMemorySessionStore,
+    PostgresSessionStore,
+    RedisSessionStore,
+    SessionStore,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FileSessionStore",
+    "HookEvent",
+    "HookRegistry",
+    "HybridSessionStore",
+    "InMemorySessionStore",
+    "Layer",
+    "LayeredMemoryError",
+    "MemoryMiddleware",
+    "MemorySourceError",
+    "MemoryWriteError",
+    "MemoryWriter",
+    "PostgresSessionStore",
+    "RedisSessionStore",
+    "RuleFileError",
+    "SessionKeyError",
+    "SessionStore",
+    "SessionStoreError",
+    "StoreUnavailableError",
+    "__version__",
+    "build_session_key",
+    "build_thread_config",
+    "parse_session_key",
+    "register_write_back",
+]

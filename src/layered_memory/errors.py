@@ -1,0 +1,77 @@
+"""The package's exceptions: one base class, each error carrying the offending path or key."""
+
+from __future__ import annotations
+
+
+class LayeredMemoryError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class MemorySourceError(LayeredMemoryError):
+    """A memory source could not be used (raised only in strict mode; otherwise logged).
+
+    Attributes:
+        path: The source path as the user wrote it.
+        reason: Why it was skipped, in words fit for a log line.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"memory source {path!r} skipped: {reason}")
+
+
+class RuleFileError(LayeredMemoryError):
+    """A rule file is invalid (raised only in strict mode; otherwise logged and skipped).
+
+    Attributes:
+        path: The rule file's path.
+        reason: What is wrong with it.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"rule file {path!r} skipped: {reason}")
+
+
+class SessionKeyError(LayeredMemoryError, ValueError):
+    """A session key or one of its parts is malformed.
+
+    Attributes:
+        key: The offending key or part.
+    """
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(f"invalid session key part {key!r}: {reason}")
+
+
+class SessionStoreError(LayeredMemoryError):
+    """A session store could not complete an operation.
+
+    Attributes:
+        key: The session key involved, if any.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class StoreUnavailableError(SessionStoreError):
+    """The server behind a session store cannot be reached (URL given without its password)."""
+
+
+class MemoryWriteError(LayeredMemoryError):
+    """Writing an insight into a memory file failed; the file is left as it was.
+
+    Attributes:
+        path: The memory file's path.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"could not write memory file {path!r}: {reason}")

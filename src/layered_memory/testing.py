@@ -1,0 +1,107 @@
+"""A scripted chat model for tests, examples and benchmarks: no API key, fully repeatable.
+
+Each model call consumes the next step of a script. A step is an `AIMessage`, a plain string
+(a final answer), or a callable that receives the prompt messages and returns either of those,
+so a step can answer from what the memory block put into the system prompt.
+
+Example:
+    model = ScriptedChatModel(script=[
+        tool_call("read_file", file_path="/AGENTS.md"),
+        lambda messages: f"The system prompt was {len(messages[0].text)} chars long",
+    ])
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import PrivateAttr
+
+ScriptStep = AIMessage | str | Callable[[list[BaseMessage]], "AIMessage | str"]
+
+_call_ids = itertools.count(1)
+
+
+def tool_call(name: str, /, **args: Any) -> AIMessage:
+    """An `AIMessage` asking for one tool call (a step of a script)."""
+    return AIMessage(
+        content="",
+        tool_calls=[{"name": name, "args": args, "id": f"call_{next(_call_ids)}", "type": "tool_call"}],
+    )
+
+
+def system_text(messages: Sequence[BaseMessage]) -> str:
+    """The text of the system message in a prompt ("" when there is none)."""
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            return message.text
+    return ""
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model that plays a script and records every prompt it receives.
+
+    Attributes:
+        script: The steps, consumed one per model call.
+        default: Answer given once the script is exhausted; `None` raises instead, so a test
+            notices an unexpected extra model call.
+    """
+
+    script: list[Any]
+    default: str | None = None
+    _prompts: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _position: int = PrivateAttr(default=0)
+
+    @property
+    def _llm_type(self) -> str:
+        return "layered-memory-scripted"
+
+    @property
+    def prompts(self) -> list[list[BaseMessage]]:
+        """Every prompt received so far, oldest first."""
+        return list(self._prompts)
+
+    @property
+    def system_prompts(self) -> list[str]:
+        """The system-message text of every prompt received so far."""
+        return [system_text(prompt) for prompt in self._prompts]
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        # The script already says which tools to call; binding changes nothing.
+        return self
+
+    def _next_step(self, messages: list[BaseMessage]) -> AIMessage:
+        with self._lock:
+            self._prompts.append(list(messages))
+            position = self._position
+            self._position += 1
+        if position < len(self.script):
+            step = self.script[position]
+        elif self.default is not None:
+            step = self.default
+        else:
+            msg = f"ScriptedChatModel: script exhausted after {len(self.script)} steps"
+            raise RuntimeError(msg)
+        if callable(step) and not isinstance(step, AIMessage):
+            step = step(list(messages))
+        if isinstance(step, str):
+            return AIMessage(content=step)
+        # A fresh copy each time: the same scripted message may be replayed by several tests.
+        return step.model_copy(deep=True)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._next_step(messages))])

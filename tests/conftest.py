@@ -1,0 +1,56 @@
+"""Shared fixtures: real servers (skip on a laptop, required in CI) and small helpers.
+
+`LAYERED_MEMORY_REQUIRE_SERVICES=1` (set by `.ci/run`) turns "server unreachable" from a skip
+into a failure, so CI can never pass by skipping the Redis and PostgreSQL tests.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+REQUIRE_SERVICES = os.environ.get("LAYERED_MEMORY_REQUIRE_SERVICES", "") not in ("", "0")
+REDIS_URL = os.environ.get("LAYERED_MEMORY_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_URL = os.environ.get(
+    "LAYERED_MEMORY_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def _service_unavailable(what: str, reason: str) -> None:
+    message = f"{what} unreachable ({reason})"
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{message}; LAYERED_MEMORY_REQUIRE_SERVICES is set, so this is a failure")
+    pytest.skip(f"{message}; set LAYERED_MEMORY_REQUIRE_SERVICES=1 to make this a failure")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """URL of a live Redis server (skips, or fails in CI, when none answers)."""
+    try:
+        import redis
+    except ImportError:  # pragma: no cover - the dev extra installs it
+        _service_unavailable("Redis", "the redis package is not installed")
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        _service_unavailable(f"Redis at {REDIS_URL}", str(exc))
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """URL of a live PostgreSQL server (skips, or fails in CI, when none answers)."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - the dev extra installs it
+        _service_unavailable("PostgreSQL", "the psycopg package is not installed")
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        _service_unavailable("PostgreSQL", str(exc).splitlines()[0] if str(exc) else repr(exc))
+    return POSTGRES_URL
