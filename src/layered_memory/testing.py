@@ -33,7 +33,9 @@ def tool_call(name: str, /, **args: Any) -> AIMessage:
     """An `AIMessage` asking for one tool call (a step of a script)."""
     return AIMessage(
         content="",
-        tool_calls=[{"name": name, "args": args, "id": f"call_{next(_call_ids)}", "type": "tool_call"}],
+        tool_calls=[
+            {"name": name, "args": args, "id": f"call_{next(_call_ids)}", "type": "tool_call"}
+        ],
     )
 
 
@@ -94,6 +96,9 @@ class ScriptedChatModel(BaseChatModel):
             step = step(list(messages))
         if isinstance(step, str):
             return AIMessage(content=step)
+        if not isinstance(step, AIMessage):
+            msg = f"ScriptedChatModel: step {position} gave {type(step).__name__}, not a message"
+            raise TypeError(msg)
         # A fresh copy each time: the same scripted message may be replayed by several tests.
         return step.model_copy(deep=True)
 

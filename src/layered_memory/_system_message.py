@@ -1,0 +1,38 @@
+"""System-message edits shared by the middleware's sync and async halves."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from langchain_core.messages import SystemMessage
+
+
+def append_block(system_message: SystemMessage | None, text: str) -> SystemMessage:
+    """A new system message: the old content blocks, then `text` as one more text block.
+
+    A separate block (not string concatenation) keeps the base prompt's bytes, and any cache
+    breakpoint tagged on them, exactly as they were.
+    """
+    blocks: list[Any] = list(system_message.content_blocks) if system_message else []
+    if blocks:
+        text = f"\n\n{text}"
+    blocks.append({"type": "text", "text": text})
+    return SystemMessage(content_blocks=blocks)
+
+
+def tag_last_block_for_cache(system_message: SystemMessage) -> SystemMessage:
+    """The same message with an Anthropic `cache_control` breakpoint on its last block."""
+    blocks: list[Any] = list(system_message.content_blocks)
+    last = blocks[-1]
+    blocks[-1] = {
+        **(last if isinstance(last, dict) else {}),
+        "cache_control": {"type": "ephemeral"},
+    }
+    return SystemMessage(content_blocks=blocks)
+
+
+def is_anthropic_model(model: object) -> bool:
+    """Whether `model` is a `ChatAnthropic` (without importing the Anthropic SDK)."""
+    module = sys.modules.get("langchain_anthropic.chat_models")
+    return module is not None and isinstance(model, module.ChatAnthropic)

@@ -1,0 +1,354 @@
+"""The memory engine: load every layer and rule file, then render the prompt block, with caches.
+
+`MemoryMiddleware` is a thin shell around one `MemoryAssembler`; a hand-built LangGraph graph
+uses the assembler directly:
+
+Example:
+    assembler = MemoryAssembler(backend=FilesystemBackend(root_dir="."), layers=[
+        Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)])
+    snapshot = assembler.load()
+    system_prompt = BASE_PROMPT + "\\n\\n" + assembler.render(snapshot, keys=["src/app.py"])
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from layered_memory.errors import SessionStoreError
+from layered_memory.layers import Layer, check_unique_layer_names, normalize_backend_path
+from layered_memory.loading import (
+    DownloadResult,
+    SourceProblem,
+    adownload_texts,
+    digest_texts,
+    download_texts,
+    report_problems,
+)
+from layered_memory.render import (
+    DEFAULT_MAX_CHARS,
+    DEFAULT_MAX_RULES_CHARS,
+    MEMORY_SYSTEM_PROMPT,
+    SessionEntry,
+    minimum_budget,
+    render_memory,
+)
+from layered_memory.rules import (
+    RuleMatch,
+    RuleSet,
+    alist_rule_files,
+    build_rule_set,
+    list_rule_files,
+    parse_rule_file,
+    render_rules,
+)
+
+if TYPE_CHECKING:
+    from layered_memory.stores import SessionStore
+
+logger = logging.getLogger(__name__)
+
+PathAccess = Literal["writable", "read-only", "rule"]
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+class _LRU(Generic[_K, _V]):
+    """A tiny thread-safe LRU map (the caches are shared by every thread of one agent)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._data: OrderedDict[_K, _V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: _K) -> _V | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: _K, value: _V) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySnapshot:
+    """Everything one load read: layer texts, rule texts, session data, and what was skipped.
+
+    Attributes:
+        files: Layer path (as configured) -> raw text, for each file that loaded.
+        rule_files: Rule file path -> raw text.
+        session: The session layer of this run, if a store holds data for its key.
+        problems: Files skipped, with the reason.
+        digest: Changes exactly when anything above (but `problems`) changes.
+    """
+
+    files: Mapping[str, str]
+    rule_files: Mapping[str, str] = field(default_factory=dict)
+    session: SessionEntry | None = None
+    problems: tuple[SourceProblem, ...] = ()
+    digest: str = ""
+
+
+class MemoryAssembler:
+    """Loads memory through a deepagents backend and renders it into a prompt block.
+
+    Args:
+        backend: Any deepagents `BackendProtocol`.
+        layers: Lowest to highest precedence.
+        rules: Rule folders, lowest to highest precedence.
+        session_store: Store whose entry under the session key is the top layer.
+        max_chars: Upper bound on the rendered block.
+        max_rules_chars: Upper bound on the matched rules inside it.
+        system_prompt: Template with an `{agent_memory}` slot.
+        compat: Render in deepagents' flat layout (`sources=` mode).
+        strict: Raise on the first unusable file instead of logging and skipping it.
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: Any,
+        layers: Sequence[Layer],
+        rules: Sequence[str] = (),
+        session_store: SessionStore | None = None,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
+        system_prompt: str = MEMORY_SYSTEM_PROMPT,
+        compat: bool = False,
+        strict: bool = False,
+    ) -> None:
+        check_unique_layer_names(layers)
+        if max_chars < minimum_budget(system_prompt):
+            msg = (
+                f"max_chars={max_chars} is too small for the prompt template; "
+                f"use at least {minimum_budget(system_prompt)}"
+            )
+            raise ValueError(msg)
+        if max_rules_chars < 0:
+            msg = f"max_rules_chars must be >= 0, got {max_rules_chars}"
+            raise ValueError(msg)
+        self.backend = backend
+        self.layers = tuple(layers)
+        self.rule_folders = tuple(rules)
+        self.session_store = session_store
+        self.max_chars = max_chars
+        self.max_rules_chars = max_rules_chars
+        self.system_prompt = system_prompt
+        self.compat = compat
+        self.strict = strict
+        self.layer_paths = tuple(dict.fromkeys(p for layer in self.layers for p in layer.paths))
+        self._access = self._index_paths()
+        self._rule_root = _rule_root(backend)
+        self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
+        self._rule_sets: _LRU[str, RuleSet] = _LRU(16)
+        self._logged: set[tuple[str, str]] = set()
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def load(self, *, session_key: str | None = None) -> MemorySnapshot:
+        """Read every layer, rule file and the session entry (one download for all files)."""
+        rule_paths, listing_problems = (
+            list_rule_files(self.backend, self.rule_folders) if self.rule_folders else ([], [])
+        )
+        session = self._read_session(session_key)
+        result = download_texts(self.backend, [*self.layer_paths, *(p for _, p in rule_paths)])
+        return self._snapshot(result, rule_paths, listing_problems, session)
+
+    async def aload(self, *, session_key: str | None = None) -> MemorySnapshot:
+        """Async twin of `load`."""
+        rule_paths, listing_problems = (
+            await alist_rule_files(self.backend, self.rule_folders)
+            if self.rule_folders
+            else ([], [])
+        )
+        session = await self._aread_session(session_key)
+        paths = [*self.layer_paths, *(p for _, p in rule_paths)]
+        result = await adownload_texts(self.backend, paths)
+        return self._snapshot(result, rule_paths, listing_problems, session)
+
+    def _snapshot(
+        self,
+        result: DownloadResult,
+        rule_paths: Sequence[tuple[int, str]],
+        listing_problems: Iterable[Any],
+        session: SessionEntry | None,
+    ) -> MemorySnapshot:
+        layer_paths = set(self.layer_paths)
+        files = {p: t for p, t in result.texts.items() if p in layer_paths}
+        rule_files = {p: result.texts[p] for _, p in rule_paths if p in result.texts}
+        problems = [
+            *result.problems,
+            *(SourceProblem(problem.path, problem.reason) for problem in listing_problems),
+        ]
+        report_problems(problems, strict=self.strict, already_logged=self._logged)
+        session_text = json.dumps(session.data, sort_keys=True, default=str) if session else None
+        session_id = session.key if session else None
+        digest = digest_texts(files, rule_files, session_id, session_text)
+        return MemorySnapshot(files, rule_files, session, tuple(problems), digest)
+
+    def _read_session(self, key: str | None) -> SessionEntry | None:
+        if self.session_store is None or key is None:
+            return None
+        try:
+            data = self.session_store.get(key)
+        except Exception as exc:
+            return self._session_failure(key, exc)
+        return SessionEntry(key, data) if data else None
+
+    async def _aread_session(self, key: str | None) -> SessionEntry | None:
+        if self.session_store is None or key is None:
+            return None
+        try:
+            data = await self.session_store.aget(key)
+        except Exception as exc:
+            return self._session_failure(key, exc)
+        return SessionEntry(key, data) if data else None
+
+    def _session_failure(self, key: str, exc: Exception) -> None:
+        if self.strict:
+            msg = f"session store read failed for key {key!r}: {exc}"
+            raise SessionStoreError(msg, key=key) from exc
+        logger.warning("session layer skipped: reading key %s failed: %s", key, exc)
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def render(self, snapshot: MemorySnapshot, *, keys: Iterable[str] = ()) -> str:
+        """The prompt block for `snapshot`, with the rules matching `keys` (cached)."""
+        return self.render_parts(
+            snapshot.files, snapshot.rule_files, snapshot.session, keys, digest=snapshot.digest
+        )
+
+    def render_parts(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: Iterable[str],
+        *,
+        digest: str | None = None,
+    ) -> str:
+        """`render` from the parts kept in agent state; cached on (digest, keys)."""
+        key_tuple = tuple(keys)
+        if digest is None:
+            digest = digest_texts(files, rule_files, session.key if session else None)
+        cache_key = (digest, key_tuple)
+        block = self._blocks.get(cache_key)
+        if block is None:
+            block = self._render_uncached(files, rule_files, session, key_tuple)
+            self._blocks.put(cache_key, block)
+        return block
+
+    def match_rules(self, rule_files: Mapping[str, str], keys: Iterable[str]) -> RuleMatch | None:
+        """Which rules apply to `keys` (None when no rule folders are configured)."""
+        rule_set = self.rule_set(rule_files)
+        if rule_set is None:
+            return None
+        return rule_set.match(keys, root=self._rule_root)
+
+    def rule_set(self, rule_files: Mapping[str, str]) -> RuleSet | None:
+        """The parsed rules for these texts, parsed once per distinct content."""
+        if not self.rule_folders:
+            return None
+        digest = digest_texts(rule_files)
+        rule_set = self._rule_sets.get(digest)
+        if rule_set is None:
+            parsed = [
+                parse_rule_file(path, text, folder_index=self._folder_index(path))
+                for path, text in sorted(rule_files.items())
+            ]
+            rule_set = build_rule_set(parsed)
+            self._report_rule_problems(rule_set)
+            self._rule_sets.put(digest, rule_set)
+        return rule_set
+
+    def _render_uncached(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: tuple[str, ...],
+    ) -> str:
+        match = self.match_rules(rule_files, keys)
+        rules_renderer = None
+        if match is not None and (match.applied or match.requested):
+
+            def rules_renderer(limit: int) -> str:
+                return render_rules(match, max_chars=min(limit, self.max_rules_chars))
+
+        return render_memory(
+            self.layers,
+            files,
+            template=self.system_prompt,
+            max_chars=self.max_chars,
+            compat=self.compat,
+            rules=rules_renderer,
+            session=session,
+        )
+
+    def _report_rule_problems(self, rule_set: RuleSet) -> None:
+        for problem in rule_set.problems:
+            key = (problem.path, problem.reason)
+            level = logging.DEBUG if key in self._logged else logging.WARNING
+            self._logged.add(key)
+            logger.log(
+                level, "rule file %s: %s: %s", problem.path, problem.severity, problem.reason
+            )
+
+    def _folder_index(self, path: str) -> int:
+        best, best_len = 0, -1
+        for index, folder in enumerate(self.rule_folders):
+            prefix = folder.rstrip("/") + "/"
+            if path.startswith(prefix) and len(prefix) > best_len:
+                best, best_len = index, len(prefix)
+        return best
+
+    # -- tool-call checks -------------------------------------------------------------------
+
+    def access_of(self, tool_path: str) -> tuple[PathAccess | None, Layer | None]:
+        """Whether a path named in a tool call is a memory file, and how the agent may use it."""
+        normalized, _ = normalize_backend_path(tool_path, self.backend)
+        if normalized is None:
+            return None, None
+        hit = self._access.get(normalized)
+        if hit is not None:
+            return hit
+        for folder in self._rule_folder_keys:
+            if normalized == folder or normalized.startswith(folder + "/"):
+                return "rule", None
+        return None, None
+
+    def _index_paths(self) -> dict[str, tuple[PathAccess | None, Layer | None]]:
+        index: dict[str, tuple[PathAccess | None, Layer | None]] = {}
+        for layer in self.layers:
+            for path in layer.paths:
+                normalized, _ = normalize_backend_path(path, self.backend)
+                if normalized is not None:
+                    index[normalized] = ("writable" if layer.writable else "read-only", layer)
+        folder_keys = []
+        for folder in self.rule_folders:
+            normalized, _ = normalize_backend_path(folder, self.backend)
+            if normalized is not None:
+                folder_keys.append(normalized.rstrip("/") or "/")
+        self._rule_folder_keys = tuple(folder_keys)
+        return index
+
+
+def _rule_root(backend: Any) -> str:
+    """The folder rule globs are relative to: the disk root of a real-path backend, else `/`."""
+    from deepagents.backends.filesystem import FilesystemBackend
+
+    if isinstance(backend, FilesystemBackend) and not backend.virtual_mode:
+        return str(backend.cwd)
+    return "/"

@@ -1,0 +1,188 @@
+"""Memory layers: what files make up each layer, who may edit them, and how much may be shown.
+
+Layers are listed from lowest to highest precedence (organization -> user -> project -> team);
+a later layer wins a conflict. Paths are backend paths: `~` expands to the home folder, and a
+path that would leave the backend's root is refused before any I/O happens.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+MEMORY_FILE_NAME = "MEMORY.md"
+MEMORY_FILE_DEFAULT_MAX_LINES = 200
+"""A `MEMORY.md` grows with every learned insight; by default only its head is injected."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """One layer of memory: one or more files shown to the agent under one name.
+
+    Args:
+        name: Shown to the agent (e.g. `"organization"`, `"project"`).
+        paths: One path or several, in the order they are shown.
+        writable: Whether the agent may edit these files with its file tools.
+        max_lines: Lines shown per file (default: all, or 200 for a file named `MEMORY.md`).
+        max_chars: Characters shown for the whole layer (default: limited by the total budget).
+
+    Example:
+        Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)
+    """
+
+    name: str
+    paths: tuple[str, ...]
+    writable: bool = field(default=False, kw_only=True)
+    max_lines: int | None = field(default=None, kw_only=True)
+    max_chars: int | None = field(default=None, kw_only=True)
+
+    def __init__(
+        self,
+        name: str,
+        paths: str | Sequence[str],
+        *,
+        writable: bool = False,
+        max_lines: int | None = None,
+        max_chars: int | None = None,
+    ) -> None:
+        path_tuple = (paths,) if isinstance(paths, str) else tuple(paths)
+        if not isinstance(name, str) or not name.strip():
+            msg = "Layer name must be a non-empty string"
+            raise ValueError(msg)
+        if not path_tuple or not all(isinstance(p, str) and p.strip() for p in path_tuple):
+            msg = f"Layer {name!r} needs at least one non-empty path"
+            raise ValueError(msg)
+        for label, value in (("max_lines", max_lines), ("max_chars", max_chars)):
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                msg = f"Layer {name!r}: {label} must be a positive int or None, got {value!r}"
+                raise ValueError(msg)
+        object.__setattr__(self, "name", name.strip())
+        object.__setattr__(self, "paths", path_tuple)
+        object.__setattr__(self, "writable", bool(writable))
+        object.__setattr__(self, "max_lines", max_lines)
+        object.__setattr__(self, "max_chars", max_chars)
+
+    def line_cap(self, path: str) -> int | None:
+        """Lines of `path` that may be shown: the layer's cap, else 200 for `MEMORY.md`."""
+        if self.max_lines is not None:
+            return self.max_lines
+        if PurePosixPath(path).name == MEMORY_FILE_NAME:
+            return MEMORY_FILE_DEFAULT_MAX_LINES
+        return None
+
+
+def layers_from_sources(sources: Sequence[str]) -> tuple[Layer, ...]:
+    """The layers equivalent to deepagents' flat `sources=[...]` list: one layer per source.
+
+    Compatible mode never refuses an edit (deepagents lets the agent edit its sources), so the
+    layers are marked writable; budgets stay at their defaults.
+    """
+    return tuple(Layer(path, (path,), writable=True) for path in sources)
+
+
+def check_unique_layer_names(layers: Sequence[Layer]) -> None:
+    """Raise `ValueError` when two layers share a name (the prompt would be ambiguous)."""
+    seen: set[str] = set()
+    for layer in layers:
+        if layer.name in seen:
+            msg = f"two layers are named {layer.name!r}; layer names must be unique"
+            raise ValueError(msg)
+        seen.add(layer.name)
+
+
+def expand_user(path: str) -> str:
+    """`~` and `~user` expanded; any other path unchanged."""
+    return os.path.expanduser(path) if path.startswith("~") else path
+
+
+def normalize_backend_path(path: str, backend: Any) -> tuple[str | None, str | None]:
+    """The path to hand to the backend, or the reason it must not be read.
+
+    Args:
+        path: The path as the user wrote it (may start with `~`).
+        backend: The deepagents backend it will be read through.
+
+    Returns:
+        `(normalized_path, None)` when the path stays inside the backend's root, else
+        `(None, reason)`.
+    """
+    expanded = expand_user(path)
+    root = _filesystem_root(backend)
+    if root is not None:
+        return _normalize_for_filesystem(
+            expanded, root, virtual=_is_virtual(backend), from_home=path.startswith("~")
+        )
+    # State, store and composite backends address files by virtual absolute paths.
+    virtual = _normalize_virtual(expanded)
+    if virtual is None:
+        return None, "path escapes the backend root"
+    return virtual, None
+
+
+def tool_path_key(path: str) -> str:
+    """The form used to compare a path named in a tool call with a memory path."""
+    return posixpath.normpath(expand_user(path)) if path else path
+
+
+def _filesystem_root(backend: Any) -> Path | None:
+    from deepagents.backends.filesystem import FilesystemBackend
+
+    if isinstance(backend, FilesystemBackend):
+        return Path(backend.cwd)
+    return None
+
+
+def _is_virtual(backend: Any) -> bool:
+    return bool(getattr(backend, "virtual_mode", True))
+
+
+def _normalize_virtual(path: str) -> str | None:
+    """`/`-anchored POSIX path, or None when `..` would climb above the root."""
+    parts: list[str] = []
+    for part in path.replace("\\", "/").split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(part)
+    return "/" + "/".join(parts)
+
+
+def _normalize_for_filesystem(
+    path: str, root: Path, *, virtual: bool, from_home: bool
+) -> tuple[str | None, str | None]:
+    if virtual:
+        if from_home:
+            # A virtual-mode backend only knows paths under its root: map the expanded home
+            # path onto that root, or refuse it.
+            home_path = Path(path)
+            if not _is_inside(home_path, root):
+                return None, f"path is outside the backend root {root}"
+            relative = home_path.resolve().relative_to(root.resolve()).as_posix()
+            return ("/" + relative if relative != "." else "/"), None
+        normalized = _normalize_virtual(path)
+        if normalized is None:
+            return None, f"path escapes the backend root {root}"
+        target = root / normalized.lstrip("/")
+        if not _is_inside(target, root):
+            return None, f"path escapes the backend root {root} (through a symlink)"
+        return normalized, None
+    candidate = Path(path) if os.path.isabs(path) else root / path
+    if not _is_inside(candidate, root):
+        return None, f"path escapes the backend root {root}"
+    return str(candidate) if os.path.isabs(path) else posixpath.normpath(path), None
+
+
+def _is_inside(candidate: Path, root: Path) -> bool:
+    try:
+        candidate.resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return False
+    return True

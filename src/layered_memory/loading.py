@@ -1,0 +1,185 @@
+"""Reading memory files through a deepagents backend: one batched download, decoded and checked.
+
+Every path is checked against the backend's root before any I/O, all files go to the backend
+in ONE `download_files` call, and each response is turned into text or into a problem that
+names the path and the reason. A problem never stops the run unless the caller asked for
+strict mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from layered_memory.errors import MemorySourceError
+from layered_memory.layers import normalize_backend_path
+
+logger = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 8 * 1024 * 1024
+"""Larger memory files are skipped: nothing that big belongs in a prompt."""
+
+_HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
+
+_DOWNLOAD_ERROR_REASONS = {
+    "is_directory": "is a directory",
+    "permission_denied": "permission denied",
+    "invalid_path": "invalid path",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SourceProblem:
+    """A file that was not used, and why (the text never appears here)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DownloadResult:
+    """What one batched download gave: decoded texts by requested path, and the problems.
+
+    Attributes:
+        texts: Requested path -> decoded text, for every file that loaded.
+        missing: Requested paths that do not exist (not a problem: an optional layer).
+        problems: Files that exist but could not be used.
+    """
+
+    texts: Mapping[str, str]
+    missing: frozenset[str] = field(default_factory=frozenset)
+    problems: tuple[SourceProblem, ...] = ()
+
+
+def strip_html_comments(text: str) -> str:
+    """Text without `<!-- ... -->` comments (authoring notes are not shown to the model)."""
+    return _HTML_COMMENT_RE.sub("", text) if "<!--" in text else text
+
+
+def digest_texts(*parts: Mapping[str, str] | str | None) -> str:
+    """A short stable digest of mappings and strings, used to tell "changed" from "same"."""
+    hasher = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        if part is None:
+            hasher.update(b"\x00none")
+        elif isinstance(part, str):
+            hasher.update(b"\x01" + part.encode("utf-8", "surrogatepass"))
+        else:
+            for key in sorted(part):
+                hasher.update(b"\x02" + key.encode("utf-8", "surrogatepass"))
+                hasher.update(b"\x03" + part[key].encode("utf-8", "surrogatepass"))
+    return hasher.hexdigest()
+
+
+def decode_content(content: bytes) -> tuple[str | None, str | None]:
+    """UTF-8 text of a file, or the reason it is not usable as memory text."""
+    if len(content) > MAX_FILE_BYTES:
+        return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB ({len(content)} bytes)"
+    if b"\x00" in content:
+        return None, "binary file (contains NUL bytes)"
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"not valid UTF-8 (byte {exc.start})"
+    # A BOM is an editor artefact, not memory.
+    return text.removeprefix("\ufeff"), None
+
+
+def plan_paths(paths: Iterable[str], backend: Any) -> tuple[dict[str, str], list[SourceProblem]]:
+    """Backend path for each requested path, and the paths refused before any I/O.
+
+    Returns:
+        `(plan, problems)` where `plan` maps requested path -> path to download (in order).
+    """
+    plan: dict[str, str] = {}
+    problems: list[SourceProblem] = []
+    for path in paths:
+        if path in plan:
+            continue
+        normalized, reason = normalize_backend_path(path, backend)
+        if normalized is None:
+            problems.append(SourceProblem(path, reason or "invalid path"))
+        else:
+            plan[path] = normalized
+    return plan, problems
+
+
+def interpret_responses(
+    plan: Mapping[str, str], responses: Sequence[Any], problems: Iterable[SourceProblem] = ()
+) -> DownloadResult:
+    """Decode a batched download's responses (pure: shared by the sync and async loaders)."""
+    texts: dict[str, str] = {}
+    missing: set[str] = set()
+    found_problems = list(problems)
+    if len(responses) != len(plan):
+        reason = f"backend answered {len(responses)} files for {len(plan)} requested"
+        found_problems.extend(SourceProblem(path, reason) for path in plan)
+        return DownloadResult(texts, frozenset(), tuple(found_problems))
+    for requested, response in zip(plan, responses, strict=True):
+        error = getattr(response, "error", None)
+        content = getattr(response, "content", None)
+        if error == "file_not_found":
+            missing.add(requested)
+            continue
+        if error is not None:
+            reason = _DOWNLOAD_ERROR_REASONS.get(str(error), f"backend error: {error}")
+            found_problems.append(SourceProblem(requested, reason))
+            continue
+        if content is None:
+            missing.add(requested)
+            continue
+        text, decode_problem = decode_content(content)
+        if text is None:
+            found_problems.append(SourceProblem(requested, decode_problem or "unreadable"))
+        else:
+            texts[requested] = text
+    return DownloadResult(texts, frozenset(missing), tuple(found_problems))
+
+
+def download_texts(backend: Any, paths: Iterable[str]) -> DownloadResult:
+    """Download and decode `paths` in one backend call (errors become problems)."""
+    plan, refused = plan_paths(paths, backend)
+    if not plan:
+        return DownloadResult({}, frozenset(), tuple(refused))
+    try:
+        responses = backend.download_files(list(plan.values()))
+    except Exception as exc:
+        return _backend_failure(plan, refused, exc)
+    return interpret_responses(plan, responses, refused)
+
+
+async def adownload_texts(backend: Any, paths: Iterable[str]) -> DownloadResult:
+    """Async twin of `download_texts`."""
+    plan, refused = plan_paths(paths, backend)
+    if not plan:
+        return DownloadResult({}, frozenset(), tuple(refused))
+    try:
+        responses = await backend.adownload_files(list(plan.values()))
+    except Exception as exc:
+        return _backend_failure(plan, refused, exc)
+    return interpret_responses(plan, responses, refused)
+
+
+def report_problems(
+    problems: Iterable[SourceProblem], *, strict: bool, already_logged: set[tuple[str, str]]
+) -> None:
+    """Log each problem once per process (or raise the first one in strict mode)."""
+    for problem in problems:
+        if strict:
+            raise MemorySourceError(problem.path, problem.reason)
+        key = (problem.path, problem.reason)
+        level = logging.DEBUG if key in already_logged else logging.WARNING
+        already_logged.add(key)
+        logger.log(level, "memory source %s skipped: %s", problem.path, problem.reason)
+
+
+def _backend_failure(
+    plan: Mapping[str, str], refused: Iterable[SourceProblem], exc: Exception
+) -> DownloadResult:
+    reason = f"backend error: {type(exc).__name__}: {exc}"
+    problems = [*refused, *(SourceProblem(path, reason) for path in plan)]
+    return DownloadResult({}, frozenset(), tuple(problems))

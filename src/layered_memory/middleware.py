@@ -1,0 +1,521 @@
+"""`MemoryMiddleware`: layered, budgeted, always-fresh memory for LangChain and deepagents agents.
+
+The hooks only move data between the agent state and a `MemoryAssembler`:
+
+- `before_agent`: load every layer and rule file (one batched download), keep the texts in
+  state, fire `PIPELINE_START`.
+- `before_model`: add the paths the agent's tools touched to the rule match keys; reload when
+  the agent edited a memory file, so the very next model call sees the edit.
+- `wrap_model_call`: append the (cached, byte-identical while unchanged) memory block to the
+  system message.
+- `wrap_tool_call`: refuse edits of read-only memory; note touched paths and memory edits.
+- `after_agent`: fire `PIPELINE_END` with the final state, for write-back handlers.
+
+Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
+`MemoryMiddleware` (same state key, layout and options) that also reloads changed files.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ContextT,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+    ResponseT,
+    TracePolicy,
+    omit_payload,
+)
+from langchain_core.messages import ToolMessage
+from langgraph.config import get_config
+
+from layered_memory._system_message import (
+    append_block,
+    is_anthropic_model,
+    tag_last_block_for_cache,
+)
+from layered_memory.assembler import MemoryAssembler, MemorySnapshot
+from layered_memory.hooks import HookEvent
+from layered_memory.layers import Layer, layers_from_sources
+from layered_memory.render import (
+    DEFAULT_MAX_CHARS,
+    DEFAULT_MAX_RULES_CHARS,
+    MEMORY_SYSTEM_PROMPT,
+    SessionEntry,
+)
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware.types import ToolCallRequest
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.runtime import Runtime
+    from langgraph.types import Command
+
+    from layered_memory.hooks import HookRegistry
+    from layered_memory.stores import SessionStore
+
+logger = logging.getLogger(__name__)
+
+MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
+"""A context name read from runtime.context / state / config, or a callable(state, runtime)."""
+
+MUTATING_TOOLS = frozenset({"write_file", "edit_file", "delete"})
+PATH_ARGUMENTS = ("file_path", "path")
+
+
+class LayeredMemoryState(AgentState):  # type: ignore[type-arg]
+    """State keys of `MemoryMiddleware` (private: not part of the agent's input or output)."""
+
+    memory_contents: NotRequired[Annotated[dict[str, str], PrivateStateAttr]]
+    """Layer path -> text, as deepagents' `MemoryMiddleware` keeps it."""
+    memory_rule_files: NotRequired[Annotated[dict[str, str], PrivateStateAttr]]
+    memory_session: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    memory_digest: NotRequired[Annotated[str, PrivateStateAttr]]
+    memory_touched_paths: NotRequired[Annotated[list[str], PrivateStateAttr]]
+    """Paths the agent's file tools named in this thread: rule match keys."""
+    memory_match_context: NotRequired[Annotated[list[str], PrivateStateAttr]]
+    """Context strings for rule matching (entity name, task tag), fixed per invocation."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    """What tool calls noted since the last model call of one thread."""
+
+    touched: set[str] = field(default_factory=set)
+    memory_edited: bool = False
+
+
+class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT]):
+    """Layered memory for an agent: loads, budgets, injects and protects memory files.
+
+    Args:
+        backend: The deepagents backend the memory files live in.
+        sources: deepagents-compatible flat list of files (exclusive with `layers`).
+        layers: `Layer`s from lowest to highest precedence (exclusive with `sources`).
+        rules: Rule folders, lowest to highest precedence.
+        match_keys: Context names (read from `runtime.context`, the state, then
+            `config["configurable"]`) or callables `(state, runtime) -> strings`, matched
+            against rule globs besides the paths the agent touched.
+        session_store: Store whose entry under the thread id is the top layer.
+        hooks: Registry fired with `PIPELINE_START`/`PIPELINE_END` and the memory events.
+        max_chars: Upper bound on the injected block, guidelines included.
+        max_rules_chars: Upper bound on the matched rules inside the block.
+        strict: Raise on an unusable memory file instead of logging and skipping it.
+        rules_writable: Let the agent edit rule files (refused by default).
+        add_cache_control: Tag the last system block for Anthropic prompt caching.
+        system_prompt: Template with an `{agent_memory}` slot, or `None` to inject nothing.
+
+    Example:
+        MemoryMiddleware(backend=FilesystemBackend(root_dir="."), layers=[
+            Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)])
+    """
+
+    state_schema = LayeredMemoryState
+    trace_policy = TracePolicy(process_inputs=omit_payload)
+
+    def __init__(
+        self,
+        *,
+        backend: Any,
+        sources: Sequence[str] | None = None,
+        layers: Sequence[Layer] | None = None,
+        rules: Sequence[str] | None = None,
+        match_keys: Sequence[MatchKeySource] = (),
+        session_store: SessionStore | None = None,
+        hooks: HookRegistry | None = None,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
+        strict: bool = False,
+        rules_writable: bool = False,
+        add_cache_control: bool = False,
+        system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
+    ) -> None:
+        if system_prompt is not None:
+            if not isinstance(system_prompt, str):
+                msg = f"system_prompt must be str or None, got {type(system_prompt).__name__}"
+                raise TypeError(msg)
+            if "{agent_memory}" not in system_prompt:
+                msg = "system_prompt must contain the `{agent_memory}` format slot"
+                raise ValueError(msg)
+        if (sources is None) == (layers is None):
+            msg = "pass exactly one of `sources` (a flat list of files) or `layers`"
+            raise ValueError(msg)
+        if isinstance(sources, str) or isinstance(rules, str):
+            msg = "`sources` and `rules` take a list of paths, not a single string"
+            raise TypeError(msg)
+        super().__init__()
+        self.sources = list(sources) if sources is not None else None
+        self.system_prompt = system_prompt
+        self.match_keys = tuple(match_keys)
+        self.hooks = hooks
+        self._add_cache_control = add_cache_control
+        self._rules_writable = rules_writable
+        self.assembler = MemoryAssembler(
+            backend=backend,
+            layers=layers_from_sources(sources) if sources is not None else list(layers or ()),
+            rules=tuple(rules or ()),
+            session_store=session_store,
+            max_chars=max_chars,
+            max_rules_chars=max_rules_chars,
+            system_prompt=system_prompt or MEMORY_SYSTEM_PROMPT,
+            compat=sources is not None,
+            strict=strict,
+        )
+        self._pending: dict[str, _Pending] = {}
+        self._pending_lock = threading.Lock()
+
+    @property
+    def layers(self) -> tuple[Layer, ...]:
+        """The layers, lowest to highest precedence."""
+        return self.assembler.layers
+
+    def read_only(self) -> MemoryMiddleware[Any, Any]:
+        """A twin for subagents: the same memory, every layer read-only, no hooks fired.
+
+        A subagent should see what its parent knows but not rewrite it, and its end must not
+        fire the parent's write-back.
+        """
+        twin = MemoryMiddleware[Any, Any](
+            backend=self.assembler.backend,
+            layers=[replace_layer(layer, writable=False) for layer in self.layers],
+            rules=self.assembler.rule_folders,
+            match_keys=self.match_keys,
+            session_store=self.assembler.session_store,
+            hooks=None,
+            max_chars=self.assembler.max_chars,
+            max_rules_chars=self.assembler.max_rules_chars,
+            strict=self.assembler.strict,
+            rules_writable=False,
+            add_cache_control=self._add_cache_control,
+            system_prompt=self.system_prompt,
+        )
+        if self.sources is not None:
+            twin.assembler.compat = True
+        return twin
+
+    # -- before_agent ---------------------------------------------------------------------------
+
+    def before_agent(
+        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+    ) -> dict[str, Any] | None:
+        """Fire PIPELINE_START and load memory (each invocation, so disk changes are seen)."""
+        config = _current_config()
+        if self.hooks is not None:
+            self.hooks.trigger(HookEvent.PIPELINE_START, self._hook_data(state, runtime, config))
+        snapshot = self.assembler.load(session_key=_thread_id(config))
+        if self.hooks is not None:
+            self.hooks.trigger(HookEvent.MEMORY_LOADED, _loaded_event(snapshot, config))
+        return self._state_update(
+            state, snapshot, _context_keys(self.match_keys, state, runtime, config)
+        )
+
+    async def abefore_agent(
+        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+    ) -> dict[str, Any] | None:
+        """Async twin of `before_agent`."""
+        config = _current_config()
+        if self.hooks is not None:
+            await self.hooks.atrigger(
+                HookEvent.PIPELINE_START, self._hook_data(state, runtime, config)
+            )
+        snapshot = await self.assembler.aload(session_key=_thread_id(config))
+        if self.hooks is not None:
+            await self.hooks.atrigger(HookEvent.MEMORY_LOADED, _loaded_event(snapshot, config))
+        return self._state_update(
+            state, snapshot, _context_keys(self.match_keys, state, runtime, config)
+        )
+
+    # -- before_model ---------------------------------------------------------------------------
+
+    def before_model(
+        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+    ) -> dict[str, Any] | None:
+        """Fold in what the last tool calls touched; reload if the agent edited memory."""
+        config = _current_config()
+        pending = self._take_pending(config)
+        if pending is None:
+            return None
+        snapshot = (
+            self.assembler.load(session_key=_thread_id(config)) if pending.memory_edited else None
+        )
+        return self._pending_update(state, pending, snapshot)
+
+    async def abefore_model(
+        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+    ) -> dict[str, Any] | None:
+        """Async twin of `before_model`."""
+        config = _current_config()
+        pending = self._take_pending(config)
+        if pending is None:
+            return None
+        snapshot = (
+            await self.assembler.aload(session_key=_thread_id(config))
+            if pending.memory_edited
+            else None
+        )
+        return self._pending_update(state, pending, snapshot)
+
+    # -- wrap_model_call ------------------------------------------------------------------------
+
+    def modify_request(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
+        """The request with the memory block appended to its system message."""
+        block = self._memory_block(request.state) if self.system_prompt is not None else None
+        system_message = request.system_message
+        if block is not None:
+            system_message = append_block(system_message, block)
+        if (
+            self._add_cache_control
+            and system_message is not None
+            and system_message.content_blocks
+            and is_anthropic_model(request.model)
+        ):
+            system_message = tag_last_block_for_cache(system_message)
+        if system_message is request.system_message:
+            return request
+        return request.override(system_message=system_message)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]],
+    ) -> ModelResponse[ResponseT]:
+        """Inject memory into the system prompt, then call the model."""
+        return handler(self.modify_request(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
+    ) -> ModelResponse[ResponseT]:
+        """Async twin of `wrap_model_call` (rendering does no I/O)."""
+        return await handler(self.modify_request(request))
+
+    # -- wrap_tool_call -------------------------------------------------------------------------
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Refuse edits of read-only memory; note touched paths and memory edits."""
+        refusal, touched, edits_memory = self._inspect_tool_call(request)
+        if refusal is not None:
+            return refusal
+        result = handler(request)
+        self._note(request, touched, edits_memory)
+        return result
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async twin of `wrap_tool_call`."""
+        refusal, touched, edits_memory = self._inspect_tool_call(request)
+        if refusal is not None:
+            return refusal
+        result = await handler(request)
+        self._note(request, touched, edits_memory)
+        return result
+
+    # -- after_agent ----------------------------------------------------------------------------
+
+    def after_agent(
+        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+    ) -> dict[str, Any] | None:
+        """Fire PIPELINE_END with the final state (write-back handlers run here)."""
+        config = _current_config()
+        self._drop_pending(config)
+        if self.hooks is not None:
+            self.hooks.trigger(HookEvent.PIPELINE_END, self._hook_data(state, runtime, config))
+        return None
+
+    async def aafter_agent(
+        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        config = _current_config()
+        self._drop_pending(config)
+        if self.hooks is not None:
+            await self.hooks.atrigger(
+                HookEvent.PIPELINE_END, self._hook_data(state, runtime, config)
+            )
+        return None
+
+    # -- pure helpers shared by both halves -----------------------------------------------------
+
+    def _state_update(
+        self, state: Mapping[str, Any], snapshot: MemorySnapshot, context_keys: list[str]
+    ) -> dict[str, Any] | None:
+        update: dict[str, Any] = {}
+        if state.get("memory_digest") != snapshot.digest or "memory_contents" not in state:
+            update["memory_contents"] = dict(snapshot.files)
+            update["memory_rule_files"] = dict(snapshot.rule_files)
+            update["memory_session"] = (
+                {"key": snapshot.session.key, "data": dict(snapshot.session.data)}
+                if snapshot.session
+                else None
+            )
+            update["memory_digest"] = snapshot.digest
+        if state.get("memory_match_context", []) != context_keys:
+            update["memory_match_context"] = context_keys
+        return update or None
+
+    def _pending_update(
+        self, state: Mapping[str, Any], pending: _Pending, snapshot: MemorySnapshot | None
+    ) -> dict[str, Any] | None:
+        update: dict[str, Any] = {}
+        known = state.get("memory_touched_paths") or []
+        new_paths = pending.touched.difference(known)
+        if new_paths:
+            update["memory_touched_paths"] = sorted({*known, *new_paths})
+        if snapshot is not None:
+            update.update(
+                self._state_update(state, snapshot, state.get("memory_match_context", [])) or {}
+            )
+        return update or None
+
+    def _memory_block(self, state: Mapping[str, Any]) -> str:
+        session_state = state.get("memory_session")
+        session = (
+            SessionEntry(session_state["key"], session_state["data"]) if session_state else None
+        )
+        keys = (*state.get("memory_touched_paths", ()), *state.get("memory_match_context", ()))
+        return self.assembler.render_parts(
+            state.get("memory_contents") or {},
+            state.get("memory_rule_files") or {},
+            session,
+            keys,
+            digest=state.get("memory_digest"),
+        )
+
+    def _inspect_tool_call(
+        self, request: ToolCallRequest
+    ) -> tuple[ToolMessage | None, set[str], bool]:
+        call = request.tool_call
+        tool_name = call.get("name", "")
+        args = call.get("args") or {}
+        paths = {args[name] for name in PATH_ARGUMENTS if isinstance(args.get(name), str)}
+        edits_memory = False
+        if tool_name in MUTATING_TOOLS:
+            for path in paths:
+                access, layer = self.assembler.access_of(path)
+                if access == "read-only" or (access == "rule" and not self._rules_writable):
+                    return _refusal(call, tool_name, path, layer), set(), False
+                edits_memory = edits_memory or access is not None
+        return None, paths, edits_memory
+
+    def _note(self, request: ToolCallRequest, touched: set[str], edits_memory: bool) -> None:
+        if not touched and not edits_memory:
+            return
+        key = _thread_key(getattr(request.runtime, "config", None))
+        with self._pending_lock:
+            pending = self._pending.setdefault(key, _Pending())
+            pending.touched.update(touched)
+            pending.memory_edited = pending.memory_edited or edits_memory
+
+    def _take_pending(self, config: RunnableConfig | None) -> _Pending | None:
+        with self._pending_lock:
+            return self._pending.pop(_thread_key(config), None)
+
+    def _drop_pending(self, config: RunnableConfig | None) -> None:
+        with self._pending_lock:
+            self._pending.pop(_thread_key(config), None)
+
+    def _hook_data(
+        self, state: Mapping[str, Any], runtime: Any, config: RunnableConfig | None
+    ) -> dict[str, Any]:
+        return {
+            **state,
+            "config": config or {},
+            "runtime_context": getattr(runtime, "context", None),
+            "thread_id": _thread_id(config),
+        }
+
+
+def replace_layer(layer: Layer, *, writable: bool) -> Layer:
+    """`layer` with a different `writable` flag."""
+    return replace(layer, writable=writable)
+
+
+def _refusal(
+    call: Mapping[str, Any], tool_name: str, path: str, layer: Layer | None
+) -> ToolMessage:
+    owner = f"the read-only memory layer {layer.name!r}" if layer else "a read-only rule folder"
+    return ToolMessage(
+        content=(
+            f"Error: {tool_name} refused: {path} belongs to {owner} and cannot be changed by "
+            "the agent. The file was not modified. Save what you learned in a writable memory "
+            "file instead, or tell the user what should change."
+        ),
+        tool_call_id=call.get("id") or "",
+        name=tool_name,
+        status="error",
+    )
+
+
+def _loaded_event(snapshot: MemorySnapshot, config: RunnableConfig | None) -> dict[str, Any]:
+    return {
+        "paths": sorted(snapshot.files),
+        "rule_files": sorted(snapshot.rule_files),
+        "problems": [(p.path, p.reason) for p in snapshot.problems],
+        "digest": snapshot.digest,
+        "thread_id": _thread_id(config),
+    }
+
+
+def _context_keys(
+    sources: Sequence[MatchKeySource],
+    state: Mapping[str, Any],
+    runtime: Any,
+    config: RunnableConfig | None,
+) -> list[str]:
+    """The context strings named by `match_keys` for this invocation, sorted and unique."""
+    found: set[str] = set()
+    context = getattr(runtime, "context", None)
+    configurable = (config or {}).get("configurable") or {}
+    for source in sources:
+        if callable(source):
+            values: Any = source(state, runtime)
+        else:
+            values = _lookup(context, source)
+            if values is None:
+                values = state.get(source)
+            if values is None:
+                values = configurable.get(source)
+        if isinstance(values, str):
+            found.add(values)
+        elif isinstance(values, Iterable):
+            found.update(value for value in values if isinstance(value, str))
+    return sorted(value for value in found if value)
+
+
+def _lookup(context: Any, name: str) -> Any:
+    if context is None:
+        return None
+    if isinstance(context, Mapping):
+        return context.get(name)
+    return getattr(context, name, None)
+
+
+def _current_config() -> RunnableConfig | None:
+    try:
+        return get_config()
+    except RuntimeError:  # called outside a graph (a hook invoked directly in a test)
+        return None
+
+
+def _thread_id(config: RunnableConfig | None) -> str | None:
+    thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
+    return str(thread_id) if thread_id is not None else None
+
+
+def _thread_key(config: Any) -> str:
+    return _thread_id(config) or "<no thread>"
