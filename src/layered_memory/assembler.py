@@ -203,8 +203,9 @@ class MemoryAssembler:
             return None
         try:
             data = self.session_store.get(key)
-        except Exception as exc:
-            return self._session_failure(key, exc)
+        except Exception as exc:  # a store outage must not stop the run
+            self._session_failure(key, exc)
+            return None
         return SessionEntry(key, data) if data else None
 
     async def _aread_session(self, key: str | None) -> SessionEntry | None:
@@ -212,8 +213,9 @@ class MemoryAssembler:
             return None
         try:
             data = await self.session_store.aget(key)
-        except Exception as exc:
-            return self._session_failure(key, exc)
+        except Exception as exc:  # a store outage must not stop the run
+            self._session_failure(key, exc)
+            return None
         return SessionEntry(key, data) if data else None
 
     def _session_failure(self, key: str, exc: Exception) -> None:
