@@ -3,6 +3,7 @@
 The public names are pinned by `tests/test_public_api.py`.
 """
 
+from layered_memory.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.errors import (
     LayeredMemoryError,
     MemorySourceError,
@@ -36,7 +37,9 @@ __all__ = [
     "InMemorySessionStore",
     "Layer",
     "LayeredMemoryError",
+    "MemoryAssembler",
     "MemoryMiddleware",
+    "MemorySnapshot",
     "MemorySourceError",
     "MemoryWriteError",
     "MemoryWriter",

@@ -1,0 +1,143 @@
+"""How the middleware sits in a deep agent: the prompt-caching slot and read-only subagents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deepagents import create_deep_agent
+from deepagents.backends import FilesystemBackend
+from langchain_anthropic import ChatAnthropic
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import PrivateAttr
+
+from layered_memory import Layer, MemoryMiddleware
+from layered_memory.testing import ScriptedChatModel, tool_call
+
+
+class RecordingAnthropic(ChatAnthropic):
+    """A real `ChatAnthropic` (so caching middleware engages) that answers from a script."""
+
+    _seen: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self._seen.append(messages)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="ok"))])
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], *args: Any, **kwargs: Any
+    ) -> ChatResult:
+        return self._generate(messages)
+
+
+def system_blocks(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    system = next(m for m in messages if isinstance(m, SystemMessage))
+    assert isinstance(system.content, list)
+    return [block for block in system.content if isinstance(block, dict)]
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> FilesystemBackend:
+    (tmp_path / "AGENTS.md").write_text("Project fact: QUOKKA")
+    (tmp_path / "MEMORY.md").write_text("# Memory\n")
+    return FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+
+
+def layered(backend: FilesystemBackend, **kwargs: Any) -> MemoryMiddleware:
+    return MemoryMiddleware(
+        backend=backend,
+        layers=[Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)],
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_memory_slot_puts_memory_after_the_cache_breakpoint(
+    backend: FilesystemBackend, use_async: bool
+) -> None:
+    model = RecordingAnthropic(model_name="claude-sonnet-4-5", api_key="sk-ant-test")  # type: ignore[call-arg,arg-type]
+    agent = create_deep_agent(
+        model=model,
+        backend=backend,
+        system_prompt="STATIC BASE PROMPT",
+        memory=[],  # opens deepagents' memory slot; ours takes it by name
+        middleware=[layered(backend, add_cache_control=True)],
+    )
+    payload = {"messages": [{"role": "user", "content": "hi"}]}
+    await agent.ainvoke(payload) if use_async else agent.invoke(payload)
+    blocks = system_blocks(model._seen[0])
+    memory_index = next(i for i, b in enumerate(blocks) if "<agent_memory>" in b.get("text", ""))
+    base_index = next(i for i, b in enumerate(blocks) if "STATIC BASE PROMPT" in b.get("text", ""))
+    # The static prompt keeps its own breakpoint, and memory comes after it, so editing
+    # memory never invalidates the cached static prefix.
+    assert base_index < memory_index
+    assert blocks[memory_index - 1].get("cache_control") is not None
+    assert "QUOKKA" not in "".join(b.get("text", "") for b in blocks[:memory_index])
+    assert blocks[memory_index].get("cache_control") == {"type": "ephemeral"}
+
+
+def test_without_the_slot_memory_lands_before_the_breakpoint(backend: FilesystemBackend) -> None:
+    """What the README warns against: as plain user middleware, the breakpoint moves onto the
+    memory block, so the static prompt has no breakpoint of its own."""
+    model = RecordingAnthropic(model_name="claude-sonnet-4-5", api_key="sk-ant-test")  # type: ignore[call-arg,arg-type]
+    agent = create_deep_agent(
+        model=model,
+        backend=backend,
+        system_prompt="STATIC BASE PROMPT",
+        middleware=[layered(backend)],
+    )
+    agent.invoke({"messages": [{"role": "user", "content": "hi"}]})
+    blocks = system_blocks(model._seen[0])
+    base = next(b for b in blocks if "STATIC BASE PROMPT" in b.get("text", ""))
+    assert "cache_control" not in base
+    assert "cache_control" in blocks[-1]
+    assert "<agent_memory>" in blocks[-1]["text"]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_subagents_get_the_same_memory_read_only(
+    backend: FilesystemBackend, tmp_path: Path, use_async: bool
+) -> None:
+    parent_memory = layered(backend)
+    model = ScriptedChatModel(
+        script=[
+            tool_call("task", description="look around", subagent_type="researcher"),
+            # the subagent's turns:
+            tool_call("edit_file", file_path="/MEMORY.md", old_string="# Memory\n", new_string="x"),
+            "subagent done",
+            # back in the parent:
+            "parent done",
+        ]
+    )
+    agent = create_deep_agent(
+        model=model,
+        backend=backend,
+        memory=[],
+        middleware=[parent_memory],
+        subagents=[
+            {
+                "name": "researcher",
+                "description": "Researches things.",
+                "system_prompt": "You research.",
+                "middleware": [parent_memory.read_only()],
+            }
+        ],
+        checkpointer=InMemorySaver(),
+    )
+    payload = {"messages": [{"role": "user", "content": "go"}]}
+    config = {"configurable": {"thread_id": f"sub-{use_async}"}}
+    await agent.ainvoke(payload, config) if use_async else agent.invoke(payload, config)
+    parent_prompt, subagent_prompt, subagent_second, _ = model.system_prompts
+    assert '<layer name="notes" path="/MEMORY.md" access="writable">' in parent_prompt
+    assert "Project fact: QUOKKA" in subagent_prompt
+    assert '<layer name="notes" path="/MEMORY.md" access="read-only">' in subagent_prompt
+    refusal = next(
+        m for m in model.prompts[2] if isinstance(m, ToolMessage) and m.name == "edit_file"
+    )
+    assert refusal.status == "error"
+    assert "read-only memory layer 'notes'" in refusal.text
+    assert "QUOKKA" in subagent_second
+    assert (tmp_path / "MEMORY.md").read_text() == "# Memory\n"

@@ -1,0 +1,183 @@
+"""The middleware's hooks called directly with hand-built state and requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from deepagents.backends import FilesystemBackend
+from langchain.agents.middleware.types import ModelRequest
+from langchain_core.messages import SystemMessage, ToolMessage
+
+from layered_memory import InMemorySessionStore, Layer, MemoryMiddleware
+from layered_memory.render import SessionEntry
+from layered_memory.testing import ScriptedChatModel
+
+RUNTIME = SimpleNamespace(context={"entity_name": "acme_corp", "tags": ["billing", 3]})
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "AGENTS.md").write_text("project")
+    (tmp_path / "MEMORY.md").write_text("notes")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "r.md").write_text("rule")
+    return tmp_path
+
+
+def middleware(root: Path, **kwargs: Any) -> MemoryMiddleware:
+    return MemoryMiddleware(
+        backend=FilesystemBackend(root_dir=root, virtual_mode=True),
+        layers=[Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)],
+        rules=["/rules"],
+        **kwargs,
+    )
+
+
+def tool_request(name: str, **args: Any) -> Any:
+    return SimpleNamespace(
+        tool_call={"name": name, "args": args, "id": "call-1", "type": "tool_call"},
+        runtime=SimpleNamespace(config={"configurable": {"thread_id": "t1"}}),
+        state={},
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("edit_file", {"file_path": "/AGENTS.md", "old_string": "p", "new_string": "q"}),
+        ("write_file", {"file_path": "/AGENTS.md", "content": "q"}),
+        ("delete", {"file_path": "/AGENTS.md"}),
+        ("write_file", {"file_path": "/./x/../AGENTS.md", "content": "q"}),
+        ("write_file", {"file_path": "/rules/r.md", "content": "q"}),
+        ("write_file", {"file_path": "/rules/new.md", "content": "q"}),
+    ],
+)
+def test_mutations_of_read_only_memory_are_refused(
+    root: Path, name: str, args: dict[str, Any]
+) -> None:
+    calls: list[Any] = []
+    result = middleware(root).wrap_tool_call(tool_request(name, **args), calls.append)
+    assert calls == []  # the tool never ran
+    assert isinstance(result, ToolMessage)
+    assert result.status == "error"
+    assert result.tool_call_id == "call-1"
+    assert "cannot be changed by the agent" in result.text
+    assert (root / "AGENTS.md").read_text() == "project"
+
+
+def test_writable_memory_edit_marks_a_reload_and_reads_pass(root: Path) -> None:
+    mw = middleware(root)
+    ok = ToolMessage("ok", tool_call_id="call-1")
+    assert mw.wrap_tool_call(tool_request("read_file", file_path="/AGENTS.md"), lambda r: ok) is ok
+    assert mw.wrap_tool_call(tool_request("edit_file", file_path="/MEMORY.md"), lambda r: ok) is ok
+    pending = mw._take_pending({"configurable": {"thread_id": "t1"}})
+    assert pending is not None
+    assert pending.touched == {"/AGENTS.md", "/MEMORY.md"}
+    assert pending.memory_edited is True
+
+
+def test_rules_writable_allows_rule_edits(root: Path) -> None:
+    ok = ToolMessage("ok", tool_call_id="call-1")
+    mw = middleware(root, rules_writable=True)
+    assert (
+        mw.wrap_tool_call(tool_request("write_file", file_path="/rules/r.md"), lambda r: ok) is ok
+    )
+
+
+def test_context_keys_come_from_runtime_state_config_and_callables(root: Path) -> None:
+    mw = middleware(
+        root,
+        match_keys=("entity_name", "tags", "phase", lambda state, runtime: ["from-callable"]),
+    )
+    update = mw.before_agent({"messages": [], "phase": "evaluation"}, RUNTIME)  # type: ignore[arg-type]
+    assert update is not None
+    assert update["memory_match_context"] == [
+        "acme_corp",
+        "billing",
+        "evaluation",
+        "from-callable",
+    ]
+
+
+def test_unchanged_memory_writes_no_state_and_renders_once(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import layered_memory.assembler as assembler_module
+
+    renders: list[int] = []
+    real_render = assembler_module.render_memory
+
+    def counting_render(*args: Any, **kwargs: Any) -> str:
+        renders.append(1)
+        return real_render(*args, **kwargs)
+
+    monkeypatch.setattr(assembler_module, "render_memory", counting_render)
+    mw = middleware(root)
+    state: dict[str, Any] = {"messages": []}
+    state.update(mw.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]
+    assert mw.before_agent(state, RUNTIME) is None  # type: ignore[arg-type]
+    request = ModelRequest(
+        model=ScriptedChatModel(script=[]),
+        messages=[],
+        system_message=SystemMessage("base"),
+        state=state,  # type: ignore[arg-type]
+        runtime=RUNTIME,  # type: ignore[arg-type]
+    )
+    first = mw.modify_request(request).system_message
+    second = mw.modify_request(request).system_message
+    assert first is not None
+    assert second is not None
+    assert first.content_blocks == second.content_blocks
+    assert len(renders) == 1
+
+
+def test_before_model_folds_in_touched_paths(root: Path) -> None:
+    mw = middleware(root)
+    ok = ToolMessage("ok", tool_call_id="call-1")
+    mw.wrap_tool_call(tool_request("read_file", file_path="/src/b.py"), lambda r: ok)
+    config = {"configurable": {"thread_id": "t1"}}
+    import layered_memory.middleware as module
+
+    original = module._current_config
+    module._current_config = lambda: config  # type: ignore[assignment]
+    try:
+        update = mw.before_model({"messages": [], "memory_touched_paths": ["/a.py"]}, RUNTIME)  # type: ignore[arg-type]
+        assert update == {"memory_touched_paths": ["/a.py", "/src/b.py"]}
+        assert mw.before_model({"messages": []}, RUNTIME) is None  # type: ignore[arg-type]
+    finally:
+        module._current_config = original
+
+
+def test_session_store_entry_is_the_top_layer(root: Path) -> None:
+    store = InMemorySessionStore()
+    store.set("entity:acme:eval", {"stage": "draft"})
+    mw = middleware(root, session_store=store)
+    snapshot = mw.assembler.load(session_key="entity:acme:eval")
+    assert snapshot.session == SessionEntry("entity:acme:eval", {"stage": "draft"})
+    block = mw.assembler.render(snapshot)
+    assert block.index('<layer name="notes"') < block.index('<layer name="session"')
+    assert '"stage": "draft"' in block
+    assert mw.assembler.load(session_key="entity:other:eval").session is None
+
+
+def test_failing_session_store_is_logged_and_skipped(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class DownStore:
+        def get(self, key: str) -> Any:
+            msg = "redis://127.0.0.1:1 refused"
+            raise ConnectionError(msg)
+
+    mw = middleware(root, session_store=DownStore())  # type: ignore[arg-type]
+    snapshot = mw.assembler.load(session_key="k1")
+    assert snapshot.session is None
+    assert "project" in snapshot.files["/AGENTS.md"]
+    assert any("k1" in r.getMessage() and "refused" in r.getMessage() for r in caplog.records)
+
+
+def test_budget_too_small_for_the_template_is_rejected(root: Path) -> None:
+    with pytest.raises(ValueError, match="max_chars=100 is too small"):
+        middleware(root, max_chars=100)

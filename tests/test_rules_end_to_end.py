@@ -1,0 +1,116 @@
+"""Rule files in a real deep agent: matched by touched paths and by run context."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+from deepagents import create_deep_agent
+from deepagents.backends import FilesystemBackend
+from langgraph.checkpoint.memory import InMemorySaver
+
+from layered_memory import Layer, MemoryMiddleware
+from layered_memory.testing import ScriptedChatModel, tool_call
+
+RULES = {
+    "python.md": '---\nname: python-style\npaths: ["**/*.py"]\n---\nPYTHON_RULE: use type hints.',
+    "docs.md": '---\nname: docs-style\npaths: ["docs/**"]\n---\nDOCS_RULE: short sentences.',
+    "acme.md": '---\nname: acme\npaths: ["*acme*"]\n---\nACME_RULE: acme wants invoices in EUR.',
+    "always.md": "ALWAYS_RULE: be kind.",
+}
+
+
+class EntityContext(TypedDict, total=False):
+    entity_name: str
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> FilesystemBackend:
+    (tmp_path / "AGENTS.md").write_text("project memory")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("print('hi')\n")
+    rules = tmp_path / "rules"
+    (rules / "nested").mkdir(parents=True)
+    for name, text in RULES.items():
+        (rules / ("nested" if name == "docs.md" else "") / name).write_text(text)
+    return FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+
+
+def agent_for(backend: FilesystemBackend, model: ScriptedChatModel) -> Any:
+    middleware = MemoryMiddleware(
+        backend=backend,
+        layers=[Layer("project", "/AGENTS.md")],
+        rules=["/rules"],
+        match_keys=("entity_name",),
+    )
+    return create_deep_agent(
+        model=model,
+        backend=backend,
+        memory=[],
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+        context_schema=EntityContext,
+    )
+
+
+async def run(agent: Any, text: str, use_async: bool, **kwargs: Any) -> Any:
+    payload = {"messages": [{"role": "user", "content": text}]}
+    if use_async:
+        return await agent.ainvoke(payload, **kwargs)
+    return agent.invoke(payload, **kwargs)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_reading_a_python_file_brings_in_the_python_rule(
+    backend: FilesystemBackend, use_async: bool
+) -> None:
+    model = ScriptedChatModel(
+        script=[tool_call("read_file", file_path="/src/app.py"), "read it", "second turn"]
+    )
+    agent = agent_for(backend, model)
+    config = {"configurable": {"thread_id": f"py-{use_async}"}}
+    await run(agent, "look at app.py", use_async, config=config)
+    before, after = model.system_prompts
+    assert "ALWAYS_RULE" in before
+    assert "PYTHON_RULE" not in before
+    assert "PYTHON_RULE" in after
+    assert "DOCS_RULE" not in after
+    assert "ACME_RULE" not in after
+    # Touched paths are kept in the checkpointed thread: the next invocation still has the rule.
+    await run(agent, "anything else?", use_async, config=config)
+    assert "PYTHON_RULE" in model.system_prompts[2]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("channel", ["config", "context"])
+async def test_entity_name_selects_the_acme_rule(
+    backend: FilesystemBackend, use_async: bool, channel: str
+) -> None:
+    for entity, expected in (("acme_corp", True), ("globex", False)):
+        model = ScriptedChatModel(script=["answer"])
+        agent = agent_for(backend, model)
+        config: dict[str, Any] = {"configurable": {"thread_id": f"{entity}-{use_async}"}}
+        kwargs: dict[str, Any] = {"config": config}
+        if channel == "config":
+            config["configurable"]["entity_name"] = entity
+        else:
+            kwargs["context"] = {"entity_name": entity}
+        await run(agent, "hello", use_async, **kwargs)
+        assert ("ACME_RULE" in model.system_prompts[0]) is expected, entity
+        assert "PYTHON_RULE" not in model.system_prompts[0]
+
+
+def test_broken_rule_file_is_skipped_and_the_run_goes_on(
+    backend: FilesystemBackend, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "rules" / "broken.md").write_text("---\npaths: [unclosed\n---\nBROKEN_RULE")
+    model = ScriptedChatModel(script=["fine"])
+    agent = agent_for(backend, model)
+    agent.invoke(
+        {"messages": [{"role": "user", "content": "hi"}]},
+        {"configurable": {"thread_id": "broken"}},
+    )
+    assert "BROKEN_RULE" not in model.system_prompts[0]
+    assert "ALWAYS_RULE" in model.system_prompts[0]
+    assert any("/rules/broken.md" in record.getMessage() for record in caplog.records)
