@@ -194,7 +194,7 @@ def test_unreadable_source_is_skipped_where_deepagents_raises(
     )
 
     strict = MemoryMiddleware(backend=backend, sources=["/bad.md"], strict=True)
-    with pytest.raises(MemorySourceError, match="/bad.md"):
+    with pytest.raises(MemorySourceError, match=r"/bad\.md"):
         strict.before_agent({"messages": []}, RUNTIME)  # type: ignore[arg-type]
 
 

@@ -181,3 +181,15 @@ def test_failing_session_store_is_logged_and_skipped(
 def test_budget_too_small_for_the_template_is_rejected(root: Path) -> None:
     with pytest.raises(ValueError, match="max_chars=100 is too small"):
         middleware(root, max_chars=100)
+
+
+def test_huge_memory_file_stays_inside_the_budget(root: Path) -> None:
+    (root / "AGENTS.md").write_text("\n".join(f"fact {i}: " + "x" * 60 for i in range(5_000)))
+    mw = middleware(root, max_chars=6_000)
+    state: dict[str, Any] = {"messages": []}
+    state.update(mw.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]
+    block = mw._memory_block(state)
+    assert len(block) <= 6_000
+    assert block.count("fact 0: ") == 1
+    assert "of /AGENTS.md not shown; read_file /AGENTS.md for the rest]" in block
+    assert '<layer name="notes" path="/MEMORY.md" access="writable">\nnotes' in block
