@@ -193,3 +193,27 @@ def test_huge_memory_file_stays_inside_the_budget(root: Path) -> None:
     assert block.count("fact 0: ") == 1
     assert "of /AGENTS.md not shown; read_file /AGENTS.md for the rest]" in block
     assert '<layer name="notes" path="/MEMORY.md" access="writable">\nnotes' in block
+
+
+def test_every_alias_of_a_read_only_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("project")
+    (tmp_path / "alias.md").symlink_to(tmp_path / "AGENTS.md")
+    real_path = MemoryMiddleware(
+        backend=FilesystemBackend(root_dir=tmp_path, virtual_mode=False),
+        layers=[Layer("project", "AGENTS.md")],
+    )
+    virtual = MemoryMiddleware(
+        backend=FilesystemBackend(root_dir=tmp_path, virtual_mode=True),
+        layers=[Layer("project", "/AGENTS.md")],
+    )
+    attempts = [
+        (real_path, str(tmp_path / "AGENTS.md")),
+        (real_path, "./AGENTS.md"),
+        (real_path, str(tmp_path / "alias.md")),
+        (virtual, "/alias.md"),
+    ]
+    for mw, path in attempts:
+        result = mw.wrap_tool_call(tool_request("write_file", file_path=path), lambda r: None)
+        assert isinstance(result, ToolMessage), path
+        assert result.status == "error", path
+    assert (tmp_path / "AGENTS.md").read_text() == "project"

@@ -81,7 +81,7 @@ def layers_from_sources(sources: Sequence[str]) -> tuple[Layer, ...]:
     Compatible mode never refuses an edit (deepagents lets the agent edit its sources), so the
     layers are marked writable; budgets stay at their defaults.
     """
-    return tuple(Layer(path, (path,), writable=True) for path in sources)
+    return tuple(Layer(path, (path,), writable=True) for path in dict.fromkeys(sources))
 
 
 def check_unique_layer_names(layers: Sequence[Layer]) -> None:
@@ -158,31 +158,28 @@ def _normalize_virtual(path: str) -> str | None:
 def _normalize_for_filesystem(
     path: str, root: Path, *, virtual: bool, from_home: bool
 ) -> tuple[str | None, str | None]:
-    if virtual:
-        if from_home:
-            # A virtual-mode backend only knows paths under its root: map the expanded home
-            # path onto that root, or refuse it.
-            home_path = Path(path)
-            if not _is_inside(home_path, root):
-                return None, f"path is outside the backend root {root}"
-            relative = home_path.resolve().relative_to(root.resolve()).as_posix()
-            return ("/" + relative if relative != "." else "/"), None
+    """The real file's path (symlinks resolved), so every alias of one file compares equal.
+
+    Read-only protection compares these forms: `AGENTS.md`, `/abs/root/AGENTS.md` and a
+    symlink to it must all be recognised as the same file.
+    """
+    real_root = root.resolve()
+    if virtual and not from_home:
         normalized = _normalize_virtual(path)
         if normalized is None:
             return None, f"path escapes the backend root {root}"
-        target = root / normalized.lstrip("/")
-        if not _is_inside(target, root):
-            return None, f"path escapes the backend root {root} (through a symlink)"
-        return normalized, None
-    candidate = Path(path) if os.path.isabs(path) else root / path
-    if not _is_inside(candidate, root):
-        return None, f"path escapes the backend root {root}"
-    return str(candidate) if os.path.isabs(path) else posixpath.normpath(path), None
-
-
-def _is_inside(candidate: Path, root: Path) -> bool:
+        candidate = root / normalized.lstrip("/")
+    else:
+        candidate = Path(path) if os.path.isabs(path) else root / path
     try:
-        candidate.resolve().relative_to(root.resolve())
+        real = candidate.resolve()
+        relative = real.relative_to(real_root).as_posix()
     except (ValueError, OSError):
-        return False
-    return True
+        if virtual and not from_home:
+            return None, f"path escapes the backend root {root} (through a symlink)"
+        where = "is outside" if from_home else "escapes"
+        return None, f"path {where} the backend root {root}"
+    if virtual:
+        # A virtual-mode backend addresses files by `/`-anchored paths under its root.
+        return ("/" + relative if relative != "." else "/"), None
+    return str(real), None
