@@ -270,7 +270,9 @@ class MemoryAssembler:
                 parse_rule_file(path, text, folder_index=self._folder_index(path))
                 for path, text in sorted(rule_files.items())
             ]
-            rule_set = build_rule_set(parsed)
+            rule_set = build_rule_set(parsed, log=False)
+            if self.strict:
+                rule_set.raise_on_error()
             self._report_rule_problems(rule_set)
             self._rule_sets.put(digest, rule_set)
         return rule_set
@@ -309,12 +311,13 @@ class MemoryAssembler:
             )
 
     def _folder_index(self, path: str) -> int:
-        best, best_len = 0, -1
-        for index, folder in enumerate(self.rule_folders):
-            prefix = folder.rstrip("/") + "/"
-            if path.startswith(prefix) and len(prefix) > best_len:
-                best, best_len = index, len(prefix)
-        return best
+        """Precedence of a rule file: the highest listed folder containing it (as the listing)."""
+        containing = [
+            index
+            for index, folder in enumerate(self.rule_folders)
+            if path.startswith(folder.rstrip("/") + "/")
+        ]
+        return max(containing, default=0)
 
     # -- tool-call checks -------------------------------------------------------------------
 

@@ -210,11 +210,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.PIPELINE_START, self._hook_data(state, runtime, config))
         snapshot = self.assembler.load(session_key=_thread_id(config))
+        keys = _context_keys(self.match_keys, state, runtime, config)
+        update = self._state_update(state, snapshot, keys)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.MEMORY_LOADED, _loaded_event(snapshot, config))
-        return self._state_update(
-            state, snapshot, _context_keys(self.match_keys, state, runtime, config)
-        )
+            if self.assembler.rule_folders:
+                self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_event(state, update))
+        return update
 
     async def abefore_agent(
         self, state: LayeredMemoryState, runtime: Runtime[ContextT]
@@ -226,11 +228,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 HookEvent.PIPELINE_START, self._hook_data(state, runtime, config)
             )
         snapshot = await self.assembler.aload(session_key=_thread_id(config))
+        keys = _context_keys(self.match_keys, state, runtime, config)
+        update = self._state_update(state, snapshot, keys)
         if self.hooks is not None:
             await self.hooks.atrigger(HookEvent.MEMORY_LOADED, _loaded_event(snapshot, config))
-        return self._state_update(
-            state, snapshot, _context_keys(self.match_keys, state, runtime, config)
-        )
+            if self.assembler.rule_folders:
+                await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_event(state, update))
+        return update
 
     # -- before_model ---------------------------------------------------------------------------
 
@@ -245,7 +249,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         snapshot = (
             self.assembler.load(session_key=_thread_id(config)) if pending.memory_edited else None
         )
-        return self._pending_update(state, pending, snapshot)
+        update = self._pending_update(state, pending, snapshot)
+        if update and self.hooks is not None and self.assembler.rule_folders:
+            self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_event(state, update))
+        return update
 
     async def abefore_model(
         self, state: LayeredMemoryState, runtime: Runtime[ContextT]
@@ -260,7 +267,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             if pending.memory_edited
             else None
         )
-        return self._pending_update(state, pending, snapshot)
+        update = self._pending_update(state, pending, snapshot)
+        if update and self.hooks is not None and self.assembler.rule_folders:
+            await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_event(state, update))
+        return update
 
     # -- wrap_model_call ------------------------------------------------------------------------
 
@@ -428,6 +438,19 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     def _drop_pending(self, config: RunnableConfig | None) -> None:
         with self._pending_lock:
             self._pending.pop(_thread_key(config), None)
+
+    def _rules_event(
+        self, state: Mapping[str, Any], update: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """RULES_MATCHED data: which rules apply to the state as it is after `update`."""
+        merged = {**state, **(update or {})}
+        keys = [*merged.get("memory_touched_paths", ()), *merged.get("memory_match_context", ())]
+        match = self.assembler.match_rules(merged.get("memory_rule_files") or {}, keys)
+        return {
+            "keys": keys,
+            "applied": [rule.name for rule in match.applied] if match else [],
+            "requested": [rule.name for rule in match.requested] if match else [],
+        }
 
     def _hook_data(
         self, state: Mapping[str, Any], runtime: Any, config: RunnableConfig | None

@@ -1,0 +1,119 @@
+"""`layered-memory lint`: findings one per line, a summary, and the exit status."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from layered_memory.cli import main
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+
+@pytest.fixture
+def rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path,
+        {
+            "rules/python.md": "---\nname: python-style\npaths: ['**/*.py']\n---\nUse ruff.",
+            "rules/sub/acme.mdc": "---\nglobs: *acme*\nalwaysApply: false\n---\nAcme.",
+            "rules/owner.md": "---\nowner: me\n---\nBody.",
+            "rules/notes.txt": "ignored",
+        },
+    )
+    return tmp_path / "rules"
+
+
+def test_clean_folder_with_a_warning_exits_0(
+    rules: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["lint", "rules"]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        "rules/owner.md: warning: unknown field 'owner' (ignored)\n"
+        "3 rule files: 3 valid, 0 invalid; 0 errors, 1 warning\n"
+    )
+
+
+MALFORMED = {
+    "yaml.md": ("---\npaths: [oops\n---\nx", "malformed YAML frontmatter"),
+    "list.md": ("---\n- a\n---\nx", "frontmatter is not a mapping (got a YAML list)"),
+    "paths.md": ("---\npaths: 3\n---\nx", "paths must be a string or a list of strings (got int)"),
+    "glob.md": ("---\npaths: 'src/[ab'\n---\nx", "invalid glob 'src/[ab' in paths: unclosed '['"),
+    "zdup.md": ("---\nname: python-style\n---\nx", "duplicate rule name 'python-style' in one"),
+}
+
+
+def test_every_malformed_case_is_one_line_naming_file_and_reason(
+    rules: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(rules, {name: text for name, (text, _) in MALFORMED.items()})
+    assert main(["lint", str(rules)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    for name, (_, reason) in MALFORMED.items():
+        assert any(
+            line.startswith(f"rules/{name}: error: ") and reason in line for line in lines
+        ), (name, lines)
+    assert lines[-1] == "8 rule files: 3 valid, 5 invalid; 5 errors, 1 warning"
+
+
+def test_files_and_later_paths_take_precedence(
+    rules: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path, {"team/python.md": "---\nname: python-style\n---\nTeam.", "x.txt": "x"})
+    status = main(
+        ["lint", "rules/python.md", "team", "x.txt", "--explain", "src/app.py", "--root", "/"]
+    )
+    assert status == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "x.txt: warning: not a rule file name (*.md, *.mdc): a rule folder would ignore it",
+        "3 rule files: 3 valid, 0 invalid; 0 errors, 1 warning",
+        "applied: python-style (team/python.md): always applies (no paths)",
+        "applied: x.txt (x.txt): always applies (no paths)",
+        f"replaced: python-style (rules/python.md): replaced by {tmp_path.as_posix()}"
+        "/team/python.md (same name 'python-style', higher folder)",
+    ]
+
+
+def test_missing_path_is_a_usage_error(rules: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "rules", "nope"]) == 2
+    assert capsys.readouterr().err == "nope: error: no such file or directory\n"
+
+
+@pytest.mark.parametrize(
+    "argv", [[], ["lint"], ["bogus"], ["lint", "--bogus", "x"], ["inspect"], ["sync"]]
+)
+def test_usage_errors_and_stubs_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert capsys.readouterr().err
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--help"]) == 0
+    assert "PATH" in capsys.readouterr().out
+
+
+def test_console_script_in_a_subprocess(rules: Path) -> None:
+    write(rules, {"bad.md": "---\npaths: 3\n---\nx"})
+    result = subprocess.run(
+        [sys.executable, "-m", "layered_memory.cli", "lint", "rules"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[0] == (
+        "rules/bad.md: error: paths must be a string or a list of strings (got int)"
+    )
+    assert result.stderr == ""  # problems are printed once, not also logged
