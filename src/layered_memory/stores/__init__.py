@@ -1,26 +1,31 @@
-"""STUB — being written (issue 5). Session stores."""
+"""Session stores: one `SessionStore` port, five adapters that pass one conformance suite.
+
+- `InMemorySessionStore`: a dict with TTL, for tests and single-process apps.
+- `FileSessionStore`: one JSON file per session, replaced atomically.
+- `RedisSessionStore` (``redis`` extra): ``SETEX`` with a key prefix; the usual L1.
+- `PostgresSessionStore` (``postgres`` extra): a table with versioned migrations; the usual L2.
+- `HybridSessionStore`: L1 in front of L2, write-through.
+
+Importing this package never imports ``redis`` or ``psycopg``; the adapters do, when built.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from layered_memory.stores.base import ExpiryAwareSessionStore, SessionStore, StoredSession
+from layered_memory.stores.file import FileSessionStore
+from layered_memory.stores.hybrid import HybridSessionStore
+from layered_memory.stores.memory import InMemorySessionStore
+from layered_memory.stores.postgres import MIGRATIONS, PostgresSessionStore
+from layered_memory.stores.redis import RedisSessionStore
 
-
-@runtime_checkable
-class SessionStore(Protocol):
-    def get(self, key: str) -> dict[str, Any] | None: ...
-    async def aget(self, key: str) -> dict[str, Any] | None: ...
-
-
-class InMemorySessionStore: ...
-
-
-class FileSessionStore: ...
-
-
-class RedisSessionStore: ...
-
-
-class PostgresSessionStore: ...
-
-
-class HybridSessionStore: ...
+__all__ = [
+    "MIGRATIONS",
+    "ExpiryAwareSessionStore",
+    "FileSessionStore",
+    "HybridSessionStore",
+    "InMemorySessionStore",
+    "PostgresSessionStore",
+    "RedisSessionStore",
+    "SessionStore",
+    "StoredSession",
+]
