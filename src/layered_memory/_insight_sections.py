@@ -1,0 +1,283 @@
+"""Pure text helpers of the write-back: parse the insights section, insert, dedup, rotate.
+
+No I/O here: `plan_insight` maps the current texts of MEMORY.md and its archive to the new
+texts, and the sync and async writers share it. Lines are split on `\\n` only and joined back
+unchanged, so every byte outside the lines this module adds or moves stays as it was (CRLF
+files keep CRLF; new lines use the file's own line ending).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+INSIGHTS_HEADING: Final = "## Recent Insights"
+ARCHIVE_HEADING: Final = "## Archived Insights"
+ARCHIVE_PREAMBLE: Final = (
+    "# Archived insights\n"
+    "\n"
+    "Insights rotated out of {source}'s Recent Insights section, newest first.\n"
+)
+
+_ENTRY = re.compile(r"^- (?P<date>\d{4}-\d{2}-\d{2}): (?:\[(?P<entity>[^\]\n]*)\] )?(?P<text>.*)$")
+_HEADING = re.compile(r"^ {0,3}(?P<hashes>#{1,6})(?:[ \t]|$)")
+_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
+_WHITESPACE = re.compile(r"\s+")
+_MARKUP_STARTS = ("#", "`", "~")
+
+
+@dataclass(frozen=True, slots=True)
+class Insight:
+    """One insight line: `- YYYY-MM-DD: [entity] text` (no `[entity] ` when entity is None)."""
+
+    date: dt.date
+    entity: str | None
+    text: str
+
+    def line(self) -> str:
+        """The entry line without its line ending."""
+        entity = f"[{self.entity}] " if self.entity else ""
+        return f"- {self.date.isoformat()}: {entity}{self.text}"
+
+
+@dataclass(frozen=True, slots=True)
+class InsightPlan:
+    """The outcome of adding one insight.
+
+    Attributes:
+        memory: The new text of the memory file.
+        archive: The new text of the archive file, or None when nothing was rotated out.
+        archived: How many entries moved to the archive.
+    """
+
+    memory: str
+    archive: str | None
+    archived: int
+
+
+class _Entry(NamedTuple):
+    start: int
+    end: int
+    date: str
+    entity: str | None
+    text: str
+
+
+def normalize_entity(entity: str | None) -> str | None:
+    """One line, no brackets, single spaces; None for a missing or blank entity."""
+    if entity is None:
+        return None
+    cleaned = _WHITESPACE.sub(" ", entity.replace("[", "(").replace("]", ")")).strip()
+    return cleaned or None
+
+
+def normalize_text(text: str, *, max_chars: int) -> str:
+    """One line with single spaces, cut to `max_chars` (an ellipsis marks a cut)."""
+    cleaned = _WHITESPACE.sub(" ", text).strip()
+    if len(cleaned) > max_chars:
+        cleaned = cleaned[: max_chars - 1].rstrip() + "…"
+    return cleaned
+
+
+def plan_insight(
+    memory: str | None,
+    archive: str | None,
+    insight: Insight,
+    *,
+    max_insights: int,
+    source_name: str,
+) -> InsightPlan | None:
+    """Add `insight` at the top of the insights section; rotate the overflow into the archive.
+
+    Args:
+        memory: Current text of the memory file (None: it does not exist yet).
+        archive: Current text of the archive file (None: it does not exist yet).
+        insight: The insight to add (already redacted and normalized).
+        max_insights: Entries kept in the memory file; older ones move to the archive.
+        source_name: The memory file's name, for the archive's preamble.
+
+    Returns:
+        The new texts, or None when the section already holds an entry of the same entity on
+        the same day (for an insight without entity: the same text on the same day).
+    """
+    memory_text = memory or ""
+    newline = _newline_of(memory_text)
+    lines = split_lines(memory_text)
+    section = find_section(lines, INSIGHTS_HEADING)
+    if section is not None:
+        entries = parse_entries(lines, *section)
+        if any(_same_slot(entry, insight) for entry in entries):
+            return None
+    new_lines = _insert_at_top(lines, INSIGHTS_HEADING, [insight.line() + newline], newline)
+
+    section = find_section(new_lines, INSIGHTS_HEADING)
+    assert section is not None  # just inserted
+    entries = parse_entries(new_lines, *section)
+    overflow = entries[max_insights:]
+    if not overflow:
+        return InsightPlan(memory="".join(new_lines), archive=None, archived=0)
+
+    moved: list[str] = []
+    for entry in overflow:
+        moved.extend(_with_newline(line, newline) for line in new_lines[entry.start : entry.end])
+    drop = {index for entry in overflow for index in range(entry.start, entry.end)}
+    kept = [line for index, line in enumerate(new_lines) if index not in drop]
+    return InsightPlan(
+        memory="".join(kept),
+        archive=_archive_text(archive, moved, source_name),
+        archived=len(overflow),
+    )
+
+
+def split_lines(text: str) -> list[str]:
+    """Split after each `\\n` only, keeping the endings: `"".join(result) == text`."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def find_section(lines: Sequence[str], heading: str) -> tuple[int, int] | None:
+    """`(heading index, end index)` of the first `heading` section outside code fences.
+
+    The section ends at the next heading of level 1 or 2 (deeper headings belong to it).
+    """
+    wanted = heading.strip().casefold()
+    start: int | None = None
+    fence: str | None = None
+    for index, raw in enumerate(lines):
+        if not raw.lstrip(" ").startswith(_MARKUP_STARTS):
+            continue  # neither a heading nor a fence: most lines, skipped without a regex
+        line = raw.rstrip("\r\n")
+        fence_match = _FENCE.match(line)
+        if fence_match:
+            marker = fence_match["fence"]
+            if fence is None:
+                fence = marker
+                continue
+            if marker[0] == fence[0] and len(marker) >= len(fence):
+                fence = None
+                continue
+        if fence is not None:
+            continue
+        heading_match = _HEADING.match(line)
+        if heading_match is None:
+            continue
+        if start is None:
+            if line.strip().casefold() == wanted:
+                start = index
+        elif len(heading_match["hashes"]) <= 2:
+            return start, index
+    return None if start is None else (start, len(lines))
+
+
+def parse_entries(lines: Sequence[str], start: int, end: int) -> list[_Entry]:
+    """The dated entries of a section; an entry owns the indented lines that follow it."""
+    entries: list[_Entry] = []
+    index = start + 1
+    while index < end:
+        if not lines[index].startswith("- "):
+            index += 1
+            continue
+        match = _ENTRY.match(lines[index].rstrip("\r\n"))
+        if match is None:
+            index += 1
+            continue
+        stop = index + 1
+        while stop < end and lines[stop][:1] in (" ", "\t") and lines[stop].strip():
+            stop += 1
+        entries.append(
+            _Entry(
+                start=index,
+                end=stop,
+                date=match["date"],
+                entity=match["entity"],
+                text=match["text"],
+            )
+        )
+        index = stop
+    return entries
+
+
+def _first_entry(lines: Sequence[str], start: int, end: int) -> int | None:
+    for index in range(start + 1, end):
+        if lines[index].startswith("- ") and _ENTRY.match(lines[index].rstrip("\r\n")):
+            return index
+    return None
+
+
+def _same_slot(entry: _Entry, insight: Insight) -> bool:
+    if entry.date != insight.date.isoformat():
+        return False
+    if insight.entity is None:
+        return entry.entity is None and entry.text.strip() == insight.text
+    return entry.entity is not None and entry.entity.casefold() == insight.entity.casefold()
+
+
+def _insert_at_top(
+    lines: Sequence[str], heading: str, block: Sequence[str], newline: str
+) -> list[str]:
+    """Insert `block` above the section's first entry, creating the section when missing."""
+    result = list(lines)
+    section = find_section(result, heading)
+    if section is None:
+        if result:
+            result[-1] = _with_newline(result[-1], newline)
+            if result[-1].strip():
+                result.append(newline)
+        return [*result, heading + newline, newline, *block]
+
+    start, end = section
+    first = _first_entry(result, start, end)
+    if first is not None:
+        return [*result[:first], *block, *result[first:]]
+
+    # No entries yet: after whatever the section already says, before its trailing blanks.
+    insert_at = end
+    while insert_at > start + 1 and not result[insert_at - 1].strip():
+        insert_at -= 1
+    result[insert_at - 1] = _with_newline(result[insert_at - 1], newline)
+    before = [] if not result[insert_at - 1].strip() else [newline]
+    after = [newline] if insert_at < len(result) and result[insert_at].strip() else []
+    return [*result[:insert_at], *before, *block, *after, *result[insert_at:]]
+
+
+def _archive_text(archive: str | None, moved: Sequence[str], source_name: str) -> str:
+    archive_text = archive if archive else ARCHIVE_PREAMBLE.format(source=source_name)
+    newline = _newline_of(archive_text)
+    lines = split_lines(archive_text)
+    # A retry after a crash between the two writes must not archive the same entries twice.
+    section = find_section(lines, ARCHIVE_HEADING)
+    present: set[str] = set()
+    if section is not None:
+        present = {line.rstrip("\r\n") for line in lines[section[0] : section[1]]}
+    fresh = _drop_present(moved, present)
+    block = [_with_newline(line.rstrip("\r\n"), newline) for line in fresh]
+    if not block:
+        return archive_text
+    return "".join(_insert_at_top(lines, ARCHIVE_HEADING, block, newline))
+
+
+def _drop_present(moved: Sequence[str], present: set[str]) -> list[str]:
+    kept: list[str] = []
+    skipping = False
+    for line in moved:
+        if _ENTRY.match(line.rstrip("\r\n")):
+            skipping = line.rstrip("\r\n") in present
+        if not skipping:
+            kept.append(line)
+    return kept
+
+
+def _with_newline(line: str, newline: str) -> str:
+    return line if line.endswith("\n") else line + newline
+
+
+def _newline_of(text: str) -> str:
+    return "\r\n" if "\r\n" in text else "\n"
