@@ -95,15 +95,29 @@ async def test_creates_file_and_section_when_missing(
 
 
 @pytest.mark.parametrize("use_async", [False, True])
-async def test_appends_the_section_and_keeps_the_file_byte_for_byte(
+async def test_adds_the_section_near_the_top_and_keeps_the_file_byte_for_byte(
     backend: BackendProtocol, use_async: bool
 ) -> None:
-    original = "# Memory\n\n- The user prefers short answers.\n\n## Tools\nUse `make test`"
-    seed(backend, "/MEMORY.md", original)
+    # Near the top, because only a MEMORY.md's first 200 lines reach the prompt.
+    head = "# Memory\n\n- The user prefers short answers.\n\n"
+    tail = "## Tools\nUse `make test`"
+    seed(backend, "/MEMORY.md", head + tail)
     writer = MemoryWriter(backend, "/MEMORY.md", clock=Clock())
     await add(writer, "first lesson", "acme", use_async=use_async)
     text = read(backend, "/MEMORY.md")
-    assert text == original + "\n\n## Recent Insights\n\n- 2025-03-14: [acme] first lesson\n"
+    assert text == head + "## Recent Insights\n\n- 2025-03-14: [acme] first lesson\n\n" + tail
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_section_goes_after_the_title_of_a_long_file_without_headings(
+    backend: BackendProtocol, use_async: bool
+) -> None:
+    body = "".join(f"- note {i}\n" for i in range(300))
+    seed(backend, "/MEMORY.md", "# Memory\n" + body)
+    writer = MemoryWriter(backend, "/MEMORY.md", clock=Clock())
+    await add(writer, "lesson", "acme", use_async=use_async)
+    text = read(backend, "/MEMORY.md")
+    assert text == "# Memory\n\n## Recent Insights\n\n- 2025-03-14: [acme] lesson\n\n" + body
 
 
 @pytest.mark.parametrize("use_async", [False, True])

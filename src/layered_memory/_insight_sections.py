@@ -227,11 +227,12 @@ def _insert_at_top(
     result = list(lines)
     section = find_section(result, heading)
     if section is None:
-        if result:
+        at = _new_section_index(result)
+        if result and at == len(result):
             result[-1] = _with_newline(result[-1], newline)
-            if result[-1].strip():
-                result.append(newline)
-        return [*result, heading + newline, newline, *block]
+        before = [newline] if at > 0 and result[at - 1].strip() else []
+        after = [newline] if at < len(result) else []
+        return [*result[:at], *before, heading + newline, newline, *block, *after, *result[at:]]
 
     start, end = section
     first = _first_entry(result, start, end)
@@ -246,6 +247,36 @@ def _insert_at_top(
     before = [] if not result[insert_at - 1].strip() else [newline]
     after = [newline] if insert_at < len(result) and result[insert_at].strip() else []
     return [*result[:insert_at], *before, *block, *after, *result[insert_at:]]
+
+
+def _new_section_index(lines: Sequence[str]) -> int:
+    """Where a missing insights section goes: near the top, inside the head the prompt shows.
+
+    Only a memory file's first lines are injected (200 by default), so the section goes before
+    the first level-2 heading; with none, after the `# ` title and its short intro paragraph;
+    with no title, at the top.
+    """
+    for index, line in enumerate(lines):
+        if line.startswith("## "):
+            return index
+    for index, line in enumerate(lines):
+        if line.startswith("# "):
+            return _after_intro(lines, index + 1)
+    return 0
+
+
+_MAX_INTRO_LINES = 20
+
+
+def _after_intro(lines: Sequence[str], start: int) -> int:
+    """The end of the short paragraph introducing a file under its title (else `start`)."""
+    index = start
+    while index < len(lines) and not lines[index].strip():
+        index += 1
+    paragraph_start = index
+    while index < len(lines) and lines[index].strip():
+        index += 1
+    return index if index - paragraph_start <= _MAX_INTRO_LINES else start
 
 
 def _archive_text(archive: str | None, moved: Sequence[str], source_name: str) -> str:
