@@ -114,3 +114,44 @@ def test_broken_rule_file_is_skipped_and_the_run_goes_on(
     assert "BROKEN_RULE" not in model.system_prompts[0]
     assert "ALWAYS_RULE" in model.system_prompts[0]
     assert any("/rules/broken.md" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_middleware_fires_every_event_in_order(
+    backend: FilesystemBackend, use_async: bool
+) -> None:
+    from layered_memory import HookEvent, HookRegistry
+
+    seen: list[tuple[str, Any]] = []
+    registry = HookRegistry()
+    for event in HookEvent:
+        registry.register(
+            event,
+            lambda event, data: seen.append((str(event), data)),
+            name=f"record-{event}",
+        )
+    model = ScriptedChatModel(script=[tool_call("read_file", file_path="/src/app.py"), "done"])
+    middleware = MemoryMiddleware(
+        backend=backend, layers=[Layer("project", "/AGENTS.md")], rules=["/rules"], hooks=registry
+    )
+    agent = create_deep_agent(model=model, backend=backend, memory=[], middleware=[middleware])
+    await run(agent, "go", use_async)
+    names = [name for name, _ in seen]
+    assert names == [
+        HookEvent.PIPELINE_START,
+        HookEvent.MEMORY_LOADED,
+        HookEvent.RULES_MATCHED,
+        HookEvent.RULES_MATCHED,
+        HookEvent.PIPELINE_END,
+    ]
+    loaded = seen[1][1]
+    assert loaded["paths"] == ["/AGENTS.md"]
+    assert len(loaded["rule_files"]) == 4
+    first_match, second_match = seen[2][1], seen[3][1]
+    assert "python-style" not in first_match["applied"]
+    assert "python-style" in second_match["applied"]
+    assert "/src/app.py" in second_match["keys"]
+    end = seen[4][1]
+    assert end["messages"][-1].text == "done"
+    assert "config" in end
+    assert "thread_id" in end

@@ -184,7 +184,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """
         twin = MemoryMiddleware[Any, Any](
             backend=self.assembler.backend,
-            layers=[replace_layer(layer, writable=False) for layer in self.layers],
+            layers=[replace(layer, writable=False) for layer in self.layers],
             rules=self.assembler.rule_folders,
             match_keys=self.match_keys,
             session_store=self.assembler.session_store,
@@ -196,8 +196,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             add_cache_control=self._add_cache_control,
             system_prompt=self.system_prompt,
         )
-        if self.sources is not None:
-            twin.assembler.compat = True
+        # The twin is built from layers, but must keep the flat layout a `sources=` parent uses.
+        twin.assembler.compat = self.assembler.compat
         return twin
 
     # -- before_agent ---------------------------------------------------------------------------
@@ -461,11 +461,6 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             "runtime_context": getattr(runtime, "context", None),
             "thread_id": _thread_id(config),
         }
-
-
-def replace_layer(layer: Layer, *, writable: bool) -> Layer:
-    """`layer` with a different `writable` flag."""
-    return replace(layer, writable=writable)
 
 
 def _refusal(
