@@ -2,20 +2,28 @@
 
 A transaction reads a few files, hands their text to a pure `transform`, and writes the files
 the transform changed, all while holding a lock, so concurrent writers never lose an update.
-`choose_strategy` picks the strategy by backend type; a new storage (e.g. a compare-and-swap on
-a PostgreSQL store) is one more `WriteStrategy` class and one more branch there. Because the
-transform is pure, a compare-and-swap strategy may simply call it again after a conflict.
+`choose_strategy` picks the strategy by backend type; a new storage is one more `WriteStrategy`
+class and one more branch there. Because the transform is pure, a compare-and-swap strategy
+may simply call it again after a conflict.
 
 - `FileLockStrategy` (a `FilesystemBackend`, also behind a `CompositeBackend` route): an
   exclusive `fcntl.flock` on a lock file beside the memory file serializes writers across
   processes and threads; each file is written to a temporary file in the same folder, fsynced,
   then `os.replace`d over the original, so a crash leaves either the old or the new file, never
   a truncated one.
-- `InProcessLockStrategy` (any other backend: `StateBackend`, `StoreBackend`, ...): a lock per
-  backend and path inside this process, then `download_files` / `upload_files` (which overwrite
-  on every deepagents backend). Writers in *other* processes sharing the same store are not
-  serialized: last writer wins. `StateBackend` needs no more (its files live in one thread's
-  state); a store shared by several workers needs a compare-and-swap strategy.
+- `PostgresStoreLockStrategy` (a `StoreBackend` over langgraph's `PostgresStore` or
+  `AsyncPostgresStore`, also behind a `CompositeBackend` route; in `_store_locking`): one SQL
+  transaction on the store's own connection that first takes `pg_advisory_xact_lock` on a
+  stable 64-bit hash of the row's namespace and key, then reads, transforms and upserts the
+  rows. Chosen over a compare-and-swap because a write-back touches two rows, the first one
+  creates rows that do not exist yet (nothing to compare), and the lock needs no retry loop;
+  both rows commit together and a dead worker's lock goes with its connection. Writers in
+  every process and on every host that share the database are serialized.
+- `InProcessLockStrategy` (any other backend: `StateBackend`, `StoreBackend` over another
+  store, ...): a lock per backend and path inside this process, then `download_files` /
+  `upload_files` (which overwrite on every deepagents backend). Writers in *other* processes
+  sharing the same store are not serialized: last writer wins. `StateBackend` needs no more
+  (its files live in one thread's state).
 
 Neither lock covers an agent editing the same file through its own file tools at that moment.
 """
@@ -27,6 +35,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import sys
 import tempfile
 import threading
 import weakref
@@ -37,6 +46,7 @@ from typing import IO, Any, Protocol, TypeVar
 from deepagents.backends.composite import CompositeBackend
 from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FILE_NOT_FOUND, BackendProtocol
+from deepagents.backends.store import StoreBackend
 
 from layered_memory.errors import MemoryWriteError
 
@@ -69,19 +79,36 @@ def choose_strategy(backend: BackendProtocol, paths: Sequence[str]) -> WriteStra
         paths: Backend paths of the files a transaction touches; the first is the memory file.
 
     Returns:
-        `FileLockStrategy` when every path ends up on one `FilesystemBackend` (directly or
-        through `CompositeBackend` routes), else `InProcessLockStrategy`.
+        When every path ends up on one backend (directly or through `CompositeBackend`
+        routes): `FileLockStrategy` for a `FilesystemBackend`, `PostgresStoreLockStrategy` for
+        a `StoreBackend` built with a langgraph PostgreSQL store; else `InProcessLockStrategy`.
     """
     routed = [_route(backend, path) for path in paths]
     targets = {id(target) for target, _ in routed}
     first_target = routed[0][0]
+    keys = [key for _, key in routed]
     if len(targets) == 1 and isinstance(first_target, FilesystemBackend):
         real_paths = {
-            path: _real_path(first_target, key)
-            for path, (_, key) in zip(paths, routed, strict=True)
+            path: _real_path(first_target, key) for path, key in zip(paths, keys, strict=True)
         }
         return FileLockStrategy(real_paths, display_paths=list(paths))
+    if len(targets) == 1 and _is_postgres_store_backend(first_target):
+        from layered_memory._store_locking import PostgresStoreLockStrategy
+
+        assert isinstance(first_target, StoreBackend)  # checked just above (for mypy)
+        return PostgresStoreLockStrategy(first_target, keys, display_paths=list(paths))
     return InProcessLockStrategy(backend, list(paths), lock_key=(first_target, routed[0][1]))
+
+
+def _is_postgres_store_backend(backend: BackendProtocol) -> bool:
+    if not isinstance(backend, StoreBackend):
+        return False
+    # A PostgresStore exists only once its module was imported: the extra stays optional.
+    if "langgraph.store.postgres" not in sys.modules:
+        return False
+    from layered_memory._store_locking import is_postgres_store
+
+    return is_postgres_store(backend._store)  # private: the store it was built with
 
 
 def _route(backend: BackendProtocol, path: str) -> tuple[BackendProtocol, str]:
@@ -176,7 +203,7 @@ def _lock_for_file(real_path: Path) -> _KeyedLock:
         return _file_locks.setdefault(str(real_path), _KeyedLock())
 
 
-def _lock_for_backend(backend: BackendProtocol, key: str) -> _KeyedLock:
+def _lock_for_backend(backend: object, key: str) -> _KeyedLock:
     with _registry_guard:
         per_backend = _backend_locks.setdefault(backend, {})
         return per_backend.setdefault(key, _KeyedLock())
