@@ -1,0 +1,1 @@
+"""One module per scenario of issue 6; each exposes `run(plan, workdir) -> ScenarioResult`."""
