@@ -1,0 +1,314 @@
+"""`layered-memory sync push|pull` against the real PostgreSQL: byte-for-byte round trips."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from langgraph.store.postgres import PostgresStore
+
+from cli_store_helpers import download, raw_items, schema_url, upload
+from layered_memory.cli import main
+
+pytestmark = pytest.mark.postgres
+
+NS = ("org", "acme", "billing")
+NS_TEXT = "org/acme/billing"
+
+SYNCED: dict[str, bytes] = {
+    "AGENTS.md": b"# Project\r\n- Run `make test`.\r\n",  # CRLF kept
+    "MEMORY.md": "\ufeff# Memory\n- 2025-06-01: café ☕\n".encode(),  # BOM kept
+    "empty.md": b"",
+    "latin1.md": b"caf\xe9 \xe0 la carte\n",  # not UTF-8: a base64 item
+    "nul.md": b"text with a \x00 NUL\n",  # UTF-8, but jsonb cannot hold \u0000: base64
+    "logo.png": bytes(range(256)),
+    ".claude/rules/lang/python.md": b"---\npaths: ['**/*.py']\n---\nUse ruff.\n",
+    ".agents/rules/deep/er/x.md": b"deep\n",
+    ".cursor/rules/a.mdc": b"---\nalwaysApply: true\n---\nA\n",
+    "rules/team/r\u00e8gles-\u00fcn\u00ef.md": "règles\n".encode(),
+    "\u65e5\u672c\u8a9e/\u30e1\u30e2.md": "メモ\n".encode(),
+}
+
+NOT_SYNCED: dict[str, bytes] = {
+    ".git/config": b"[core]\n",
+    ".env": b"API_KEY=secret\n",
+    ".DS_Store": b"\x00\x01",
+    ".claude/settings.json": b"{}",
+    ".claude/rules/.hidden/x.md": b"hidden\n",
+    "__pycache__/m.cpython-311.pyc": b"\x00",
+    "node_modules/x/index.js": b"x",
+    "MEMORY.md~": b"backup",
+    "notes.swp": b"swap",
+}
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    return {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in root.rglob("*")
+        if path.is_file()
+    }
+
+
+@pytest.fixture
+def store_url(postgres_url: str) -> Iterator[str]:
+    with schema_url(postgres_url) as url:
+        yield url
+
+
+def sync(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str], str]:
+    status = main(["sync", *args])
+    captured = capsys.readouterr()
+    return status, captured.out.splitlines(), captured.err
+
+
+def push(capsys: pytest.CaptureFixture[str], url: str, root: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return sync(capsys, "push", "--store", url, "--namespace", NS_TEXT, "--root", str(root), *extra)
+
+
+def pull(capsys: pytest.CaptureFixture[str], url: str, root: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return sync(capsys, "pull", "--store", url, "--namespace", NS_TEXT, "--root", str(root), *extra)
+
+
+def test_push_then_pull_round_trips_byte_for_byte(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "source"
+    write_tree(source, {**SYNCED, **NOT_SYNCED})
+    status, lines, err = push(capsys, store_url, source)
+    assert (status, err) == (0, "")
+    assert sorted(lines[:-2]) == sorted(f"added     /{name}" for name in SYNCED)
+    assert lines[-1] == f"push: {len(SYNCED)} added, 0 updated, 0 unchanged, 0 deleted"
+
+    items = raw_items(store_url, NS)
+    assert set(items) == {f"/{name}" for name in SYNCED}
+    assert items["/AGENTS.md"]["encoding"] == "utf-8"
+    assert items["/AGENTS.md"]["content"] == SYNCED["AGENTS.md"].decode()
+    assert {items[f"/{n}"]["encoding"] for n in ("latin1.md", "nul.md", "logo.png")} == {"base64"}
+    assert base64.b64decode(str(items["/latin1.md"]["content"])) == SYNCED["latin1.md"]
+    for value in items.values():
+        assert set(value) == {"content", "encoding", "created_at", "modified_at"}
+    # deepagents' StoreBackend reads every item back as the same bytes
+    keys = [f"/{name}" for name in SYNCED]
+    assert download(store_url, NS, keys) == {f"/{n}": data for n, data in SYNCED.items()}
+
+    target = tmp_path / "target"
+    status, lines, err = pull(capsys, store_url, target)
+    assert (status, err) == (0, "")
+    assert lines[-1] == f"pull: {len(SYNCED)} added, 0 updated, 0 unchanged, 0 deleted"
+    assert read_tree(target) == SYNCED
+
+    # nothing changed: both directions say so, and a re-push keeps created_at
+    status, lines, _ = push(capsys, store_url, target)
+    assert status == 0
+    assert lines[-1].startswith(f"push: 0 added, 0 updated, {len(SYNCED)} unchanged")
+    status, lines, _ = pull(capsys, store_url, source)
+    assert status == 0
+    assert lines[-1].startswith(f"pull: 0 added, 0 updated, {len(SYNCED)} unchanged")
+    assert read_tree(source) == {**SYNCED, **NOT_SYNCED}  # excluded files left alone
+
+
+def test_updates_keep_created_at_and_delete_is_opt_in(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "memory"
+    write_tree(root, {"AGENTS.md": b"v1\n", "MEMORY.md": b"m\n", "rules/a.md": b"a\n"})
+    assert push(capsys, store_url, root)[0] == 0
+    created = raw_items(store_url, NS)["/AGENTS.md"]["created_at"]
+
+    (root / "AGENTS.md").write_bytes(b"v2\n")
+    (root / "rules" / "a.md").unlink()
+    status, lines, _ = push(capsys, store_url, root)
+    assert status == 0
+    assert "updated   /AGENTS.md" in lines
+    assert "unchanged /MEMORY.md" in lines
+    assert "kept      /rules/a.md  (not in the source; --delete removes it)" in lines
+    assert lines[-1] == "push: 0 added, 1 updated, 1 unchanged, 0 deleted, 1 kept"
+    items = raw_items(store_url, NS)
+    assert items["/AGENTS.md"]["created_at"] == created
+    assert items["/AGENTS.md"]["content"] == "v2\n"
+    assert "/rules/a.md" in items
+
+    status, lines, _ = push(capsys, store_url, root, "--delete")
+    assert status == 0
+    assert "deleted   /rules/a.md" in lines
+    assert set(raw_items(store_url, NS)) == {"/AGENTS.md", "/MEMORY.md"}
+
+    # pull --delete removes local files the store does not have (and emptied folders)
+    write_tree(root, {"rules/stale/old.md": b"old\n", ".git/HEAD": b"ref\n"})
+    status, lines, _ = pull(capsys, store_url, root)
+    assert status == 0
+    assert "kept      /rules/stale/old.md  (not in the source; --delete removes it)" in lines
+    status, lines, _ = pull(capsys, store_url, root, "--delete")
+    assert status == 0
+    assert "deleted   /rules/stale/old.md" in lines
+    assert read_tree(root) == {"AGENTS.md": b"v2\n", "MEMORY.md": b"m\n", ".git/HEAD": b"ref\n"}
+    assert not (root / "rules").exists()
+
+
+def test_dry_run_writes_nothing(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "memory"
+    write_tree(root, {"AGENTS.md": b"a\n", "rules/r.md": b"r\n"})
+    status, lines, _ = push(capsys, store_url, root, "--dry-run")
+    assert status == 0
+    assert lines[-1] == "dry run, nothing written: push: 2 added, 0 updated, 0 unchanged, 0 deleted"
+    with pytest.raises(psycopg.errors.UndefinedTable):  # not even the tables were created
+        raw_items(store_url, NS)
+
+    upload(store_url, NS, {"/AGENTS.md": b"from the store\n", "/other.md": b"o\n"})
+    before = read_tree(root)
+    status, lines, _ = pull(capsys, store_url, root, "--dry-run", "--delete")
+    assert status == 0
+    assert {"updated   /AGENTS.md", "added     /other.md", "deleted   /rules/r.md"} <= set(lines)
+    assert lines[-1].startswith("dry run, nothing written: pull: 1 added, 1 updated, 0 unchanged")
+    assert read_tree(root) == before
+    status, _, _ = push(capsys, store_url, root, "--dry-run", "--delete")
+    assert status == 0
+    assert set(raw_items(store_url, NS)) == {"/AGENTS.md", "/other.md"}
+    assert download(store_url, NS, ["/AGENTS.md"]) == {"/AGENTS.md": b"from the store\n"}
+
+
+def test_pull_refuses_keys_that_escape_the_folder(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "memory"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root.mkdir()
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    evil = {
+        "/../evil.md": "key has an empty, '.' or '..' segment",
+        "/a/../../evil.md": "key has an empty, '.' or '..' segment",
+        "/./evil.md": "key has an empty, '.' or '..' segment",
+        "/a//evil.md": "key has an empty, '.' or '..' segment",
+        "relative.md": "key is not an absolute /path",
+        "/a\\..\\..\\evil.md": "key contains a backslash or NUL",
+        "/link/evil.md": "key leads outside DIR (through a symlink)",
+    }
+    upload(store_url, NS, dict.fromkeys(evil, b"pwned\n") | {"/AGENTS.md": b"fine\n"})
+    status, lines, err = pull(capsys, store_url, root)
+    assert (status, err) == (1, "")
+    for key, reason in evil.items():
+        assert f"refused   {key}  ({reason})" in lines
+    assert "added     /AGENTS.md" in lines
+    assert lines[-1] == "pull: 1 added, 0 updated, 0 unchanged, 0 deleted, 7 refused"
+    assert (root / "AGENTS.md").read_bytes() == b"fine\n"
+    assert list(outside.iterdir()) == []
+    assert not (tmp_path / "evil.md").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory", "outside"]
+
+
+def test_only_the_exact_namespace_and_only_file_items_are_synced(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    upload(store_url, NS, {"/AGENTS.md": b"mine\n"})
+    upload(store_url, (*NS, "child"), {"/CHILD.md": b"child\n"})
+    with PostgresStore.from_conn_string(store_url) as store:
+        store.put(NS, "/lock", {"owner": "worker-1"})
+        store.put(NS, "/.env", {"content": "SECRET=1", "encoding": "utf-8"})
+    root = tmp_path / "memory"
+    status, lines, _ = pull(capsys, store_url, root)
+    assert status == 0
+    assert "skipped   /lock  (not a file item)" in lines
+    assert "skipped   /.env  (dot-folder or junk name: not synced)" in lines
+    assert read_tree(root) == {"AGENTS.md": b"mine\n"}
+    (root / "AGENTS.md").unlink()
+    write_tree(root, {"MEMORY.md": b"m\n"})
+    assert push(capsys, store_url, root, "--delete")[0] == 0
+    assert set(raw_items(store_url, NS)) == {"/MEMORY.md", "/lock", "/.env"}
+    assert set(raw_items(store_url, (*NS, "child"))) == {"/CHILD.md"}
+
+
+def test_delete_from_an_empty_source_is_refused(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "memory"
+    write_tree(root, {"AGENTS.md": b"a\n"})
+    assert push(capsys, store_url, root)[0] == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    status, lines, err = push(capsys, store_url, empty, "--delete")
+    assert (status, lines) == (2, [])
+    assert "refusing --delete" in err
+    assert "wrong --root or --namespace" in err
+    assert set(raw_items(store_url, NS)) == {"/AGENTS.md"}
+    status, _, err = sync(
+        capsys,
+        "pull",
+        "--store",
+        store_url,
+        "--namespace",
+        "typo/ns",
+        "--root",
+        str(root),
+        "--delete",
+    )
+    assert status == 2
+    assert "refusing --delete" in err
+    assert read_tree(root) == {"AGENTS.md": b"a\n"}
+
+
+def test_usage_and_store_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "postgresql://memory:s3cr3t-pw@127.0.0.1:1/test"
+    status, lines, err = sync(
+        capsys, "push", "--store", url, "--namespace", "a/b", "--root", str(tmp_path)
+    )
+    assert (status, lines) == (2, [])
+    assert err.startswith("layered-memory sync: cannot use the store at postgresql://memory:***@")
+    assert "s3cr3t-pw" not in err
+    assert len(err.splitlines()) == 1
+    status, _, err = sync(
+        capsys, "push", "--store", url, "--namespace", "a/*", "--root", str(tmp_path)
+    )
+    assert status == 2
+    assert "invalid namespace 'a/*'" in err
+    status, _, err = sync(
+        capsys, "push", "--store", url, "--namespace", "a", "--root", str(tmp_path / "nope")
+    )
+    assert status == 2
+    assert "no such folder" in err
+    assert main(["sync", "push", "--store", url]) == 2  # argparse: missing options
+
+
+def test_console_script_round_trip(store_url: str, tmp_path: Path) -> None:
+    script = str(Path(sys.executable).parent / "layered-memory")
+    source, target = tmp_path / "source", tmp_path / "target"
+    write_tree(source, SYNCED)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    for direction, root in (("push", source), ("pull", target)):
+        result = subprocess.run(
+            [
+                script,
+                "sync",
+                direction,
+                "--store",
+                store_url,
+                "--namespace",
+                NS_TEXT,
+                "--root",
+                str(root),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
+        assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    assert read_tree(target) == SYNCED
