@@ -93,7 +93,7 @@ def test_missing_path_is_a_usage_error(rules: Path, capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(
     "argv", [[], ["lint"], ["bogus"], ["lint", "--bogus", "x"], ["inspect"], ["sync"]]
 )
-def test_usage_errors_and_stubs_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert capsys.readouterr().err
 

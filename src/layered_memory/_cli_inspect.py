@@ -287,8 +287,9 @@ def build_report(
     block = assembler.render(snapshot, keys=keys)
     layer_reports, position = _layer_reports(chosen_layers, snapshot, block)
     rule_set = assembler.rule_set(snapshot.rule_files)
-    # Both backends built here address files by virtual `/` paths: globs are anchored at `/`.
-    decisions = tuple(rule_set.explain(keys, root="/")) if rule_set is not None else ()
+    decisions = (
+        tuple(rule_set.explain(keys, root=assembler.rule_root)) if rule_set is not None else ()
+    )
     problems = [Problem(p.path, "error", p.reason) for p in snapshot.problems]
     if rule_set is not None:
         problems.extend(Problem(p.path, p.severity, p.reason) for p in rule_set.problems)

@@ -150,7 +150,8 @@ class MemoryAssembler:
         self.strict = strict
         self.layer_paths = tuple(dict.fromkeys(p for layer in self.layers for p in layer.paths))
         self._access = self._index_paths()
-        self._rule_root = _rule_root(backend)
+        self.rule_root = _rule_root(backend)
+        """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
         self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
         self._rule_sets: _LRU[str, RuleSet] = _LRU(16)
         self._logged: set[tuple[str, str]] = set()
@@ -257,7 +258,7 @@ class MemoryAssembler:
         rule_set = self.rule_set(rule_files)
         if rule_set is None:
             return None
-        return rule_set.match(keys, root=self._rule_root)
+        return rule_set.match(keys, root=self.rule_root)
 
     def rule_set(self, rule_files: Mapping[str, str]) -> RuleSet | None:
         """The parsed rules for these texts, parsed once per distinct content."""
