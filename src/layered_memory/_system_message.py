@@ -14,11 +14,27 @@ def append_block(system_message: SystemMessage | None, text: str) -> SystemMessa
     A separate block (not string concatenation) keeps the base prompt's bytes, and any cache
     breakpoint tagged on them, exactly as they were.
     """
-    blocks: list[Any] = list(system_message.content_blocks) if system_message else []
+    blocks = _text_blocks(system_message)
     if blocks:
         text = f"\n\n{text}"
     blocks.append({"type": "text", "text": text})
     return SystemMessage(content_blocks=blocks)
+
+
+def _text_blocks(system_message: SystemMessage | None) -> list[Any]:
+    """The message's content blocks; plain text is converted directly (the hot path).
+
+    `content_blocks` is correct for every shape but costs a full conversion per model call;
+    a string or a list of plain text blocks needs none.
+    """
+    if system_message is None:
+        return []
+    content = system_message.content
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if all(isinstance(block, dict) and block.keys() == {"type", "text"} for block in content):
+        return list(content)
+    return list(system_message.content_blocks)
 
 
 def tag_last_block_for_cache(system_message: SystemMessage) -> SystemMessage:

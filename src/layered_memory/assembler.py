@@ -243,7 +243,8 @@ class MemoryAssembler:
         digest: str | None = None,
     ) -> str:
         """`render` from the parts kept in agent state; cached on (digest, keys)."""
-        key_tuple = tuple(keys)
+        # Keys only select rules: without rule folders they cannot change the block.
+        key_tuple = tuple(keys) if self.rule_folders else ()
         if digest is None:
             digest = digest_texts(files, rule_files, session.key if session else None)
         cache_key = (digest, key_tuple)

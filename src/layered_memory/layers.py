@@ -7,6 +7,7 @@ path that would leave the backend's root is refused before any I/O happens.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 from collections.abc import Sequence
@@ -140,6 +141,12 @@ def _is_virtual(backend: Any) -> bool:
     return bool(getattr(backend, "virtual_mode", True))
 
 
+@functools.lru_cache(maxsize=64)
+def _resolved(root: Path) -> Path:
+    """A backend root with symlinks resolved (the backend fixes its root when it is built)."""
+    return root.resolve()
+
+
 def _normalize_virtual(path: str) -> str | None:
     """`/`-anchored POSIX path, or None when `..` would climb above the root."""
     parts: list[str] = []
@@ -163,7 +170,7 @@ def _normalize_for_filesystem(
     Read-only protection compares these forms: `AGENTS.md`, `/abs/root/AGENTS.md` and a
     symlink to it must all be recognised as the same file.
     """
-    real_root = root.resolve()
+    real_root = _resolved(root)
     if virtual and not from_home:
         normalized = _normalize_virtual(path)
         if normalized is None:
