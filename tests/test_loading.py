@@ -159,3 +159,19 @@ def test_html_comments_are_stripped_and_digest_tracks_changes() -> None:
     assert digest_texts({"a": "1"}) == digest_texts({"a": "1"})
     assert digest_texts({"a": "1"}) != digest_texts({"a": "2"})
     assert digest_texts({"a": "1"}, None) != digest_texts({"a": "1"}, "s")
+
+
+def test_symlink_out_of_a_virtual_root_is_refused_per_file(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("secret")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "link").symlink_to(outside)
+    (root / "AGENTS.md").write_text("fine")
+    result = download_texts(
+        FilesystemBackend(root_dir=root, virtual_mode=True), ["/link/secret.md", "/AGENTS.md"]
+    )
+    assert result.texts == {"/AGENTS.md": "fine"}
+    assert [p.path for p in result.problems] == ["/link/secret.md"]
+    assert result.problems[0].reason.startswith("invalid path (outside the backend root")

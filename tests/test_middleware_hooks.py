@@ -134,21 +134,54 @@ def test_unchanged_memory_writes_no_state_and_renders_once(
     assert len(renders) == 1
 
 
-def test_before_model_folds_in_touched_paths(root: Path) -> None:
-    mw = middleware(root)
-    ok = ToolMessage("ok", tool_call_id="call-1")
-    mw.wrap_tool_call(tool_request("read_file", file_path="/src/b.py"), lambda r: ok)
-    config = {"configurable": {"thread_id": "t1"}}
+def test_model_call_folds_in_touched_paths_and_returns_the_state_update(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+    from langchain_core.messages import AIMessage
+
     import layered_memory.middleware as module
 
-    original = module._current_config
-    module._current_config = lambda: config  # type: ignore[assignment]
-    try:
-        update = mw.before_model({"messages": [], "memory_touched_paths": ["/a.py"]}, RUNTIME)  # type: ignore[arg-type]
-        assert update == {"memory_touched_paths": ["/a.py", "/src/b.py"]}
-        assert mw.before_model({"messages": []}, RUNTIME) is None  # type: ignore[arg-type]
-    finally:
-        module._current_config = original
+    monkeypatch.setattr(module, "_current_config", lambda: {"configurable": {"thread_id": "t1"}})
+    (root / "rules" / "py.md").write_text('---\npaths: ["**/*.py"]\n---\nPY_RULE')
+    mw = middleware(root)
+    state: dict[str, Any] = {"messages": [], "memory_touched_paths": ["/a.txt"]}
+    state.update(mw.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]
+    ok = ToolMessage("ok", tool_call_id="call-1")
+    mw.wrap_tool_call(tool_request("read_file", file_path="/src/b.py"), lambda r: ok)
+    seen: list[str] = []
+
+    def handler(request: Any) -> ModelResponse[Any]:
+        seen.append(request.system_message.text)
+        return ModelResponse(result=[AIMessage("hi")])
+
+    request = ModelRequest(
+        model=ScriptedChatModel(script=[]),
+        messages=[],
+        system_message=SystemMessage("base"),
+        state=state,  # type: ignore[arg-type]
+        runtime=RUNTIME,  # type: ignore[arg-type]
+    )
+    result = mw.wrap_model_call(request, handler)
+    assert isinstance(result, ExtendedModelResponse)
+    assert result.command is not None
+    assert result.command.update == {"memory_touched_paths": ["/a.txt", "/src/b.py"]}
+    assert "PY_RULE" in seen[0]  # this very call already has the rule
+    # Nothing new since: a plain response, no state update.
+    assert isinstance(mw.wrap_model_call(request, handler), ModelResponse)
+
+
+def test_no_hooks_means_no_end_of_run_node(root: Path) -> None:
+    from langchain.agents.middleware.types import AgentMiddleware
+
+    from layered_memory import HookRegistry
+
+    plain = middleware(root)
+    hooked = middleware(root, hooks=HookRegistry())
+    assert isinstance(plain, MemoryMiddleware)
+    assert plain.name == hooked.name == "MemoryMiddleware"
+    assert type(plain).after_agent is AgentMiddleware.after_agent
+    assert type(hooked).after_agent is not AgentMiddleware.after_agent
 
 
 def test_session_store_entry_is_the_top_layer(root: Path) -> None:

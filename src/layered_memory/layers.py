@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import functools
 import os
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from deepagents.backends.filesystem import FilesystemBackend
 
 MEMORY_FILE_NAME = "MEMORY.md"
 MEMORY_FILE_DEFAULT_MAX_LINES = 200
@@ -100,12 +101,17 @@ def expand_user(path: str) -> str:
     return os.path.expanduser(path) if path.startswith("~") else path
 
 
-def normalize_backend_path(path: str, backend: Any) -> tuple[str | None, str | None]:
+def normalize_backend_path(
+    path: str, backend: Any, *, resolve_links: bool = True
+) -> tuple[str | None, str | None]:
     """The path to hand to the backend, or the reason it must not be read.
 
     Args:
         path: The path as the user wrote it (may start with `~`).
         backend: The deepagents backend it will be read through.
+        resolve_links: Follow symlinks (every alias of a file then compares equal). Loading
+            through a virtual-mode `FilesystemBackend` may skip it: that backend refuses a
+            symlink out of its root itself, per file.
 
     Returns:
         `(normalized_path, None)` when the path stays inside the backend's root, else
@@ -114,24 +120,21 @@ def normalize_backend_path(path: str, backend: Any) -> tuple[str | None, str | N
     expanded = expand_user(path)
     root = _filesystem_root(backend)
     if root is not None:
+        virtual = _is_virtual(backend)
+        if virtual and not resolve_links and not path.startswith("~"):
+            lexical = _normalize_virtual(expanded)
+            return (lexical, None) if lexical else (None, f"path escapes the backend root {root}")
         return _normalize_for_filesystem(
-            expanded, root, virtual=_is_virtual(backend), from_home=path.startswith("~")
+            expanded, root, virtual=virtual, from_home=path.startswith("~")
         )
     # State, store and composite backends address files by virtual absolute paths.
-    virtual = _normalize_virtual(expanded)
-    if virtual is None:
+    virtual_path = _normalize_virtual(expanded)
+    if virtual_path is None:
         return None, "path escapes the backend root"
-    return virtual, None
-
-
-def tool_path_key(path: str) -> str:
-    """The form used to compare a path named in a tool call with a memory path."""
-    return posixpath.normpath(expand_user(path)) if path else path
+    return virtual_path, None
 
 
 def _filesystem_root(backend: Any) -> Path | None:
-    from deepagents.backends.filesystem import FilesystemBackend
-
     if isinstance(backend, FilesystemBackend):
         return Path(backend.cwd)
     return None

@@ -28,7 +28,7 @@ _HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 _DOWNLOAD_ERROR_REASONS = {
     "is_directory": "is a directory",
     "permission_denied": "permission denied",
-    "invalid_path": "invalid path",
+    "invalid_path": "invalid path (outside the backend root, a symlink loop, or not a file)",
 }
 
 
@@ -100,7 +100,7 @@ def plan_paths(paths: Iterable[str], backend: Any) -> tuple[dict[str, str], list
     for path in paths:
         if path in plan:
             continue
-        normalized, reason = normalize_backend_path(path, backend)
+        normalized, reason = normalize_backend_path(path, backend, resolve_links=False)
         if normalized is None:
             problems.append(SourceProblem(path, reason or "invalid path"))
         else:

@@ -4,12 +4,12 @@ The hooks only move data between the agent state and a `MemoryAssembler`:
 
 - `before_agent`: load every layer and rule file (one batched download), keep the texts in
   state, fire `PIPELINE_START`.
-- `before_model`: add the paths the agent's tools touched to the rule match keys; reload when
-  the agent edited a memory file, so the very next model call sees the edit.
-- `wrap_model_call`: append the (cached, byte-identical while unchanged) memory block to the
-  system message.
+- `wrap_model_call`: add the paths the agent's tools touched to the rule match keys and
+  reload when the agent edited a memory file (so the very next model call sees the edit),
+  then append the (cached, byte-identical while unchanged) memory block to the system message.
 - `wrap_tool_call`: refuse edits of read-only memory; note touched paths and memory edits.
-- `after_agent`: fire `PIPELINE_END` with the final state, for write-back handlers.
+- `after_agent`: fire `PIPELINE_END` with the final state, for write-back handlers (only
+  present with `hooks=`: without them the graph gets no node to run at the end).
 
 Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 `MemoryMiddleware` (same state key, layout and options) that also reloads changed files.
@@ -27,6 +27,8 @@ from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
     ContextT,
+    ExtendedModelResponse,
+    ModelCallResult,
     ModelRequest,
     ModelResponse,
     PrivateStateAttr,
@@ -36,6 +38,7 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.messages import ToolMessage
 from langgraph.config import get_config
+from langgraph.types import Command
 
 from layered_memory._system_message import (
     append_block,
@@ -56,7 +59,6 @@ if TYPE_CHECKING:
     from langchain.agents.middleware.types import ToolCallRequest
     from langchain_core.runnables import RunnableConfig
     from langgraph.runtime import Runtime
-    from langgraph.types import Command
 
     from layered_memory.hooks import HookRegistry
     from layered_memory.stores import SessionStore
@@ -119,6 +121,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
+
+    def __new__(cls, *_args: Any, **kwargs: Any) -> MemoryMiddleware[Any, Any]:
+        """Without hooks, build the variant that adds no graph node at the end of a run.
+
+        LangChain adds an `after_agent` node for every middleware whose class defines one, and
+        that node costs about 5% of a short run; with nothing to fire there, leave it out.
+        """
+        if cls is MemoryMiddleware and kwargs.get("hooks") is None:
+            return super().__new__(_MemoryMiddlewareWithoutEndHook)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -236,76 +248,61 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_event(state, update))
         return update
 
-    # -- before_model ---------------------------------------------------------------------------
-
-    def before_model(
-        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
-    ) -> dict[str, Any] | None:
-        """Fold in what the last tool calls touched; reload if the agent edited memory."""
-        config = _current_config()
-        pending = self._take_pending(config)
-        if pending is None:
-            return None
-        snapshot = (
-            self.assembler.load(session_key=_thread_id(config)) if pending.memory_edited else None
-        )
-        update = self._pending_update(state, pending, snapshot)
-        if update and self.hooks is not None and self.assembler.rule_folders:
-            self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_event(state, update))
-        return update
-
-    async def abefore_model(
-        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
-    ) -> dict[str, Any] | None:
-        """Async twin of `before_model`."""
-        config = _current_config()
-        pending = self._take_pending(config)
-        if pending is None:
-            return None
-        snapshot = (
-            await self.assembler.aload(session_key=_thread_id(config))
-            if pending.memory_edited
-            else None
-        )
-        update = self._pending_update(state, pending, snapshot)
-        if update and self.hooks is not None and self.assembler.rule_folders:
-            await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_event(state, update))
-        return update
-
     # -- wrap_model_call ------------------------------------------------------------------------
 
     def modify_request(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         """The request with the memory block appended to its system message."""
-        block = self._memory_block(request.state) if self.system_prompt is not None else None
-        system_message = request.system_message
-        if block is not None:
-            system_message = append_block(system_message, block)
-        if (
-            self._add_cache_control
-            and system_message is not None
-            and system_message.content_blocks
-            and is_anthropic_model(request.model)
-        ):
-            system_message = tag_last_block_for_cache(system_message)
-        if system_message is request.system_message:
-            return request
-        return request.override(system_message=system_message)
+        return self._inject(request, request.state)
 
     def wrap_model_call(
         self,
         request: ModelRequest[ContextT],
         handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]],
-    ) -> ModelResponse[ResponseT]:
-        """Inject memory into the system prompt, then call the model."""
-        return handler(self.modify_request(request))
+    ) -> ModelCallResult[ResponseT]:
+        """Fold in what tool calls noted (reloading after a memory edit), inject, call the model.
+
+        The state changes ride back on the model response (`ExtendedModelResponse`), so no
+        extra graph node runs before every model call.
+        """
+        config = _current_config()
+        pending = self._take_pending(config)
+        if pending is None:
+            return handler(self.modify_request(request))
+        snapshot = (
+            self.assembler.load(session_key=_thread_id(config)) if pending.memory_edited else None
+        )
+        update = self._pending_update(request.state, pending, snapshot)
+        if update is None:
+            return handler(self.modify_request(request))
+        if self.hooks is not None and self.assembler.rule_folders:
+            self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_event(request.state, update))
+        response = handler(self._inject(request, {**request.state, **update}))
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     async def awrap_model_call(
         self,
         request: ModelRequest[ContextT],
         handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
-    ) -> ModelResponse[ResponseT]:
-        """Async twin of `wrap_model_call` (rendering does no I/O)."""
-        return await handler(self.modify_request(request))
+    ) -> ModelCallResult[ResponseT]:
+        """Async twin of `wrap_model_call` (only a reload after a memory edit does I/O)."""
+        config = _current_config()
+        pending = self._take_pending(config)
+        if pending is None:
+            return await handler(self.modify_request(request))
+        snapshot = (
+            await self.assembler.aload(session_key=_thread_id(config))
+            if pending.memory_edited
+            else None
+        )
+        update = self._pending_update(request.state, pending, snapshot)
+        if update is None:
+            return await handler(self.modify_request(request))
+        if self.hooks is not None and self.assembler.rule_folders:
+            await self.hooks.atrigger(
+                HookEvent.RULES_MATCHED, self._rules_event(request.state, update)
+            )
+        response = await handler(self._inject(request, {**request.state, **update}))
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     # -- wrap_tool_call -------------------------------------------------------------------------
 
@@ -392,6 +389,24 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             )
         return update or None
 
+    def _inject(
+        self, request: ModelRequest[ContextT], state: Mapping[str, Any]
+    ) -> ModelRequest[ContextT]:
+        block = self._memory_block(state) if self.system_prompt is not None else None
+        system_message = request.system_message
+        if block is not None:
+            system_message = append_block(system_message, block)
+        if (
+            self._add_cache_control
+            and system_message is not None
+            and is_anthropic_model(request.model)
+            and system_message.content_blocks
+        ):
+            system_message = tag_last_block_for_cache(system_message)
+        if system_message is request.system_message:
+            return request
+        return request.override(system_message=system_message)
+
     def _memory_block(self, state: Mapping[str, Any]) -> str:
         session_state = state.get("memory_session")
         session = (
@@ -461,6 +476,18 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             "runtime_context": getattr(runtime, "context", None),
             "thread_id": _thread_id(config),
         }
+
+
+class _MemoryMiddlewareWithoutEndHook(MemoryMiddleware[Any, Any]):
+    """`MemoryMiddleware` with no hooks: nothing to fire at the end, so no `after_agent` node."""
+
+    after_agent = AgentMiddleware.after_agent  # type: ignore[assignment]
+    aafter_agent = AgentMiddleware.aafter_agent  # type: ignore[assignment]
+
+    @property
+    def name(self) -> str:
+        """Same name as the public class: deepagents replaces its memory slot by name."""
+        return "MemoryMiddleware"
 
 
 def _refusal(
