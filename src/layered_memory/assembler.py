@@ -20,6 +20,9 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
+from deepagents.backends.filesystem import FilesystemBackend
+
+from layered_memory._disk_cache import DiskReadCache
 from layered_memory.errors import SessionStoreError
 from layered_memory.layers import Layer, check_unique_layer_names, normalize_backend_path
 from layered_memory.loading import (
@@ -155,6 +158,9 @@ class MemoryAssembler:
         self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
         self._rule_sets: _LRU[str, RuleSet] = _LRU(16)
         self._logged: set[tuple[str, str]] = set()
+        self._disk_cache = (
+            DiskReadCache(backend) if isinstance(backend, FilesystemBackend) else None
+        )
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -164,7 +170,8 @@ class MemoryAssembler:
             list_rule_files(self.backend, self.rule_folders) if self.rule_folders else ([], [])
         )
         session = self._read_session(session_key)
-        result = download_texts(self.backend, [*self.layer_paths, *(p for _, p in rule_paths)])
+        paths = [*self.layer_paths, *(p for _, p in rule_paths)]
+        result = download_texts(self.backend, paths, cache=self._disk_cache)
         return self._snapshot(result, rule_paths, listing_problems, session)
 
     async def aload(self, *, session_key: str | None = None) -> MemorySnapshot:
@@ -176,7 +183,7 @@ class MemoryAssembler:
         )
         session = await self._aread_session(session_key)
         paths = [*self.layer_paths, *(p for _, p in rule_paths)]
-        result = await adownload_texts(self.backend, paths)
+        result = await adownload_texts(self.backend, paths, cache=self._disk_cache)
         return self._snapshot(result, rule_paths, listing_problems, session)
 
     def _snapshot(
@@ -354,8 +361,6 @@ class MemoryAssembler:
 
 def _rule_root(backend: Any) -> str:
     """The folder rule globs are relative to: the disk root of a real-path backend, else `/`."""
-    from deepagents.backends.filesystem import FilesystemBackend
-
     if isinstance(backend, FilesystemBackend) and not backend.virtual_mode:
         return str(backend.cwd)
     return "/"

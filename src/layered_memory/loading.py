@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from layered_memory._disk_cache import DiskReadCache, now_ns
 from layered_memory.errors import MemorySourceError
 from layered_memory.layers import normalize_backend_path
 
@@ -140,28 +141,68 @@ def interpret_responses(
     return DownloadResult(texts, frozenset(missing), tuple(found_problems))
 
 
-def download_texts(backend: Any, paths: Iterable[str]) -> DownloadResult:
-    """Download and decode `paths` in one backend call (errors become problems)."""
+def download_texts(
+    backend: Any, paths: Iterable[str], *, cache: DiskReadCache | None = None
+) -> DownloadResult:
+    """Download and decode `paths` in one backend call (errors become problems).
+
+    With a `cache`, files unchanged on disk since their last read are not downloaded again.
+    """
     plan, refused = plan_paths(paths, backend)
-    if not plan:
-        return DownloadResult({}, frozenset(), tuple(refused))
+    reused, fetch, signatures = _split(plan, cache)
+    if not fetch:
+        return _merge(plan, reused, DownloadResult({}), refused)
+    started = now_ns()
     try:
-        responses = backend.download_files(list(plan.values()))
-    except Exception as exc:
-        return _backend_failure(plan, refused, exc)
-    return interpret_responses(plan, responses, refused)
+        responses = backend.download_files(list(fetch.values()))
+    except Exception as exc:  # any backend failure must not abort the run
+        return _merge(plan, reused, _backend_failure(fetch, exc), refused)
+    fetched = interpret_responses(fetch, responses)
+    if cache is not None:
+        cache.remember(fetch, signatures, fetched.texts, fetched.missing, started)
+    return _merge(plan, reused, fetched, refused)
 
 
-async def adownload_texts(backend: Any, paths: Iterable[str]) -> DownloadResult:
+async def adownload_texts(
+    backend: Any, paths: Iterable[str], *, cache: DiskReadCache | None = None
+) -> DownloadResult:
     """Async twin of `download_texts`."""
     plan, refused = plan_paths(paths, backend)
-    if not plan:
-        return DownloadResult({}, frozenset(), tuple(refused))
+    reused, fetch, signatures = _split(plan, cache)
+    if not fetch:
+        return _merge(plan, reused, DownloadResult({}), refused)
+    started = now_ns()
     try:
-        responses = await backend.adownload_files(list(plan.values()))
-    except Exception as exc:
-        return _backend_failure(plan, refused, exc)
-    return interpret_responses(plan, responses, refused)
+        responses = await backend.adownload_files(list(fetch.values()))
+    except Exception as exc:  # any backend failure must not abort the run
+        return _merge(plan, reused, _backend_failure(fetch, exc), refused)
+    fetched = interpret_responses(fetch, responses)
+    if cache is not None:
+        cache.remember(fetch, signatures, fetched.texts, fetched.missing, started)
+    return _merge(plan, reused, fetched, refused)
+
+
+def _split(
+    plan: Mapping[str, str], cache: DiskReadCache | None
+) -> tuple[DownloadResult, dict[str, str], Mapping[str, Any]]:
+    """What the cache still holds, what must be downloaded, and its pre-read signatures."""
+    if cache is None:
+        return DownloadResult({}), dict(plan), {}
+    texts, missing, signatures = cache.reusable(plan)
+    fetch = {path: plan[path] for path in plan if path in signatures}
+    return DownloadResult(texts, frozenset(missing)), fetch, signatures
+
+
+def _merge(
+    plan: Mapping[str, str],
+    reused: DownloadResult,
+    fetched: DownloadResult,
+    refused: Iterable[SourceProblem],
+) -> DownloadResult:
+    """One result in the requested order, whatever came from the cache or the backend."""
+    texts = {**reused.texts, **fetched.texts}
+    ordered = {path: texts[path] for path in plan if path in texts}
+    return DownloadResult(ordered, reused.missing | fetched.missing, (*refused, *fetched.problems))
 
 
 def report_problems(
@@ -177,9 +218,6 @@ def report_problems(
         logger.log(level, "memory source %s skipped: %s", problem.path, problem.reason)
 
 
-def _backend_failure(
-    plan: Mapping[str, str], refused: Iterable[SourceProblem], exc: Exception
-) -> DownloadResult:
+def _backend_failure(plan: Mapping[str, str], exc: Exception) -> DownloadResult:
     reason = f"backend error: {type(exc).__name__}: {exc}"
-    problems = [*refused, *(SourceProblem(path, reason) for path in plan)]
-    return DownloadResult({}, frozenset(), tuple(problems))
+    return DownloadResult({}, frozenset(), tuple(SourceProblem(path, reason) for path in plan))

@@ -1,0 +1,122 @@
+"""Skip re-reading memory files on local disk that have not changed since the last read.
+
+The middleware reloads memory at every invocation so that edits made on disk are seen. On a
+`FilesystemBackend` most invocations find nothing changed, so instead of downloading every file
+again, each file's stat signature (mtime, ctime, size, inode, device) is compared with the one
+seen when it was last read; only changed or unknown files go to the backend.
+
+A timestamp is only as fine as the filesystem's clock tick, so a file written twice within one
+tick, with the same size, keeps its signature. As git does with its "racily clean" entries, a
+file whose mtime is within `RACY_WINDOW_NS` of the moment we read it is not trusted: it is read
+again next time. Only regular files are cached (a symlink always goes to the backend, which
+applies its own root checks), and every read of a changed file still goes through the backend.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from deepagents.backends.filesystem import FilesystemBackend
+
+RACY_WINDOW_NS = 2_000_000_000
+"""Files modified this close to our read are re-read next time (coarse filesystem clocks)."""
+
+_MISSING = "missing"
+
+Signature = tuple[int, int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    signature: Signature | str | None
+    text: str | None
+
+
+class DiskReadCache:
+    """Remembers texts read from one `FilesystemBackend`, keyed by backend path."""
+
+    def __init__(self, backend: FilesystemBackend) -> None:
+        self._root = Path(backend.cwd)
+        self._virtual = backend.virtual_mode
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+
+    def reusable(
+        self, plan: Mapping[str, str]
+    ) -> tuple[dict[str, str], set[str], dict[str, Signature | str | None]]:
+        """What need not be downloaded again, and the signatures of what must be.
+
+        Returns:
+            `(texts, missing, to_read)`: still-valid texts and still-missing paths (by
+            requested path), and for every other requested path its signature taken now,
+            BEFORE the download, so a change racing with the download is seen next time.
+        """
+        texts: dict[str, str] = {}
+        missing: set[str] = set()
+        to_read: dict[str, Signature | str | None] = {}
+        with self._lock:
+            entries = {path: self._entries.get(backend_path) for path, backend_path in plan.items()}
+        for path, entry in entries.items():
+            signature = _signature(self._real(plan[path]))
+            if entry is None or signature is None or entry.signature != signature:
+                to_read[path] = signature
+            elif entry.text is None:
+                missing.add(path)
+            else:
+                texts[path] = entry.text
+        return texts, missing, to_read
+
+    def remember(
+        self,
+        plan: Mapping[str, str],
+        signatures: Mapping[str, Signature | str | None],
+        texts: Mapping[str, str],
+        missing: set[str] | frozenset[str],
+        read_started_ns: int,
+    ) -> None:
+        """Record what a download returned, under the signatures taken before it."""
+        updates: dict[str, _Entry | None] = {}
+        for path, signature in signatures.items():
+            backend_path = plan[path]
+            known = path in texts or path in missing
+            trusted = signature == _MISSING or (
+                isinstance(signature, tuple) and read_started_ns - signature[0] > RACY_WINDOW_NS
+            )
+            updates[backend_path] = (
+                _Entry(signature, texts.get(path)) if known and trusted else None
+            )
+        with self._lock:
+            for backend_path, entry in updates.items():
+                if entry is None:
+                    self._entries.pop(backend_path, None)
+                else:
+                    self._entries[backend_path] = entry
+
+    def _real(self, backend_path: str) -> Path:
+        if self._virtual:
+            return self._root / backend_path.lstrip("/")
+        return Path(backend_path) if os.path.isabs(backend_path) else self._root / backend_path
+
+
+def now_ns() -> int:
+    """Wall-clock time in the unit of `st_mtime_ns` (the read starts before the stat)."""
+    return time.time_ns()
+
+
+def _signature(path: Path) -> Signature | str | None:
+    """A regular file's stat signature, `"missing"`, or None (anything else: not cacheable)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return _MISSING
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev)
