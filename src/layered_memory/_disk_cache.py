@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from deepagents.backends.filesystem import FilesystemBackend
 
@@ -42,7 +41,7 @@ class DiskReadCache:
     """Remembers texts read from one `FilesystemBackend`, keyed by backend path."""
 
     def __init__(self, backend: FilesystemBackend) -> None:
-        self._root = Path(backend.cwd)
+        self._root = str(backend.cwd)
         self._virtual = backend.virtual_mode
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
@@ -98,10 +97,11 @@ class DiskReadCache:
                 else:
                     self._entries[backend_path] = entry
 
-    def _real(self, backend_path: str) -> Path:
-        if self._virtual:
-            return self._root / backend_path.lstrip("/")
-        return Path(backend_path) if os.path.isabs(backend_path) else self._root / backend_path
+    def _real(self, backend_path: str) -> str:
+        # Plain strings: this runs for every memory file at every invocation.
+        if self._virtual or not os.path.isabs(backend_path):
+            return os.path.join(self._root, backend_path.lstrip("/"))
+        return backend_path
 
 
 def now_ns() -> int:
@@ -109,7 +109,7 @@ def now_ns() -> int:
     return time.time_ns()
 
 
-def _signature(path: Path) -> Signature | str | None:
+def _signature(path: str) -> Signature | str | None:
     """A regular file's stat signature, `"missing"`, or None (anything else: not cacheable)."""
     try:
         info = os.lstat(path)
