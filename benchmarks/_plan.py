@@ -24,7 +24,7 @@ class Plan:
     write_processes: int = 8
     write_per_process: int = 25
     e2e_turns: int = 20
-    e2e_reps: int = 15
+    e2e_reps: int = 41
     scale_sources: tuple[int, ...] = (1, 10, 100)
     scale_rules: tuple[int, ...] = (10, 100, 1000)
     scale_calls: int = 500

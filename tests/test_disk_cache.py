@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deepagents.backends import FilesystemBackend
 from deepagents.backends.protocol import FileDownloadResponse
 
+from layered_memory import Layer, MemoryAssembler
 from layered_memory._disk_cache import DiskReadCache
 from layered_memory.loading import adownload_texts, download_texts
 
@@ -103,3 +105,81 @@ def test_created_file_and_symlinks_always_reach_the_backend(root: Path) -> None:
     result = download_texts(backend, ["/new.md", "/link.md"], cache=cache)
     assert result.texts == {"/new.md": "now it exists", "/link.md": "agents v1"}
     assert backend.requested[-1] == ["/new.md", "/link.md"]  # a symlink is never cached
+
+
+class GlobCountingBackend(CountingBackend):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.globs = 0
+
+    def glob(self, pattern: str, path: str | None = None) -> Any:
+        self.globs += 1
+        return super().glob(pattern, path)
+
+    async def aglob(self, pattern: str, path: str | None = None) -> Any:
+        return self.glob(pattern, path)
+
+
+def age_tree(top: Path) -> None:
+    for path in sorted(top.rglob("*"), reverse=True):
+        age(path)
+    age(top)
+
+
+@pytest.fixture
+def rules_root(root: Path) -> Path:
+    (root / "rules" / "nested").mkdir(parents=True)
+    (root / "rules" / "a.md").write_text("RULE_A")
+    (root / "rules" / "nested" / "b.md").write_text("RULE_B")
+    age_tree(root / "rules")
+    return root
+
+
+async def rule_texts(assembler: MemoryAssembler, use_async: bool) -> dict[str, str]:
+    snapshot = await assembler.aload() if use_async else assembler.load()
+    return dict(snapshot.rule_files)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_unchanged_rule_folders_are_not_listed_again(
+    rules_root: Path, use_async: bool
+) -> None:
+    backend = GlobCountingBackend(rules_root)
+    assembler = MemoryAssembler(
+        backend=backend, layers=[Layer("p", "/AGENTS.md")], rules=["/rules"]
+    )
+    first = await rule_texts(assembler, use_async)
+    second = await rule_texts(assembler, use_async)
+    assert first == second == {"/rules/a.md": "RULE_A", "/rules/nested/b.md": "RULE_B"}
+    assert backend.globs == 1
+    assert len(backend.requested) == 1  # and nothing downloaded the second time
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_added_and_removed_rule_files_are_seen(rules_root: Path, use_async: bool) -> None:
+    backend = GlobCountingBackend(rules_root)
+    assembler = MemoryAssembler(
+        backend=backend, layers=[Layer("p", "/AGENTS.md")], rules=["/rules"]
+    )
+    await rule_texts(assembler, use_async)
+    (rules_root / "rules" / "nested" / "c.md").write_text("RULE_C")
+    assert "/rules/nested/c.md" in await rule_texts(assembler, use_async)
+    (rules_root / "rules" / "a.md").unlink()
+    assert "/rules/a.md" not in await rule_texts(assembler, use_async)
+    (rules_root / "rules" / "deeper" / "down").mkdir(parents=True)
+    (rules_root / "rules" / "deeper" / "down" / "d.md").write_text("RULE_D")
+    assert "/rules/deeper/down/d.md" in await rule_texts(assembler, use_async)
+
+
+def test_a_symlinked_folder_is_always_listed(rules_root: Path) -> None:
+    elsewhere = rules_root / "shared-rules"
+    elsewhere.mkdir()
+    (rules_root / "rules" / "linked").symlink_to(elsewhere)
+    age_tree(rules_root / "rules")
+    backend = GlobCountingBackend(rules_root)
+    assembler = MemoryAssembler(
+        backend=backend, layers=[Layer("p", "/AGENTS.md")], rules=["/rules"]
+    )
+    assembler.load()
+    assembler.load()
+    assert backend.globs == 2

@@ -18,8 +18,9 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from deepagents.backends.filesystem import FilesystemBackend
 
@@ -98,10 +99,14 @@ class DiskReadCache:
                     self._entries[backend_path] = entry
 
     def _real(self, backend_path: str) -> str:
-        # Plain strings: this runs for every memory file at every invocation.
-        if self._virtual or not os.path.isabs(backend_path):
-            return os.path.join(self._root, backend_path.lstrip("/"))
-        return backend_path
+        return disk_path(self._root, backend_path, virtual=self._virtual)
+
+
+def disk_path(root: str, backend_path: str, *, virtual: bool) -> str:
+    """Where a backend path lives on disk (plain strings: this runs for every file, every time)."""
+    if virtual or not os.path.isabs(backend_path):
+        return os.path.join(root, backend_path.lstrip("/"))
+    return backend_path
 
 
 def now_ns() -> int:
@@ -118,5 +123,70 @@ def _signature(path: str) -> Signature | str | None:
     except OSError:
         return None
     if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev)
+
+
+DirSignatures = dict[str, Signature | str]
+
+
+class ListingCache:
+    """Remembers the rule-folder listing of one `FilesystemBackend` while no folder changed.
+
+    Adding, removing or renaming a file changes the mtime of the directory holding it, so the
+    listing stands as long as every directory under the rule folders keeps its signature.
+    The signatures are taken before the listing, and a directory changed within the racy window
+    is not trusted. A folder holding a symlink to a directory is never cached (its target's
+    changes would not show in our signatures).
+    """
+
+    def __init__(self, backend: FilesystemBackend, folders: Sequence[str]) -> None:
+        self._tops = tuple(
+            disk_path(str(backend.cwd), folder, virtual=backend.virtual_mode) for folder in folders
+        )
+        self._lock = threading.Lock()
+        self._entry: tuple[DirSignatures, Any] | None = None
+
+    def signatures(self) -> DirSignatures | None:
+        """Every directory under the rule folders, with its signature (None: uncacheable)."""
+        found: DirSignatures = {}
+        for top in self._tops:
+            if not os.path.lexists(top):
+                found[top] = _MISSING
+                continue
+            for dirpath, dirnames, _ in os.walk(top, followlinks=False):
+                if any(os.path.islink(os.path.join(dirpath, name)) for name in dirnames):
+                    return None
+                signature = _dir_signature(dirpath)
+                if signature is None:
+                    return None
+                found[dirpath] = signature
+        return found
+
+    def get(self, current: DirSignatures | None) -> Any | None:
+        """The remembered listing, if `current` signatures match the ones it was taken under."""
+        with self._lock:
+            entry = self._entry
+        if current is None or entry is None or entry[0] != current:
+            return None
+        return entry[1]
+
+    def put(self, taken: DirSignatures | None, listing: Any, read_started_ns: int) -> None:
+        """Remember `listing`, listed after `taken` was measured, if those can be trusted."""
+        trusted = taken is not None and all(
+            signature == _MISSING
+            or (isinstance(signature, tuple) and read_started_ns - signature[0] > RACY_WINDOW_NS)
+            for signature in taken.values()
+        )
+        with self._lock:
+            self._entry = (taken, listing) if trusted and taken is not None else None
+
+
+def _dir_signature(path: str) -> Signature | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):
         return None
     return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from deepagents.backends.filesystem import FilesystemBackend
 
-from layered_memory._disk_cache import DiskReadCache
+from layered_memory._disk_cache import DirSignatures, DiskReadCache, ListingCache, now_ns
 from layered_memory.errors import SessionStoreError
 from layered_memory.layers import Layer, check_unique_layer_names, normalize_backend_path
 from layered_memory.loading import (
@@ -158,17 +158,22 @@ class MemoryAssembler:
         self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
         self._rule_sets: _LRU[str, RuleSet] = _LRU(16)
         self._logged: set[tuple[str, str]] = set()
-        self._disk_cache = (
-            DiskReadCache(backend) if isinstance(backend, FilesystemBackend) else None
+        # Local disk: skip re-reading (and re-listing) what has not changed since last time.
+        on_disk = isinstance(backend, FilesystemBackend)
+        self._disk_cache = DiskReadCache(backend) if on_disk else None
+        self._listing_cache = (
+            ListingCache(backend, self.rule_folders) if on_disk and self.rule_folders else None
         )
 
     # -- loading ----------------------------------------------------------------------------
 
     def load(self, *, session_key: str | None = None) -> MemorySnapshot:
         """Read every layer, rule file and the session entry (one download for all files)."""
-        rule_paths, listing_problems = (
-            list_rule_files(self.backend, self.rule_folders) if self.rule_folders else ([], [])
-        )
+        rule_paths, listing_problems = self._cached_listing()
+        if rule_paths is None:
+            taken, started = self._listing_signatures()
+            rule_paths, listing_problems = list_rule_files(self.backend, self.rule_folders)
+            self._remember_listing(taken, (rule_paths, listing_problems), started)
         session = self._read_session(session_key)
         paths = [*self.layer_paths, *(p for _, p in rule_paths)]
         result = download_texts(self.backend, paths, cache=self._disk_cache)
@@ -176,15 +181,37 @@ class MemoryAssembler:
 
     async def aload(self, *, session_key: str | None = None) -> MemorySnapshot:
         """Async twin of `load`."""
-        rule_paths, listing_problems = (
-            await alist_rule_files(self.backend, self.rule_folders)
-            if self.rule_folders
-            else ([], [])
-        )
+        rule_paths, listing_problems = self._cached_listing()
+        if rule_paths is None:
+            taken, started = self._listing_signatures()
+            rule_paths, listing_problems = await alist_rule_files(self.backend, self.rule_folders)
+            self._remember_listing(taken, (rule_paths, listing_problems), started)
         session = await self._aread_session(session_key)
         paths = [*self.layer_paths, *(p for _, p in rule_paths)]
         result = await adownload_texts(self.backend, paths, cache=self._disk_cache)
         return self._snapshot(result, rule_paths, listing_problems, session)
+
+    def _cached_listing(self) -> tuple[list[tuple[int, str]] | None, list[Any]]:
+        """The rule listing without a backend call when nothing can have changed it."""
+        if not self.rule_folders:
+            return [], []
+        if self._listing_cache is not None:
+            cached = self._listing_cache.get(self._listing_cache.signatures())
+            if cached is not None:
+                return cached  # type: ignore[no-any-return]
+        return None, []
+
+    def _listing_signatures(self) -> tuple[DirSignatures | None, int]:
+        # Taken before listing: a folder changed while the backend lists it is re-listed later.
+        if self._listing_cache is None:
+            return None, 0
+        return self._listing_cache.signatures(), now_ns()
+
+    def _remember_listing(
+        self, taken: DirSignatures | None, listing: tuple[list[Any], list[Any]], started: int
+    ) -> None:
+        if self._listing_cache is not None and not listing[1]:
+            self._listing_cache.put(taken, listing, started)
 
     def _snapshot(
         self,
