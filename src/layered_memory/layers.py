@@ -118,14 +118,15 @@ def normalize_backend_path(
         `(None, reason)`.
     """
     expanded = expand_user(path)
-    root = _filesystem_root(backend)
-    if root is not None:
-        virtual = _is_virtual(backend)
-        if virtual and not resolve_links and not path.startswith("~"):
+    if isinstance(backend, FilesystemBackend):
+        from_home = path.startswith("~")
+        if backend.virtual_mode and not resolve_links and not from_home:
             lexical = _normalize_virtual(expanded)
-            return (lexical, None) if lexical else (None, f"path escapes the backend root {root}")
+            if lexical is None:
+                return None, f"path escapes the backend root {backend.cwd}"
+            return lexical, None
         return _normalize_for_filesystem(
-            expanded, root, virtual=virtual, from_home=path.startswith("~")
+            expanded, Path(backend.cwd), virtual=backend.virtual_mode, from_home=from_home
         )
     # State, store and composite backends address files by virtual absolute paths.
     virtual_path = _normalize_virtual(expanded)
@@ -134,22 +135,12 @@ def normalize_backend_path(
     return virtual_path, None
 
 
-def _filesystem_root(backend: Any) -> Path | None:
-    if isinstance(backend, FilesystemBackend):
-        return Path(backend.cwd)
-    return None
-
-
-def _is_virtual(backend: Any) -> bool:
-    return bool(getattr(backend, "virtual_mode", True))
-
-
-@functools.lru_cache(maxsize=64)
 def _resolved(root: Path) -> Path:
     """A backend root with symlinks resolved (the backend fixes its root when it is built)."""
     return root.resolve()
 
 
+@functools.lru_cache(maxsize=8192)
 def _normalize_virtual(path: str) -> str | None:
     """`/`-anchored POSIX path, or None when `..` would climb above the root."""
     parts: list[str] = []
