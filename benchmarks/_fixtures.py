@@ -5,6 +5,7 @@ Everything is generated deterministically (seeded), so two runs measure the same
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 from collections import Counter
@@ -177,7 +178,23 @@ def build_project(
         _write(root, path, memory_text(index, size, insights=insights))
     for path, text in rule_texts(n_rules).items():
         _write(root, path, text)
+    backdate(root)
     return Project(root, tuple(layers), n_rules)
+
+
+def backdate(root: Path, seconds: int = 3_600) -> None:
+    """Make every file and folder under `root` an hour old, as real memory files are.
+
+    Files modified in the last two seconds are re-read at every invocation (a coarse
+    filesystem clock could hide a second write), which a freshly generated fixture would be.
+    """
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = os.path.join(folder, name)
+            stamp = os.lstat(path).st_mtime - seconds
+            os.utime(path, (stamp, stamp), follow_symlinks=False)
+    stamp = os.stat(root).st_mtime - seconds
+    os.utime(root, (stamp, stamp))
 
 
 def touched_paths(n: int) -> list[str]:

@@ -190,3 +190,32 @@ def _dir_signature(path: str) -> Signature | None:
     if not stat.S_ISDIR(info.st_mode):
         return None
     return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev)
+
+
+_registry_lock = threading.Lock()
+_read_caches: dict[tuple[str, bool], DiskReadCache] = {}
+_listing_caches: dict[tuple[str, bool, tuple[str, ...]], ListingCache] = {}
+
+
+def read_cache_for(backend: FilesystemBackend) -> DiskReadCache:
+    """The process-wide read cache of one folder on disk (shared by every agent using it).
+
+    Servers often build an agent per request; keyed by the disk folder, not the backend
+    object, a new agent finds the files its predecessors already read.
+    """
+    key = (str(backend.cwd), backend.virtual_mode)
+    with _registry_lock:
+        cache = _read_caches.get(key)
+        if cache is None:
+            cache = _read_caches[key] = DiskReadCache(backend)
+        return cache
+
+
+def listing_cache_for(backend: FilesystemBackend, folders: Sequence[str]) -> ListingCache:
+    """The process-wide listing cache of some rule folders on disk."""
+    key = (str(backend.cwd), backend.virtual_mode, tuple(folders))
+    with _registry_lock:
+        cache = _listing_caches.get(key)
+        if cache is None:
+            cache = _listing_caches[key] = ListingCache(backend, folders)
+        return cache

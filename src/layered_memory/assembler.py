@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -22,7 +23,12 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from deepagents.backends.filesystem import FilesystemBackend
 
-from layered_memory._disk_cache import DirSignatures, DiskReadCache, ListingCache, now_ns
+from layered_memory._disk_cache import (
+    DirSignatures,
+    listing_cache_for,
+    now_ns,
+    read_cache_for,
+)
 from layered_memory.errors import SessionStoreError
 from layered_memory.layers import Layer, check_unique_layer_names, normalize_backend_path
 from layered_memory.loading import (
@@ -42,6 +48,7 @@ from layered_memory.render import (
     render_memory,
 )
 from layered_memory.rules import (
+    Rule,
     RuleMatch,
     RuleSet,
     alist_rule_files,
@@ -156,13 +163,12 @@ class MemoryAssembler:
         self.rule_root = _rule_root(backend)
         """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
         self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
-        self._rule_sets: _LRU[str, RuleSet] = _LRU(16)
         self._logged: set[tuple[str, str]] = set()
         # Local disk: skip re-reading (and re-listing) what has not changed since last time.
         on_disk = isinstance(backend, FilesystemBackend)
-        self._disk_cache = DiskReadCache(backend) if on_disk else None
+        self._disk_cache = read_cache_for(backend) if on_disk else None
         self._listing_cache = (
-            ListingCache(backend, self.rule_folders) if on_disk and self.rule_folders else None
+            listing_cache_for(backend, self.rule_folders) if on_disk and self.rule_folders else None
         )
 
     # -- loading ----------------------------------------------------------------------------
@@ -296,21 +302,21 @@ class MemoryAssembler:
         return rule_set.match(keys, root=self.rule_root)
 
     def rule_set(self, rule_files: Mapping[str, str]) -> RuleSet | None:
-        """The parsed rules for these texts, parsed once per distinct content."""
+        """The parsed rules for these texts: parsed once per distinct content, per process."""
         if not self.rule_folders:
             return None
-        digest = digest_texts(rule_files)
-        rule_set = self._rule_sets.get(digest)
+        key = (digest_texts(rule_files), self.rule_folders)
+        rule_set = _RULE_SETS.get(key)
         if rule_set is None:
             parsed = [
-                parse_rule_file(path, text, folder_index=self._folder_index(path))
+                _parse_rule(path, text, self._folder_index(path))
                 for path, text in sorted(rule_files.items())
             ]
             rule_set = build_rule_set(parsed, log=False)
-            if self.strict:
-                rule_set.raise_on_error()
-            self._report_rule_problems(rule_set)
-            self._rule_sets.put(digest, rule_set)
+            _RULE_SETS.put(key, rule_set)
+        if self.strict:
+            rule_set.raise_on_error()
+        self._report_rule_problems(rule_set)
         return rule_set
 
     def _render_uncached(
@@ -384,6 +390,18 @@ class MemoryAssembler:
                 folder_keys.append(normalized.rstrip("/") or "/")
         self._rule_folder_keys = tuple(folder_keys)
         return index
+
+
+_RULE_SETS: _LRU[tuple[str, tuple[str, ...]], RuleSet] = _LRU(32)
+"""Parsed rule sets by content, shared by every assembler of the process (agents built per
+request find the rules already parsed and their globs compiled)."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_rule(path: str, text: str, folder_index: int) -> tuple[Rule | None, tuple[Any, ...]]:
+    """One rule file parsed, remembered by content: one changed file re-parses only itself."""
+    rule, problems = parse_rule_file(path, text, folder_index=folder_index)
+    return rule, tuple(problems)
 
 
 def _rule_root(backend: Any) -> str:
