@@ -8,6 +8,7 @@ every file, so it grows with the files for both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,17 @@ from benchmarks._fixtures import (
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, Samples, fmt_ns, interleaved
+from layered_memory.assembler import clear_process_caches
 
 SOURCE_BYTES = 4_000
 FLAT = 1.5
 """Per-call growth across a sweep counts as flat up to this factor."""
+
+
+def _cold(make: Callable[[], Any]) -> Any:
+    """A middleware built after emptying the process-wide caches: a process's cold start."""
+    clear_process_caches()
+    return make()
 
 
 def _handler(request: Any) -> Any:
@@ -50,7 +58,7 @@ def _cases(plan: Plan, root: Path, tag: str, n_sources: int, n_rules: int) -> li
         Case(
             f"{tag}:ours_load",
             lambda mw: mw.before_agent({"messages": []}, RUNTIME),
-            lambda: ours(project, backend),
+            lambda: _cold(lambda: ours(project, backend)),
         ),
         Case(
             f"{tag}:builtin_load",

@@ -219,3 +219,10 @@ def listing_cache_for(backend: FilesystemBackend, folders: Sequence[str]) -> Lis
         if cache is None:
             cache = _listing_caches[key] = ListingCache(backend, folders)
         return cache
+
+
+def clear_shared_caches() -> None:
+    """Forget every process-wide disk cache (benchmarks measuring a cold start use it)."""
+    with _registry_lock:
+        _read_caches.clear()
+        _listing_caches.clear()

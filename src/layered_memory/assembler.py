@@ -25,6 +25,7 @@ from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._disk_cache import (
     DirSignatures,
+    clear_shared_caches,
     listing_cache_for,
     now_ns,
     read_cache_for,
@@ -83,6 +84,10 @@ class _LRU(Generic[_K, _V]):
             if value is not None:
                 self._data.move_to_end(key)
             return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
 
     def put(self, key: _K, value: _V) -> None:
         with self._lock:
@@ -402,6 +407,17 @@ def _parse_rule(path: str, text: str, folder_index: int) -> tuple[Rule | None, t
     """One rule file parsed, remembered by content: one changed file re-parses only itself."""
     rule, problems = parse_rule_file(path, text, folder_index=folder_index)
     return rule, tuple(problems)
+
+
+def clear_process_caches() -> None:
+    """Forget what every assembler of this process shares: parsed rules and disk caches.
+
+    Nothing needs this for correctness (the caches are keyed by content and checked against
+    the disk); it exists so a benchmark can measure a process's first load.
+    """
+    _RULE_SETS.clear()
+    _parse_rule.cache_clear()
+    clear_shared_caches()
 
 
 def _rule_root(backend: Any) -> str:
