@@ -19,8 +19,8 @@ test: $(STAMP)  ## run the whole test suite
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests examples
-	$(VENV)/bin/ruff format --check src tests examples
+	$(VENV)/bin/ruff check src tests examples benchmarks
+	$(VENV)/bin/ruff format --check src tests examples benchmarks
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)  ## benchmarks against deepagents' built-in MemoryMiddleware (not part of the tests)
