@@ -28,7 +28,6 @@ from typing import Any
 
 from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -42,7 +41,7 @@ from layered_memory import (
     register_write_back,
 )
 from layered_memory.insights import InsightNotebook, record_insight_tool
-from layered_memory.testing import ScriptedChatModel, system_text, tool_call
+from layered_memory.testing import PromptRecorder, ScriptedChatModel, system_text, tool_call
 
 AGENTS_MD = "# Reporting team\n\n- Reports are one page, with a summary first.\n"
 MEMORY_MD = "# Memory\n\nWhat this agent has learned about our clients.\n"
@@ -64,18 +63,6 @@ RUNS: list[tuple[str, str, bool]] = [
     ("initech", "Prepare Initech's report. What do you know about our other clients?", False),
     ("umbrella", "Draft a trial report for Umbrella.", True),
 ]
-
-
-class PromptRecorder(BaseCallbackHandler):
-    """Keeps the system prompt of every model call (scripted or real model)."""
-
-    def __init__(self) -> None:
-        self.system_prompts: list[str] = []
-
-    def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
-    ) -> None:
-        self.system_prompts.extend(system_text(batch) for batch in messages)
 
 
 def _what_i_know(messages: list[BaseMessage]) -> str:

@@ -103,7 +103,6 @@ def _scripted_model(entity: str) -> Any:
 def run_worker(url: str, run_id: str, index: int, model_name: str | None) -> dict[str, Any]:
     """One worker process: one deep agent, one client, one user; returns what it saw."""
     from deepagents import create_deep_agent
-    from langchain_core.callbacks import BaseCallbackHandler
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
 
@@ -115,14 +114,7 @@ def run_worker(url: str, run_id: str, index: int, model_name: str | None) -> dic
         register_write_back,
     )
     from layered_memory.shared_memory import ORG_RULES, PROJECT_MEMORY, shared_memory_layers
-    from layered_memory.testing import system_text
-
-    class PromptRecorder(BaseCallbackHandler):
-        def __init__(self) -> None:
-            self.system_prompts: list[str] = []
-
-        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-            self.system_prompts.extend(system_text(batch) for batch in messages)
+    from layered_memory.testing import PromptRecorder
 
     entity, user = client_for(index), f"user-{index + 1}"
     if model_name:

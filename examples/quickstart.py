@@ -22,13 +22,12 @@ from typing import Any
 
 from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from layered_memory import Layer, MemoryMiddleware, build_thread_config
 from layered_memory.render import DEFAULT_MAX_CHARS
-from layered_memory.testing import ScriptedChatModel, system_text, tool_call
+from layered_memory.testing import PromptRecorder, ScriptedChatModel, system_text, tool_call
 
 AGENTS_MD = """# Project: billing-service
 
@@ -39,18 +38,6 @@ AGENTS_MD = """# Project: billing-service
 
 MEMORY_MD = "# Memory\n"
 PREFERENCE = "- The user prefers short answers."
-
-
-class PromptRecorder(BaseCallbackHandler):
-    """Keeps the system prompt of every model call (works for the scripted and real models)."""
-
-    def __init__(self) -> None:
-        self.system_prompts: list[str] = []
-
-    def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
-    ) -> None:
-        self.system_prompts.extend(system_text(batch) for batch in messages)
 
 
 def _test_command(messages: list[BaseMessage]) -> str:

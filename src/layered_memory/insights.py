@@ -31,6 +31,7 @@ from layered_memory._insight_sections import (
     plan_insight,
 )
 from layered_memory._locking import Texts, archive_path_for, choose_strategy
+from layered_memory._run_data import is_dry_run, run_value, thread_id_of
 from layered_memory.hooks import HookEvent, HookRegistry
 from layered_memory.redaction import redact
 
@@ -230,52 +231,9 @@ class MemoryWriter:
 # --- PIPELINE_END data helpers ----------------------------------------------------------
 
 
-def _context_value(context: Any, key: str) -> Any:
-    if context is None:
-        return None
-    if isinstance(context, Mapping):
-        return context.get(key)
-    return getattr(context, key, None)
-
-
-def _configurable(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    config = data.get("config")
-    if isinstance(config, Mapping):
-        configurable = config.get("configurable")
-        if isinstance(configurable, Mapping):
-            return configurable
-    return {}
-
-
-def _lookup(data: Mapping[str, Any], key: str) -> Any:
-    """`key` from the state, then `runtime_context`, then `config["configurable"]`."""
-    value = data.get(key)
-    if value is None:
-        value = _context_value(data.get("runtime_context"), key)
-    if value is None:
-        value = _configurable(data).get(key)
-    return value
-
-
 def _entity_of(data: Mapping[str, Any]) -> str | None:
-    value = _lookup(data, "entity_name")
+    value = run_value(data, "entity_name")
     return normalize_entity(value) if isinstance(value, str) else None
-
-
-def _is_dry_run(data: Mapping[str, Any]) -> bool:
-    sources = (data, data.get("runtime_context"), _configurable(data))
-    return any(_truthy(_context_value(source, "dry_run")) for source in sources)
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in {"1", "true", "yes", "on"}
-    return bool(value)
-
-
-def _thread_id(data: Mapping[str, Any]) -> str | None:
-    value = data.get("thread_id") or _configurable(data).get("thread_id")
-    return None if value is None else str(value)
 
 
 def _final_message_insight(messages: Any) -> str | None:
@@ -383,9 +341,9 @@ class _WriteBack:
     notebook: InsightNotebook | None
 
     def text_and_entity(self, data: Mapping[str, Any]) -> tuple[str | None, str | None]:
-        thread_id = _thread_id(data)
+        thread_id = thread_id_of(data)
         notes = self.notebook.pop(thread_id) if self.notebook is not None else []
-        if _is_dry_run(data):
+        if is_dry_run(data):
             logger.info("dry run: memory write-back skipped for %s", self.writer.path)
             return None, None
         entity = _entity_of(data)
@@ -402,7 +360,7 @@ class _WriteBack:
             return
         written = self.writer._write(text, entity)
         if written is not None:
-            written["thread_id"] = _thread_id(_as_mapping(data))
+            written["thread_id"] = thread_id_of(_as_mapping(data))
             self.registry.trigger(HookEvent.MEMORY_WRITTEN, written)
 
     async def acall(self, _event: HookEvent, data: Mapping[str, Any]) -> None:
@@ -411,7 +369,7 @@ class _WriteBack:
             return
         written = await self.writer._awrite(text, entity)
         if written is not None:
-            written["thread_id"] = _thread_id(_as_mapping(data))
+            written["thread_id"] = thread_id_of(_as_mapping(data))
             await self.registry.atrigger(HookEvent.MEMORY_WRITTEN, written)
 
 

@@ -40,6 +40,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.config import get_config
 from langgraph.types import Command
 
+from layered_memory._run_data import context_value
 from layered_memory._system_message import (
     append_block,
     is_anthropic_model,
@@ -530,7 +531,7 @@ def _context_keys(
         if callable(source):
             values: Any = source(state, runtime)
         else:
-            values = _lookup(context, source)
+            values = context_value(context, source)
             if values is None:
                 values = state.get(source)
             if values is None:
@@ -540,14 +541,6 @@ def _context_keys(
         elif isinstance(values, Iterable):
             found.update(value for value in values if isinstance(value, str))
     return sorted(value for value in found if value)
-
-
-def _lookup(context: Any, name: str) -> Any:
-    if context is None:
-        return None
-    if isinstance(context, Mapping):
-        return context.get(name)
-    return getattr(context, name, None)
 
 
 def _current_config() -> RunnableConfig | None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from layered_memory._run_data import is_dry_run, thread_id_of
 from layered_memory.hooks import HookEvent
 from layered_memory.stores._common import JsonDict, check_ttl
 
@@ -78,32 +79,9 @@ def _last_ai_text(messages: list[Any]) -> str | None:
     return None
 
 
-def _context_value(source: Any, key: str) -> Any:
-    if isinstance(source, Mapping):
-        return source.get(key)
-    return getattr(source, key, None)
-
-
-def _configurable(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    config = data.get("config")
-    configurable = config.get("configurable") if isinstance(config, Mapping) else None
-    return configurable if isinstance(configurable, Mapping) else {}
-
-
-def _is_dry_run(data: Mapping[str, Any]) -> bool:
-    for source in (data, data.get("runtime_context"), _configurable(data)):
-        value = _context_value(source, "dry_run")
-        if isinstance(value, str):
-            value = value.strip().lower() in {"1", "true", "yes", "on"}
-        if value:
-            return True
-    return False
-
-
 def session_key_of(data: Mapping[str, Any]) -> str | None:
     """The session key of a `PIPELINE_END` event: ``thread_id``, else the config's thread_id."""
-    value = data.get("thread_id") or _configurable(data).get("thread_id")
-    return None if value is None else str(value)
+    return thread_id_of(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +92,7 @@ class _SessionSave:
     merge: bool
 
     def _plan(self, data: Any) -> tuple[str, JsonDict] | None:
-        if not isinstance(data, Mapping) or _is_dry_run(data):
+        if not isinstance(data, Mapping) or is_dry_run(data):
             return None
         key = session_key_of(data)
         if key is None:

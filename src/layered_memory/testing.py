@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -45,6 +45,22 @@ def system_text(messages: Sequence[BaseMessage]) -> str:
         if isinstance(message, SystemMessage):
             return message.text
     return ""
+
+
+class PromptRecorder(BaseCallbackHandler):
+    """A callback keeping the system prompt of every model call, for a scripted or real model.
+
+    Pass it in the run config (`{"callbacks": [recorder]}`): it sees the messages exactly as
+    the model received them, after every middleware has changed the request.
+    """
+
+    def __init__(self) -> None:
+        self.system_prompts: list[str] = []
+
+    def on_chat_model_start(
+        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
+    ) -> None:
+        self.system_prompts.extend(system_text(batch) for batch in messages)
 
 
 class ScriptedChatModel(BaseChatModel):
