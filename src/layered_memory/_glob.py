@@ -19,7 +19,7 @@ literal suffix or required substring so each key is only tested against a few ca
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 MAX_BRACE_EXPANSION = 256
@@ -59,12 +59,13 @@ class CompiledGlob:
     required: str
 
 
-def _split_top_level(text: str, sep: str) -> list[str]:
-    """Split on `sep` outside braces and brackets, honouring backslash escapes."""
-    parts: list[str] = []
+def _outside_classes(text: str) -> Iterator[tuple[int, str, int]]:
+    """Each character outside backslash escapes and `[...]` classes, with its brace depth.
+
+    The depth is the number of `{` groups open before the character.
+    """
     depth = 0
     in_class = False
-    start = 0
     i = 0
     while i < len(text):
         char = text[i]
@@ -81,14 +82,23 @@ def _split_top_level(text: str, sep: str) -> list[str]:
                 i += 1
             if text[i + 1 : i + 2] == "]":
                 i += 1
-        elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-        elif char == sep and depth == 0:
+        else:
+            yield i, char, depth
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+        i += 1
+
+
+def _split_top_level(text: str, sep: str) -> list[str]:
+    """Split on `sep` outside braces and brackets, honouring backslash escapes."""
+    parts: list[str] = []
+    start = 0
+    for i, char, depth in _outside_classes(text):
+        if char == sep and depth == 0:
             parts.append(text[start:i])
             start = i + 1
-        i += 1
     parts.append(text[start:])
     return parts
 
@@ -104,37 +114,17 @@ def split_glob_list(text: str) -> list[str]:
 
 def _find_brace(pattern: str) -> tuple[int, int] | None:
     """Span of the first top-level `{...}` group, or None; raises on an unbalanced brace."""
-    depth = 0
     start = -1
-    in_class = False
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            if char == "]":
-                in_class = False
-        elif char == "[":
-            in_class = True
-            if pattern[i + 1 : i + 2] in ("!", "^"):
-                i += 1
-            if pattern[i + 1 : i + 2] == "]":
-                i += 1
-        elif char == "{":
-            if depth == 0:
-                start = i
-            depth += 1
+    for i, char, depth in _outside_classes(pattern):
+        if char == "{" and depth == 0:
+            start = i
         elif char == "}":
             if depth == 0:
                 msg = "unbalanced '}'"
                 raise GlobError(msg)
-            depth -= 1
-            if depth == 0:
+            if depth == 1:
                 return start, i
-        i += 1
-    if depth:
+    if start >= 0:
         msg = "unbalanced '{'"
         raise GlobError(msg)
     return None
