@@ -183,3 +183,31 @@ def test_a_symlinked_folder_is_always_listed(rules_root: Path) -> None:
     assembler.load()
     assembler.load()
     assert backend.globs == 2
+
+
+def test_unchanged_load_reuses_the_digest_and_a_change_gives_a_new_one(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import layered_memory.assembler as assembler_module
+
+    hashed: list[int] = []
+    real_digest = assembler_module.digest_texts
+
+    def counting_digest(*parts: Any) -> str:
+        hashed.append(1)
+        return real_digest(*parts)
+
+    monkeypatch.setattr(assembler_module, "digest_texts", counting_digest)
+    backend = CountingBackend(root)
+    assembler = MemoryAssembler(
+        backend=backend, layers=[Layer("p", "/AGENTS.md"), Layer("m", "/MEMORY.md")]
+    )
+    first = assembler.load()
+    second = assembler.load()
+    assert second.digest == first.digest
+    assert len(hashed) == 1  # nothing re-read, nothing re-hashed
+    (root / "MEMORY.md").write_text("memory v2")
+    third = assembler.load()
+    assert third.files["/MEMORY.md"] == "memory v2"
+    assert third.digest != first.digest
+    assert len(hashed) == 2

@@ -169,6 +169,9 @@ class MemoryAssembler:
         """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
         self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
         self._logged: set[tuple[str, str]] = set()
+        self._last_load: (
+            tuple[Mapping[str, str], Mapping[str, str], str | None, str | None, str] | None
+        ) = None
         # Local disk: skip re-reading (and re-listing) what has not changed since last time.
         on_disk = isinstance(backend, FilesystemBackend)
         self._disk_cache = read_cache_for(backend) if on_disk else None
@@ -241,8 +244,30 @@ class MemoryAssembler:
         report_problems(problems, strict=self.strict, already_logged=self._logged)
         session_text = json.dumps(session.data, sort_keys=True, default=str) if session else None
         session_id = session.key if session else None
-        digest = digest_texts(files, rule_files, session_id, session_text)
+        digest = self._reused_digest(files, rule_files, session_id, session_text)
+        if digest is None:
+            digest = digest_texts(files, rule_files, session_id, session_text)
+        self._last_load = (files, rule_files, session_id, session_text, digest)
         return MemorySnapshot(files, rule_files, session, tuple(problems), digest)
+
+    def _reused_digest(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session_id: str | None,
+        session_text: str | None,
+    ) -> str | None:
+        """The previous load's digest when this load holds the very same text objects.
+
+        The disk cache hands back the same strings while nothing changed, so an identity check
+        replaces hashing every memory and rule text at every invocation.
+        """
+        last = self._last_load
+        if last is None or (session_id, session_text) != (last[2], last[3]):
+            return None
+        if _same_objects(files, last[0]) and _same_objects(rule_files, last[1]):
+            return last[4]
+        return None
 
     def _read_session(self, key: str | None) -> SessionEntry | None:
         if self.session_store is None or key is None:
@@ -407,6 +432,10 @@ def _parse_rule(path: str, text: str, folder_index: int) -> tuple[Rule | None, t
     """One rule file parsed, remembered by content: one changed file re-parses only itself."""
     rule, problems = parse_rule_file(path, text, folder_index=folder_index)
     return rule, tuple(problems)
+
+
+def _same_objects(new: Mapping[str, str], old: Mapping[str, str]) -> bool:
+    return len(new) == len(old) and all(old.get(path) is text for path, text in new.items())
 
 
 def clear_process_caches() -> None:
