@@ -59,6 +59,17 @@ from layered_memory._validation import (
     is_backend,
 )
 from layered_memory.assembler import MemoryAssembler, MemorySnapshot
+from layered_memory.guard import (
+    SHELL_TOOLS,
+    Operation,
+    ProtectedPaths,
+    drifted,
+    loaded_baseline,
+    protect,
+    put_back_note,
+    refusal,
+    refusal_message,
+)
 from layered_memory.hooks import HookEvent, HookRegistry
 from layered_memory.layers import Layer, layers_from_sources
 from layered_memory.render import (
@@ -83,7 +94,11 @@ MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
 BackendFactory = Callable[[Any], Any]
 """deepagents' factory form: `callable(runtime) -> backend`, resolved at each hook."""
 
-MUTATING_TOOLS = frozenset({"write_file", "edit_file", "delete"})
+MUTATING_TOOLS: Mapping[str, Operation] = {
+    "write_file": "write",
+    "edit_file": "edit",
+    "delete": "delete",
+}
 PATH_ARGUMENTS = ("file_path", "path")
 
 
@@ -194,12 +209,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         self.system_prompt = system_prompt
         self.hooks = hooks
         self._add_cache_control = add_cache_control
-        self._rules_writable = rules_writable
         # A factory (deepagents' `backend=lambda runtime: ...` form) is resolved at each hook;
         # its backends are addressed by virtual `/` paths.
         self._backend_factory: BackendFactory | None = (
             None if is_backend(backend) else backend  # type: ignore[assignment]
         )
+        self.rules_writable = rules_writable
         self.assembler = MemoryAssembler(
             backend=backend,
             layers=layers_from_sources(source_list)
@@ -213,6 +228,21 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             compat=sources is not None,
             strict=strict,
         )
+        self.protected_paths = protected_paths(
+            self.assembler.layers,
+            self.assembler.rule_folders if not rules_writable else (),
+            backend,
+        )
+        """What the agent may not change: read-only layer files, rule folders, and the
+        read-only folders a backend declares (`shared_memory_backend`'s `/org/`, `/project/`)."""
+        self.protected_backend: Any = (
+            _protecting_factory(self._backend_factory, self.protected_paths)
+            if self._backend_factory is not None
+            else protect(backend, self.protected_paths)
+        )
+        """The backend to give the agent (`create_deep_agent(backend=memory.protected_backend)`):
+        the same storage, refusing every change to read-only memory, for every tool, subagent
+        and shell command (see `layered_memory.guard`)."""
         self._pending: dict[str, _Pending] = {}
         self._pending_lock = threading.Lock()
 
@@ -372,6 +402,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             return refusal
         result = handler(request)
         self._note(request, touched, edits_memory)
+        baseline = self._shell_baseline(request)
+        if baseline:
+            backend = self._backend(request.state, request.runtime, None) or self.assembler.backend
+            changed = drifted(baseline, backend.download_files(list(baseline)))
+            if changed:
+                _put_back(backend, baseline, changed)
+                result = _with_put_back_note(result, changed)
         return result
 
     async def awrap_tool_call(
@@ -385,7 +422,25 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             return refusal
         result = await handler(request)
         self._note(request, touched, edits_memory)
+        baseline = self._shell_baseline(request)
+        if baseline:
+            backend = self._backend(request.state, request.runtime, None) or self.assembler.backend
+            changed = drifted(baseline, await backend.adownload_files(list(baseline)))
+            if changed:
+                await _aput_back(backend, baseline, changed)
+                result = _with_put_back_note(result, changed)
         return result
+
+    def _shell_baseline(self, request: ToolCallRequest) -> dict[str, str | None]:
+        """After a shell command: the read-only files as last loaded (to compare and restore).
+
+        A shell cannot be checked before it runs, and a command may leave a process behind
+        that changes a file later: every shell call compares read-only memory with what the
+        run loaded, which the user (not the agent) last wrote.
+        """
+        if request.tool_call.get("name") not in SHELL_TOOLS:
+            return {}
+        return loaded_baseline(self.protected_paths, getattr(request, "state", None) or {})
 
     # -- after_agent ----------------------------------------------------------------------------
 
@@ -494,10 +549,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         edits_memory = False
         if tool_name in MUTATING_TOOLS:
             unreadable = (getattr(request, "state", None) or {}).get("memory_unreadable") or {}
+            checked = self._backend(request.state, request.runtime, None) or self.assembler.backend
             for path in paths:
+                reason = refusal(checked, self.protected_paths, MUTATING_TOOLS[tool_name], path)
+                if reason is not None:
+                    return _refusal(call, tool_name, reason), set(), False
                 access, layer = self.assembler.access_of(path)
-                if access == "read-only" or (access == "rule" and not self._rules_writable):
-                    return _refusal(call, tool_name, path, layer), set(), False
                 if tool_name == "write_file" and layer is not None:
                     reason = self._unreadable_reason(path, layer, unreadable)
                     if reason is not None:
@@ -583,20 +640,72 @@ class _MemoryMiddlewareWithoutEndHook(MemoryMiddleware[Any, Any]):
         return "MemoryMiddleware"
 
 
-def _refusal(
-    call: Mapping[str, Any], tool_name: str, path: str, layer: Layer | None
-) -> ToolMessage:
-    owner = f"the read-only memory layer {layer.name!r}" if layer else "a read-only rule folder"
+def _refusal(call: Mapping[str, Any], tool_name: str, reason: str) -> ToolMessage:
     return ToolMessage(
-        content=(
-            f"Error: {tool_name} refused: {path} belongs to {owner} and cannot be changed by "
-            "the agent. The file was not modified. Save what you learned in a writable memory "
-            "file instead, or tell the user what should change."
-        ),
+        content=refusal_message(tool_name, reason),
         tool_call_id=call.get("id") or "",
         name=tool_name,
         status="error",
     )
+
+
+def protected_paths(
+    layers: Sequence[Layer], rule_folders: Sequence[str], backend: Any
+) -> ProtectedPaths:
+    """The read-only files and folders of a configuration, each with its owner's name."""
+    files = {
+        path: f"the read-only memory layer {layer.name!r}"
+        for layer in layers
+        if not layer.writable
+        for path in layer.paths
+    }
+    folders = {folder: f"the read-only rule folder {folder}" for folder in rule_folders}
+    declared = getattr(backend, "read_only_folders", None)
+    if isinstance(declared, Mapping):
+        folders.update({str(folder): str(owner) for folder, owner in declared.items()})
+    return ProtectedPaths(files=files, folders=folders)
+
+
+def _protecting_factory(factory: BackendFactory, paths: ProtectedPaths) -> BackendFactory:
+    """A backend factory whose every backend is protected."""
+
+    def protected_factory(runtime: Any) -> Any:
+        return protect(factory(runtime), paths)
+
+    return protected_factory
+
+
+def _put_back(backend: Any, baseline: Mapping[str, str | None], changed: Sequence[str]) -> None:
+    logger.warning("a shell command changed read-only memory; restored %s", ", ".join(changed))
+    uploads = [(p, text.encode("utf-8")) for p in changed if (text := baseline[p]) is not None]
+    if uploads:
+        backend.upload_files(uploads)
+    for path in changed:
+        if baseline[path] is None:
+            backend.delete(path)
+
+
+async def _aput_back(
+    backend: Any, baseline: Mapping[str, str | None], changed: Sequence[str]
+) -> None:
+    logger.warning("a shell command changed read-only memory; restored %s", ", ".join(changed))
+    uploads = [(p, text.encode("utf-8")) for p in changed if (text := baseline[p]) is not None]
+    if uploads:
+        await backend.aupload_files(uploads)
+    for path in changed:
+        if baseline[path] is None:
+            await backend.adelete(path)
+
+
+def _with_put_back_note(
+    result: ToolMessage | Command[Any], changed: Sequence[str]
+) -> ToolMessage | Command[Any]:
+    note = put_back_note(changed)
+    if isinstance(result, ToolMessage):
+        if note in result.text:  # the protected backend already put the files back
+            return result
+        return result.model_copy(update={"content": f"{result.text}{note}"})
+    return result
 
 
 def _unreadable_refusal(call: Mapping[str, Any], path: str, reason: str) -> ToolMessage:
