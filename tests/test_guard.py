@@ -278,15 +278,24 @@ def shared() -> tuple[InMemoryStore, Any, MemoryMiddleware]:
         tool_call("write_file", file_path="/project/NOTES.md", content="x"),
         tool_call("edit_file", file_path=ORG_AGENTS, old_string="Org", new_string="No"),
     ],
-    ids=["delete-org", "delete-project", "delete-root", "new-org-file", "new-project-file",
-         "edit-org"],
+    ids=[
+        "delete-org",
+        "delete-project",
+        "delete-root",
+        "new-org-file",
+        "new-project-file",
+        "edit-org",
+    ],
 )
 def test_read_only_namespaces_are_read_only_as_a_whole(
     shared: tuple[InMemoryStore, Any, MemoryMiddleware], call: Any
 ) -> None:
     store, _backend, memory = shared
-    before = {(ns, item.key) for ns in [("memory", "org"), ("memory", "project")]
-              for item in store.search(ns)}
+    before = {
+        (ns, item.key)
+        for ns in [("memory", "org"), ("memory", "project")]
+        for item in store.search(ns)
+    }
     model = ScriptedChatModel(script=[call, "done"])
     agent = create_deep_agent(
         model=model, backend=memory.protected_backend, memory=[], middleware=[memory]
@@ -296,8 +305,11 @@ def test_read_only_namespaces_are_read_only_as_a_whole(
     )
     (message,) = tool_results(result)
     assert message.status == "error"
-    after = {(ns, item.key) for ns in [("memory", "org"), ("memory", "project")]
-             for item in store.search(ns)}
+    after = {
+        (ns, item.key)
+        for ns in [("memory", "org"), ("memory", "project")]
+        for item in store.search(ns)
+    }
     assert after == before
     org = store.get(("memory", "org"), "/AGENTS.md")
     assert org is not None

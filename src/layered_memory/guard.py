@@ -266,8 +266,9 @@ def loaded_baseline(protected: ProtectedPaths, state: Mapping[str, Any]) -> dict
     """The read-only files as the run last loaded them: path -> text, or None when it did not
     exist. A file that could not be read is left out (there is nothing to put back)."""
     contents = state.get("memory_contents") or {}
-    rules = state.get("memory_rule_files") or {}
-    unreadable = state.get("memory_unreadable") or {}
+    memory = state.get("memory_loaded") or {}
+    rules = memory.get("rule_files") or {}
+    unreadable = memory.get("unreadable") or {}
     baseline: dict[str, str | None] = {
         path: contents.get(path) for path in protected.files if path not in unreadable
     }
@@ -301,6 +302,54 @@ def put_back_note(changed: Sequence[str]) -> str:
         f"was: {', '.join(changed)}. Do not modify read-only memory; tell the user what "
         "should change instead.]"
     )
+
+
+def put_back(backend: Any, baseline: Mapping[str, str | None], changed: Sequence[str]) -> None:
+    """Write `changed` files back as `baseline` has them (None: delete what appeared)."""
+    logger.warning("a shell command changed read-only memory; restored %s", ", ".join(changed))
+    uploads = [(p, text.encode("utf-8")) for p in changed if (text := baseline[p]) is not None]
+    if uploads:
+        backend.upload_files(uploads)
+    for path in changed:
+        if baseline[path] is None:
+            backend.delete(path)
+
+
+async def aput_back(
+    backend: Any, baseline: Mapping[str, str | None], changed: Sequence[str]
+) -> None:
+    """Async twin of `put_back`."""
+    logger.warning("a shell command changed read-only memory; restored %s", ", ".join(changed))
+    uploads = [(p, text.encode("utf-8")) for p in changed if (text := baseline[p]) is not None]
+    if uploads:
+        await backend.aupload_files(uploads)
+    for path in changed:
+        if baseline[path] is None:
+            await backend.adelete(path)
+
+
+def protected_paths_of(
+    layers: Sequence[Any], rule_folders: Sequence[str], backend: Any
+) -> ProtectedPaths:
+    """The read-only files and folders of a memory configuration, each named by its owner.
+
+    Args:
+        layers: The `Layer`s; the files of every read-only one are protected.
+        rule_folders: Rule folders the agent may not change (none with `rules_writable`).
+        backend: A backend may declare read-only folders of its own (`read_only_folders`,
+            as `shared_memory_backend` does for `/org/` and `/project/`).
+    """
+    files = {
+        path: f"the read-only memory layer {layer.name!r}"
+        for layer in layers
+        if not layer.writable
+        for path in layer.paths
+    }
+    folders = {folder: f"the read-only rule folder {folder}" for folder in rule_folders}
+    declared = getattr(backend, "read_only_folders", None)
+    if isinstance(declared, Mapping):
+        folders.update({str(folder): str(owner) for folder, owner in declared.items()})
+    return ProtectedPaths(files=files, folders=folders)
 
 
 # -- the view ---------------------------------------------------------------------------------
