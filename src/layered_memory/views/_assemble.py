@@ -24,6 +24,7 @@ _CALL_BLOCK_TYPES = frozenset({"tool_use", "tool_call"})
 def assemble(conv: Conversation, indices: list[int]) -> list[BaseMessage]:
     """The messages at `indices` (ascending), repaired for the provider and the speaker."""
     out: list[BaseMessage] = []
+    used_ids: set[str] = set()  # a call id goes out once per request (Anthropic demands it)
     for index in indices:
         message = conv.message(index)
         if isinstance(message, ToolMessage):
@@ -34,7 +35,7 @@ def assemble(conv: Conversation, indices: list[int]) -> list[BaseMessage]:
             out.append(as_tool_report(message, conv.sender(caller), tool))
         elif isinstance(message, AIMessage):
             if conv.mine(index):
-                _own_turn(conv, index, message, out)
+                _own_turn(conv, index, message, out, used_ids)
             else:
                 spoken = as_speaker(message, conv.sender(index))
                 if spoken is not None:
@@ -52,7 +53,13 @@ def _call_name(caller: BaseMessage, call_id: str) -> str | None:
     return None
 
 
-def _own_turn(conv: Conversation, index: int, message: AIMessage, out: list[BaseMessage]) -> None:
+def _own_turn(
+    conv: Conversation,
+    index: int,
+    message: AIMessage,
+    out: list[BaseMessage],
+    used_ids: set[str],
+) -> None:
     ids = call_ids(message)
     if not ids:
         out.append(message)
@@ -61,10 +68,11 @@ def _own_turn(conv: Conversation, index: int, message: AIMessage, out: list[Base
     answered: dict[str, None] = {}  # ordered set: calls of huge hostile messages stay O(n)
     complete = True
     for call_id in ids:
-        if call_id is None or call_id in answered or call_id not in results:
+        if call_id is None or call_id in answered or call_id in used_ids or call_id not in results:
             complete = False
         else:
             answered[call_id] = None
+    used_ids.update(answered)
     if complete:
         out.append(message)
     else:
