@@ -11,11 +11,11 @@ Everything else passes through as the very same objects.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from layered_memory.views._conversation import Conversation, call_ids
+from layered_memory.views._conversation import AI, TOOL, Conversation, call_ids, kind
 from layered_memory.views._speakers import as_speaker, as_tool_report
 
 _CALL_BLOCK_TYPES = frozenset({"tool_use", "tool_call"})
@@ -27,17 +27,19 @@ def assemble(conv: Conversation, indices: list[int]) -> list[BaseMessage]:
     used_ids: set[str] = set()  # a call id goes out once per request (Anthropic demands it)
     for index in indices:
         message = conv.message(index)
-        if isinstance(message, ToolMessage):
+        message_kind = kind(message)
+        if message_kind == TOOL:
             caller = conv.caller(index)
             if caller is None or conv.mine(index):
                 continue  # an orphan, or the person's own result: it goes out with its call
-            tool = _call_name(conv.messages[caller], message.tool_call_id)
-            out.append(as_tool_report(message, conv.sender(caller), tool))
-        elif isinstance(message, AIMessage):
+            result = cast("ToolMessage", message)
+            tool = _call_name(conv.messages[caller], result.tool_call_id)
+            out.append(as_tool_report(result, conv.sender(caller), tool))
+        elif message_kind == AI:
             if conv.mine(index):
-                _own_turn(conv, index, message, out, used_ids)
+                _own_turn(conv, index, cast("AIMessage", message), out, used_ids)
             else:
-                spoken = as_speaker(message, conv.sender(index))
+                spoken = as_speaker(cast("AIMessage", message), conv.sender(index))
                 if spoken is not None:
                     out.append(spoken)
         else:

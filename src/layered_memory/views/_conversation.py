@@ -12,17 +12,64 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
+from typing import cast
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    HumanMessageChunk,
+    SystemMessage,
+    ToolMessage,
+    ToolMessageChunk,
+)
 
 from layered_memory.views.routing import SYSTEM, USER, route_of
+
+# Message kinds. `isinstance` on pydantic models goes through the model metaclass and costs
+# several times a dict lookup by type; a view over 10,000 messages asks tens of thousands of
+# times, so the kind of each message class is worked out once and cached.
+AI, TOOL, SYSTEM_KIND, OTHER, NOT_A_MESSAGE = range(5)
+_KINDS: dict[type, int] = {}
+PLAIN_TYPES = frozenset(
+    {AIMessage, AIMessageChunk, HumanMessage, HumanMessageChunk, ToolMessage, ToolMessageChunk}
+)
+"""The usual classes that are not system messages: a scan for system messages skips them."""
+
+
+def kind(message: object) -> int:
+    """AI, TOOL, SYSTEM_KIND, OTHER (human and the rest) or NOT_A_MESSAGE."""
+    found = _KINDS.get(type(message))
+    return kind_of_class(type(message)) if found is None else found
+
+
+def kind_of_class(cls: type) -> int:
+    """The kind of the messages of class `cls` (worked out once per class)."""
+    found = _KINDS.get(cls)
+    if found is None:
+        if issubclass(cls, AIMessage):
+            found = AI
+        elif issubclass(cls, ToolMessage):
+            found = TOOL
+        elif issubclass(cls, SystemMessage):
+            found = SYSTEM_KIND
+        elif issubclass(cls, BaseMessage):
+            found = OTHER
+        else:
+            found = NOT_A_MESSAGE
+        _KINDS[cls] = found
+    return found
 
 
 def call_ids(message: AIMessage) -> list[str | None]:
     """Ids of the tool calls an AI message makes, invalid ones included (they get results too)."""
-    ids: list[str | None] = [call.get("id") for call in message.tool_calls]
-    if message.invalid_tool_calls:
-        ids.extend(call.get("id") for call in message.invalid_tool_calls)
+    calls, invalid = message.tool_calls, message.invalid_tool_calls
+    if not calls and not invalid:
+        return []
+    ids: list[str | None] = [call.get("id") for call in calls]
+    if invalid:
+        ids.extend(call.get("id") for call in invalid)
     return ids
 
 
@@ -58,7 +105,7 @@ class Conversation:
     def message(self, index: int) -> BaseMessage:
         """The message at `index`, checked to be a LangChain message."""
         message = self.messages[index]
-        if not isinstance(message, BaseMessage):
+        if kind(message) == NOT_A_MESSAGE:
             msg = (
                 f"messages[{index}] is a {type(message).__name__}, not a langchain message; "
                 "convert it first (langchain_core.messages.convert_to_messages)"
@@ -74,15 +121,16 @@ class Conversation:
             return self._senders[index]
         message = self.message(index)
         sender: str | None
-        if isinstance(message, ToolMessage):
+        message_kind = kind(message)
+        if message_kind == TOOL:
             caller = self.caller(index)
             sender = None if caller is None else self.sender(caller)
         else:
             sender = route_of(message)[0]
             if sender is None:
-                if isinstance(message, AIMessage):
+                if message_kind == AI:
                     sender = message.name or self.person
-                elif isinstance(message, SystemMessage):
+                elif message_kind == SYSTEM_KIND:
                     sender = SYSTEM
                 else:
                     sender = USER
@@ -91,15 +139,14 @@ class Conversation:
 
     def mine(self, index: int) -> bool:
         """Whether the person sent it (its AI messages, the results of its tool calls)."""
-        message = self.messages[index]
-        if isinstance(message, ToolMessage) and self.caller(index) is None:
+        if kind(self.messages[index]) == TOOL and self.caller(index) is None:
             return False
         return self.sender(index) == self.person
 
     def to_me(self, index: int) -> bool:
         """Whether it is addressed to the person (or to everyone)."""
         message = self.message(index)
-        if isinstance(message, ToolMessage):
+        if kind(message) == TOOL:
             return self.mine(index)
         recipients = route_of(message)[1]
         return recipients is None or (self.person is not None and self.person in recipients)
@@ -110,12 +157,12 @@ class Conversation:
         ai_by_call: dict[str, list[int]] = {}
         tools_by_call: dict[str, list[int]] = {}
         for index, message in enumerate(self.messages):
-            if isinstance(message, ToolMessage):
-                tools_by_call.setdefault(message.tool_call_id, []).append(index)
-            elif isinstance(message, AIMessage) and (
-                message.tool_calls or message.invalid_tool_calls
-            ):
-                for call_id in dict.fromkeys(call_ids(message)):
+            message_kind = kind(message)
+            if message_kind == TOOL:
+                result = cast("ToolMessage", message)
+                tools_by_call.setdefault(result.tool_call_id, []).append(index)
+            elif message_kind == AI:
+                for call_id in dict.fromkeys(call_ids(cast("AIMessage", message))):
                     if call_id is not None:
                         ai_by_call.setdefault(call_id, []).append(index)
         self._ai_by_call, self._tools_by_call = ai_by_call, tools_by_call
@@ -129,10 +176,10 @@ class Conversation:
         if isinstance(message, ToolMessage):
             call_id = message.tool_call_id
             previous = index - 1
-            while previous >= 0 and isinstance(self.messages[previous], ToolMessage):
+            while previous >= 0 and kind(self.messages[previous]) == TOOL:
                 previous -= 1
             candidate = self.messages[previous] if previous >= 0 else None
-            if isinstance(candidate, AIMessage) and call_id in call_ids(candidate):
+            if kind(candidate) == AI and call_id in call_ids(cast("AIMessage", candidate)):
                 found = previous
             else:
                 if self._ai_by_call is None:
@@ -157,7 +204,7 @@ class Conversation:
         if isinstance(message, AIMessage):
             wanted = {call_id for call_id in call_ids(message) if call_id is not None}
             after = index + 1
-            while after < self.n and isinstance(self.messages[after], ToolMessage):
+            while after < self.n and kind(self.messages[after]) == TOOL:
                 call_id = self.messages[after].tool_call_id  # type: ignore[attr-defined]
                 if call_id in wanted and call_id not in found:
                     found[call_id] = after

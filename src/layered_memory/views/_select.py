@@ -18,10 +18,21 @@ with the reply that answers it. A unit that does not fit ends the window (it sta
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import islice
+from typing import cast
 
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage
 
-from layered_memory.views._conversation import Conversation
+from layered_memory.views._conversation import (
+    AI,
+    PLAIN_TYPES,
+    SYSTEM_KIND,
+    TOOL,
+    Conversation,
+    call_ids,
+    kind,
+    kind_of_class,
+)
 from layered_memory.views.settings import MemorySettings, MessageView
 
 
@@ -44,7 +55,7 @@ def _sent_to_me(conv: Conversation, index: int) -> bool:
 def _system_and_me(conv: Conversation, index: int) -> bool:
     if conv.mine(index):
         return True
-    return isinstance(conv.messages[index], SystemMessage) and conv.to_me(index)
+    return kind(conv.messages[index]) == SYSTEM_KIND and conv.to_me(index)
 
 
 Visible = Callable[[Conversation, int], bool]
@@ -65,7 +76,7 @@ def current_turn(conv: Conversation) -> tuple[int, int | None]:
     while start > 0 and conv.mine(start - 1):
         start -= 1
     before = start - 1
-    if before >= 0 and not isinstance(conv.message(before), ToolMessage) and conv.to_me(before):
+    if before >= 0 and kind(conv.message(before)) != TOOL and conv.to_me(before):
         return start, before
     return start, None
 
@@ -74,7 +85,7 @@ def _block(conv: Conversation, index: int, chosen: set[int]) -> list[int]:
     """The person's message at `index` with the results of its tool calls (not yet chosen)."""
     unit = [index]
     message = conv.messages[index]
-    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+    if kind(message) == AI and call_ids(cast("AIMessage", message)):
         unit.extend(j for j in conv.results_of(index).values() if j not in chosen)
     return unit
 
@@ -86,7 +97,7 @@ def _single_units(
     for index in range(high - 1, low - 1, -1):
         if index in chosen or not visible(conv, index):
             continue
-        if isinstance(conv.messages[index], ToolMessage) and conv.mine(index):
+        if kind(conv.messages[index]) == TOOL and conv.mine(index):
             continue  # shown with the call that asked for it
         if conv.mine(index):
             yield _block(conv, index, chosen)
@@ -116,7 +127,7 @@ def _pair_units(
                 unit.append(index)  # the request this reply answers
                 index -= 1
                 break
-            if not isinstance(conv.messages[index], ToolMessage):
+            if kind(conv.messages[index]) != TOOL:
                 unit.extend(_block(conv, index, chosen))
             index -= 1
         yield unit
@@ -132,7 +143,7 @@ def select(conv: Conversation, settings: MemorySettings, run_start: int | None) 
 
     def visible(conv: Conversation, index: int) -> bool:
         # A tool result no call asked for can never be shown validly: no view includes it.
-        if isinstance(conv.message(index), ToolMessage) and conv.caller(index) is None:
+        if kind(conv.message(index)) == TOOL and conv.caller(index) is None:
             return False
         return shown_by_view(conv, index)
 
@@ -144,17 +155,14 @@ def select(conv: Conversation, settings: MemorySettings, run_start: int | None) 
         turn.add(request)
     pinned: set[int] = set()
     if settings.preserve_system:
-        messages = conv.messages
         pinned.update(
-            index
-            for index in range(history_end)
-            if isinstance(messages[index], SystemMessage) and visible(conv, index)
+            index for index in _system_positions(conv, history_end) if visible(conv, index)
         )
     if settings.keep is not None:
         pinned.update(_kept(conv, settings))
     chosen = turn | pinned
     for index in list(chosen):
-        if isinstance(conv.message(index), ToolMessage) and conv.mine(index):
+        if kind(conv.message(index)) == TOOL and conv.mine(index):
             caller = conv.caller(index)
             if caller is not None:  # a result is only ever shown with its call
                 chosen.add(caller)
@@ -182,6 +190,28 @@ def select(conv: Conversation, settings: MemorySettings, run_start: int | None) 
         chosen.update(unit)
         used += len(unit)
     return sorted(chosen)
+
+
+def _system_positions(conv: Conversation, end: int) -> list[int]:
+    """Indices of the system messages before `end`.
+
+    This is the one pass over the whole conversation a windowed view makes, so it runs at C
+    speed: the classes of all messages in one `map`, then `list.index` hops from one system
+    message to the next instead of a Python-level test of every message.
+    """
+    classes = list(map(type, islice(conv.messages, end)))
+    positions: list[int] = []
+    for cls in set(classes) - PLAIN_TYPES:
+        if kind_of_class(cls) != SYSTEM_KIND:
+            continue
+        position = -1
+        while True:
+            try:
+                position = classes.index(cls, position + 1)
+            except ValueError:
+                break
+            positions.append(position)
+    return positions
 
 
 def _kept(conv: Conversation, settings: MemorySettings) -> Iterator[int]:

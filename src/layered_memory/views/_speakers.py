@@ -10,6 +10,7 @@ its text, so trust decisions must not rest on it.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -22,6 +23,7 @@ MAX_LABEL_CHARS = 64
 MAX_ARGS_CHARS = 1000
 
 
+@functools.lru_cache(maxsize=512)  # a conversation has few speakers and tools
 def label(name: str | None) -> str:
     """A speaker name fit for a one-line label: no control characters, no brackets, bounded."""
     if not name:
