@@ -311,3 +311,32 @@ def test_view_messages_in_a_hand_built_state_graph(use_async: bool) -> None:
         "AI:pro 1",
         "Human:[pessimist]: con 1",
     ]
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_forgetting_earlier_runs_in_a_subgraph_needs_its_own_checkpoints(persistent: bool) -> None:
+    model = ScriptedChatModel(script=["a1", "a2"])
+    agent = create_agent(
+        model,
+        name="bot",
+        middleware=[
+            MessageViewMiddleware(
+                settings=MemorySettings(MessageView.ALL_INVOLVED, forget_earlier_runs=True)
+            )
+        ],
+        checkpointer=True if persistent else None,
+    )
+    graph = StateGraph(MessagesState)
+    graph.add_node("bot", agent)
+    graph.add_edge(START, "bot")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "sub"}}
+
+    app.invoke({"messages": [HumanMessage("q1")]}, config)
+    app.invoke({"messages": [HumanMessage("context 2"), HumanMessage("q2")]}, config)
+
+    second = texts(model.prompts[1])
+    if persistent:  # the subgraph kept its run mark: run 1 is forgotten
+        assert second == ["Human:context 2", "Human:q2"]
+    else:  # a fresh subgraph state on every call: no mark, nothing is "earlier"
+        assert second == ["Human:q1", "AI:a1", "Human:context 2", "Human:q2"]

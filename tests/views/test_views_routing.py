@@ -104,3 +104,32 @@ def test_recipients_limit_who_is_involved() -> None:
     assert [m.text for m in seen_by_judge] == ["for the judge only", "for everyone"]
     # The routed messages pass through as the very objects stored.
     assert seen_by_optimist[0] is messages[1]
+
+
+def test_routes_survive_a_checkpoint_round_trip() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("noop", lambda state: {})
+    graph.add_edge(START, "noop")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "routes"}}
+    routed = addressed(AIMessage("verdict", name="judge"), sender="judge", to=["user"])
+
+    app.invoke({"messages": [routed]}, config)
+    stored = app.get_state(config).values["messages"][0]
+
+    assert route_of(stored) == ("judge", frozenset({"user"}))
+    shown = view_messages([stored], person="optimist", settings=MemorySettings("all_involved"))
+    assert shown == []  # the verdict was for the user only
+
+
+def test_a_huge_speaker_name_is_cut() -> None:
+    shown = view_messages(
+        [AIMessage("hi", name="x" * 1_000_000), HumanMessage("?")],
+        person="a",
+        settings=MemorySettings("all_messages"),
+    )
+
+    assert shown[0].text == "[" + "x" * 64 + "]: hi"

@@ -23,11 +23,16 @@ MAX_LABEL_CHARS = 64
 MAX_ARGS_CHARS = 1000
 
 
-@functools.lru_cache(maxsize=512)  # a conversation has few speakers and tools
 def label(name: str | None) -> str:
     """A speaker name fit for a one-line label: no control characters, no brackets, bounded."""
     if not name:
         return "another agent"
+    # Cut before the cache: a hostile megabyte-long name must not be kept as a cache key.
+    return _label(name[: MAX_LABEL_CHARS * 4])
+
+
+@functools.lru_cache(maxsize=512)  # a conversation has few speakers and tools
+def _label(name: str) -> str:
     cleaned = "".join(" " if not ch.isprintable() or ch in "[]" else ch for ch in name)
     cleaned = " ".join(cleaned.split())[:MAX_LABEL_CHARS]
     return cleaned or "another agent"
