@@ -18,10 +18,11 @@ Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired, Optional
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -36,7 +37,9 @@ from langchain.agents.middleware.types import (
     TracePolicy,
     omit_payload,
 )
+from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.types import Command
 
@@ -46,8 +49,28 @@ from layered_memory._system_message import (
     is_anthropic_model,
     tag_last_block_for_cache,
 )
+from layered_memory._validation import (
+    check_backend,
+    check_instance,
+    check_int,
+    check_layers,
+    check_match_keys,
+    check_path_list,
+    is_backend,
+)
 from layered_memory.assembler import MemoryAssembler, MemorySnapshot
-from layered_memory.hooks import HookEvent
+from layered_memory.guard import (
+    SHELL_TOOLS,
+    Operation,
+    ProtectedPaths,
+    drifted,
+    loaded_baseline,
+    protect,
+    put_back_note,
+    refusal,
+    refusal_message,
+)
+from layered_memory.hooks import HookEvent, HookRegistry
 from layered_memory.layers import Layer, layers_from_sources
 from layered_memory.render import (
     DEFAULT_MAX_CHARS,
@@ -57,11 +80,10 @@ from layered_memory.render import (
 )
 
 if TYPE_CHECKING:
+    from deepagents.backends.protocol import BackendProtocol
     from langchain.agents.middleware.types import ToolCallRequest
-    from langchain_core.runnables import RunnableConfig
     from langgraph.runtime import Runtime
 
-    from layered_memory.hooks import HookRegistry
     from layered_memory.stores import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -69,7 +91,14 @@ logger = logging.getLogger(__name__)
 MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
 """A context name read from runtime.context / state / config, or a callable(state, runtime)."""
 
-MUTATING_TOOLS = frozenset({"write_file", "edit_file", "delete"})
+BackendFactory = Callable[[Any], Any]
+"""deepagents' factory form: `callable(runtime) -> backend`, resolved at each hook."""
+
+MUTATING_TOOLS: Mapping[str, Operation] = {
+    "write_file": "write",
+    "edit_file": "edit",
+    "delete": "delete",
+}
 PATH_ARGUMENTS = ("file_path", "path")
 
 
@@ -85,6 +114,8 @@ class LayeredMemoryState(AgentState):  # type: ignore[type-arg]
     """Paths the agent's file tools named in this thread: rule match keys."""
     memory_match_context: NotRequired[Annotated[list[str], PrivateStateAttr]]
     """Context strings for rule matching (entity name, task tag), fixed per invocation."""
+    memory_unreadable: NotRequired[Annotated[dict[str, str], PrivateStateAttr]]
+    """Layer files that exist but could not be read: path -> reason (never overwritten)."""
 
 
 @dataclass(slots=True)
@@ -136,10 +167,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     def __init__(
         self,
         *,
-        backend: Any,
-        sources: Sequence[str] | None = None,
+        backend: BackendProtocol | BackendFactory,
+        sources: Sequence[str | os.PathLike[str]] | None = None,
         layers: Sequence[Layer] | None = None,
-        rules: Sequence[str] | None = None,
+        rules: Sequence[str | os.PathLike[str]] | None = None,
         match_keys: Sequence[MatchKeySource] = (),
         session_store: SessionStore | None = None,
         hooks: HookRegistry | None = None,
@@ -160,20 +191,36 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if (sources is None) == (layers is None):
             msg = "pass exactly one of `sources` (a flat list of files) or `layers`"
             raise ValueError(msg)
-        if isinstance(sources, str) or isinstance(rules, str):
-            msg = "`sources` and `rules` take a list of paths, not a single string"
-            raise TypeError(msg)
+        check_backend(backend)
+        source_list = check_path_list(sources, parameter="sources")
+        layer_list = check_layers(layers, Layer)
+        rule_list = check_path_list(rules, parameter="rules")
+        self.match_keys = check_match_keys(match_keys)
+        check_int(max_chars, parameter="max_chars", minimum=1)
+        check_int(max_rules_chars, parameter="max_rules_chars")
+        check_instance(
+            hooks,
+            HookRegistry,
+            parameter="hooks",
+            hint="Build one with HookRegistry() and register handlers on it.",
+        )
         super().__init__()
-        self.sources = list(sources) if sources is not None else None
+        self.sources = source_list
         self.system_prompt = system_prompt
-        self.match_keys = tuple(match_keys)
         self.hooks = hooks
         self._add_cache_control = add_cache_control
-        self._rules_writable = rules_writable
+        # A factory (deepagents' `backend=lambda runtime: ...` form) is resolved at each hook;
+        # its backends are addressed by virtual `/` paths.
+        self._backend_factory: BackendFactory | None = (
+            None if is_backend(backend) else backend  # type: ignore[assignment]
+        )
+        self.rules_writable = rules_writable
         self.assembler = MemoryAssembler(
             backend=backend,
-            layers=layers_from_sources(sources) if sources is not None else list(layers or ()),
-            rules=tuple(rules or ()),
+            layers=layers_from_sources(source_list)
+            if source_list is not None
+            else layer_list or [],
+            rules=tuple(rule_list or ()),
             session_store=session_store,
             max_chars=max_chars,
             max_rules_chars=max_rules_chars,
@@ -181,6 +228,21 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             compat=sources is not None,
             strict=strict,
         )
+        self.protected_paths = protected_paths(
+            self.assembler.layers,
+            self.assembler.rule_folders if not rules_writable else (),
+            backend,
+        )
+        """What the agent may not change: read-only layer files, rule folders, and the
+        read-only folders a backend declares (`shared_memory_backend`'s `/org/`, `/project/`)."""
+        self.protected_backend: Any = (
+            _protecting_factory(self._backend_factory, self.protected_paths)
+            if self._backend_factory is not None
+            else protect(backend, self.protected_paths)
+        )
+        """The backend to give the agent (`create_deep_agent(backend=memory.protected_backend)`):
+        the same storage, refusing every change to read-only memory, for every tool, subagent
+        and shell command (see `layered_memory.guard`)."""
         self._pending: dict[str, _Pending] = {}
         self._pending_lock = threading.Lock()
 
@@ -196,7 +258,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         fire the parent's write-back.
         """
         twin = MemoryMiddleware[Any, Any](
-            backend=self.assembler.backend,
+            backend=self._backend_factory or self.assembler.backend,
             layers=[replace(layer, writable=False) for layer in self.layers],
             rules=self.assembler.rule_folders,
             match_keys=self.match_keys,
@@ -216,13 +278,22 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     # -- before_agent ---------------------------------------------------------------------------
 
     def before_agent(
-        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+        self,
+        state: LayeredMemoryState,
+        runtime: Runtime[ContextT],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (LangGraph matches this spelling)
     ) -> dict[str, Any] | None:
-        """Fire PIPELINE_START and load memory (each invocation, so disk changes are seen)."""
-        config = _current_config()
+        """Fire PIPELINE_START and load memory (each invocation, so disk changes are seen).
+
+        Callable as LangChain calls it, `(state, runtime)`, and as deepagents' own class is
+        called, `(state, runtime, config)`; LangGraph passes the node's config.
+        """
+        config = _config_or_current(config)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.PIPELINE_START, self._hook_data(state, runtime, config))
-        snapshot = self.assembler.load(session_key=_thread_id(config))
+        snapshot = self.assembler.load(
+            session_key=_thread_id(config), backend=self._backend(state, runtime, config)
+        )
         keys = _context_keys(self.match_keys, state, runtime, config)
         update = self._state_update(state, snapshot, keys)
         if self.hooks is not None:
@@ -232,15 +303,20 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         return update
 
     async def abefore_agent(
-        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+        self,
+        state: LayeredMemoryState,
+        runtime: Runtime[ContextT],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
     ) -> dict[str, Any] | None:
         """Async twin of `before_agent`."""
-        config = _current_config()
+        config = _config_or_current(config)
         if self.hooks is not None:
             await self.hooks.atrigger(
                 HookEvent.PIPELINE_START, self._hook_data(state, runtime, config)
             )
-        snapshot = await self.assembler.aload(session_key=_thread_id(config))
+        snapshot = await self.assembler.aload(
+            session_key=_thread_id(config), backend=self._backend(state, runtime, config)
+        )
         keys = _context_keys(self.match_keys, state, runtime, config)
         update = self._state_update(state, snapshot, keys)
         if self.hooks is not None:
@@ -270,7 +346,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if pending is None:
             return handler(self.modify_request(request))
         snapshot = (
-            self.assembler.load(session_key=_thread_id(config)) if pending.memory_edited else None
+            self.assembler.load(
+                session_key=_thread_id(config),
+                backend=self._backend(request.state, request.runtime, config),
+            )
+            if pending.memory_edited
+            else None
         )
         update = self._pending_update(request.state, pending, snapshot)
         if update is None:
@@ -291,7 +372,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if pending is None:
             return await handler(self.modify_request(request))
         snapshot = (
-            await self.assembler.aload(session_key=_thread_id(config))
+            await self.assembler.aload(
+                session_key=_thread_id(config),
+                backend=self._backend(request.state, request.runtime, config),
+            )
             if pending.memory_edited
             else None
         )
@@ -318,6 +402,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             return refusal
         result = handler(request)
         self._note(request, touched, edits_memory)
+        baseline = self._shell_baseline(request)
+        if baseline:
+            backend = self._backend(request.state, request.runtime, None) or self.assembler.backend
+            changed = drifted(baseline, backend.download_files(list(baseline)))
+            if changed:
+                _put_back(backend, baseline, changed)
+                result = _with_put_back_note(result, changed)
         return result
 
     async def awrap_tool_call(
@@ -331,25 +422,49 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             return refusal
         result = await handler(request)
         self._note(request, touched, edits_memory)
+        baseline = self._shell_baseline(request)
+        if baseline:
+            backend = self._backend(request.state, request.runtime, None) or self.assembler.backend
+            changed = drifted(baseline, await backend.adownload_files(list(baseline)))
+            if changed:
+                await _aput_back(backend, baseline, changed)
+                result = _with_put_back_note(result, changed)
         return result
+
+    def _shell_baseline(self, request: ToolCallRequest) -> dict[str, str | None]:
+        """After a shell command: the read-only files as last loaded (to compare and restore).
+
+        A shell cannot be checked before it runs, and a command may leave a process behind
+        that changes a file later: every shell call compares read-only memory with what the
+        run loaded, which the user (not the agent) last wrote.
+        """
+        if request.tool_call.get("name") not in SHELL_TOOLS:
+            return {}
+        return loaded_baseline(self.protected_paths, getattr(request, "state", None) or {})
 
     # -- after_agent ----------------------------------------------------------------------------
 
     def after_agent(
-        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+        self,
+        state: LayeredMemoryState,
+        runtime: Runtime[ContextT],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
     ) -> dict[str, Any] | None:
         """Fire PIPELINE_END with the final state (write-back handlers run here)."""
-        config = _current_config()
+        config = _config_or_current(config)
         self._drop_pending(config)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.PIPELINE_END, self._hook_data(state, runtime, config))
         return None
 
     async def aafter_agent(
-        self, state: LayeredMemoryState, runtime: Runtime[ContextT]
+        self,
+        state: LayeredMemoryState,
+        runtime: Runtime[ContextT],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
     ) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
-        config = _current_config()
+        config = _config_or_current(config)
         self._drop_pending(config)
         if self.hooks is not None:
             await self.hooks.atrigger(
@@ -372,6 +487,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 else None
             )
             update["memory_digest"] = snapshot.digest
+            update["memory_unreadable"] = dict(snapshot.unreadable)
         if state.get("memory_match_context", []) != context_keys:
             update["memory_match_context"] = context_keys
         return update or None
@@ -420,6 +536,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             session,
             keys,
             digest=state.get("memory_digest"),
+            unreadable=state.get("memory_unreadable"),
         )
 
     def _inspect_tool_call(
@@ -431,12 +548,44 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         paths = {args[name] for name in PATH_ARGUMENTS if isinstance(args.get(name), str)}
         edits_memory = False
         if tool_name in MUTATING_TOOLS:
+            unreadable = (getattr(request, "state", None) or {}).get("memory_unreadable") or {}
+            checked = self._backend(request.state, request.runtime, None) or self.assembler.backend
             for path in paths:
+                reason = refusal(checked, self.protected_paths, MUTATING_TOOLS[tool_name], path)
+                if reason is not None:
+                    return _refusal(call, tool_name, reason), set(), False
                 access, layer = self.assembler.access_of(path)
-                if access == "read-only" or (access == "rule" and not self._rules_writable):
-                    return _refusal(call, tool_name, path, layer), set(), False
+                if tool_name == "write_file" and layer is not None:
+                    reason = self._unreadable_reason(path, layer, unreadable)
+                    if reason is not None:
+                        return _unreadable_refusal(call, path, reason), set(), False
                 edits_memory = edits_memory or access is not None
         return None, paths, edits_memory
+
+    def _unreadable_reason(
+        self, tool_path: str, layer: Layer, unreadable: Mapping[str, str]
+    ) -> str | None:
+        """Why the layer file `tool_path` names could not be read at the last load, if so."""
+        for path in layer.paths:
+            if path in unreadable and self.assembler.same_file(path, tool_path):
+                return unreadable[path]
+        return None
+
+    def _backend(
+        self, state: Mapping[str, Any], runtime: Any, config: RunnableConfig | None
+    ) -> BackendProtocol | None:
+        """The backend a factory gives for this run (None: the fixed backend is used)."""
+        if self._backend_factory is None:
+            return None
+        tool_runtime = ToolRuntime(
+            state=state,
+            context=getattr(runtime, "context", None),
+            config=config or {},
+            stream_writer=getattr(runtime, "stream_writer", None) or _no_stream,
+            tool_call_id=None,
+            store=getattr(runtime, "store", None),
+        )
+        return self._backend_factory(tool_runtime)  # type: ignore[no-any-return]
 
     def _note(self, request: ToolCallRequest, touched: set[str], edits_memory: bool) -> None:
         if not touched and not edits_memory:
@@ -491,20 +640,89 @@ class _MemoryMiddlewareWithoutEndHook(MemoryMiddleware[Any, Any]):
         return "MemoryMiddleware"
 
 
-def _refusal(
-    call: Mapping[str, Any], tool_name: str, path: str, layer: Layer | None
-) -> ToolMessage:
-    owner = f"the read-only memory layer {layer.name!r}" if layer else "a read-only rule folder"
+def _refusal(call: Mapping[str, Any], tool_name: str, reason: str) -> ToolMessage:
     return ToolMessage(
-        content=(
-            f"Error: {tool_name} refused: {path} belongs to {owner} and cannot be changed by "
-            "the agent. The file was not modified. Save what you learned in a writable memory "
-            "file instead, or tell the user what should change."
-        ),
+        content=refusal_message(tool_name, reason),
         tool_call_id=call.get("id") or "",
         name=tool_name,
         status="error",
     )
+
+
+def protected_paths(
+    layers: Sequence[Layer], rule_folders: Sequence[str], backend: Any
+) -> ProtectedPaths:
+    """The read-only files and folders of a configuration, each with its owner's name."""
+    files = {
+        path: f"the read-only memory layer {layer.name!r}"
+        for layer in layers
+        if not layer.writable
+        for path in layer.paths
+    }
+    folders = {folder: f"the read-only rule folder {folder}" for folder in rule_folders}
+    declared = getattr(backend, "read_only_folders", None)
+    if isinstance(declared, Mapping):
+        folders.update({str(folder): str(owner) for folder, owner in declared.items()})
+    return ProtectedPaths(files=files, folders=folders)
+
+
+def _protecting_factory(factory: BackendFactory, paths: ProtectedPaths) -> BackendFactory:
+    """A backend factory whose every backend is protected."""
+
+    def protected_factory(runtime: Any) -> Any:
+        return protect(factory(runtime), paths)
+
+    return protected_factory
+
+
+def _put_back(backend: Any, baseline: Mapping[str, str | None], changed: Sequence[str]) -> None:
+    logger.warning("a shell command changed read-only memory; restored %s", ", ".join(changed))
+    uploads = [(p, text.encode("utf-8")) for p in changed if (text := baseline[p]) is not None]
+    if uploads:
+        backend.upload_files(uploads)
+    for path in changed:
+        if baseline[path] is None:
+            backend.delete(path)
+
+
+async def _aput_back(
+    backend: Any, baseline: Mapping[str, str | None], changed: Sequence[str]
+) -> None:
+    logger.warning("a shell command changed read-only memory; restored %s", ", ".join(changed))
+    uploads = [(p, text.encode("utf-8")) for p in changed if (text := baseline[p]) is not None]
+    if uploads:
+        await backend.aupload_files(uploads)
+    for path in changed:
+        if baseline[path] is None:
+            await backend.adelete(path)
+
+
+def _with_put_back_note(
+    result: ToolMessage | Command[Any], changed: Sequence[str]
+) -> ToolMessage | Command[Any]:
+    note = put_back_note(changed)
+    if isinstance(result, ToolMessage):
+        if note in result.text:  # the protected backend already put the files back
+            return result
+        return result.model_copy(update={"content": f"{result.text}{note}"})
+    return result
+
+
+def _unreadable_refusal(call: Mapping[str, Any], path: str, reason: str) -> ToolMessage:
+    return ToolMessage(
+        content=(
+            f"Error: write_file refused: {path} is a memory file that exists but could not be "
+            f"read ({reason}), so writing it whole would destroy content nobody has seen. The "
+            "file was not modified. Tell the user it needs fixing; save new notes elsewhere."
+        ),
+        tool_call_id=call.get("id") or "",
+        name="write_file",
+        status="error",
+    )
+
+
+def _no_stream(_chunk: Any) -> None:
+    """Stream writer for a factory called outside a streaming run."""
 
 
 def _loaded_event(snapshot: MemorySnapshot, config: RunnableConfig | None) -> dict[str, Any]:
@@ -541,6 +759,11 @@ def _context_keys(
         elif isinstance(values, Iterable):
             found.update(value for value in values if isinstance(value, str))
     return sorted(value for value in found if value)
+
+
+def _config_or_current(config: RunnableConfig | None) -> RunnableConfig | None:
+    """The config LangGraph (or a direct caller) passed, else the running graph's own."""
+    return config if config is not None else _current_config()
 
 
 def _current_config() -> RunnableConfig | None:
