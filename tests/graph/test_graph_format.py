@@ -109,7 +109,7 @@ def test_keys_beyond_the_servers_are_written_back(tmp_path: Path) -> None:
 
 
 def test_serialization_escapes_what_json_stringify_escapes() -> None:
-    value = {"s": "\x00\x08\t\n\x0c\r\x1f\"\\/ é😀\u2028\x7f\ud800\udfff"}
+    value = {"s": '\x00\x08\t\n\x0c\r\x1f"\\/ é😀\u2028\x7f\ud800\udfff'}
     assert dumps_compact(value) == (
         '{"s":"\\u0000\\b\\t\\n\\f\\r\\u001f\\"\\\\/ é😀\u2028\x7f\\ud800\\udfff"}'
     )
@@ -131,7 +131,9 @@ def test_control_characters_and_tags_in_names_round_trip(tmp_path: Path) -> None
 
 def test_deeply_nested_and_huge_lines_are_kept_not_fatal(tmp_path: Path) -> None:
     deep = "[" * 200_000 + "]" * 200_000
-    huge = json.dumps({"type": "entity", "name": "big", "entityType": "t", "observations": ["x" * 3_000_000]})
+    huge = json.dumps(
+        {"type": "entity", "name": "big", "entityType": "t", "observations": ["x" * 3_000_000]}
+    )
     (tmp_path / "memory.jsonl").write_text(f"{deep}\n{huge}", encoding="utf-8")
     graph = _graph(tmp_path)
 
@@ -179,7 +181,8 @@ def test_a_hostile_file_cannot_hang_or_exhaust_a_reader(tmp_path: Path) -> None:
     lines = [
         "[" * 100_000,
         '{"type":"entity","name":"' + "a" * 5_000_000 + '","entityType":"t","observations":[]}',
-        '{"type":"entity","name":"n","entityType":"t","observations":[' + '"o",' * 2_000_000
+        '{"type":"entity","name":"n","entityType":"t","observations":['
+        + '"o",' * 2_000_000
         + '"o"]}',
         "{" * 3_000_000,
         '"' + "\\u0000" * 2_000_000 + '"',

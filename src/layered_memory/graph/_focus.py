@@ -179,9 +179,7 @@ def _entity_section(
     used = 0
     cut_observations = 0
     for index in graph.positions(name):
-        line, cut = _entity_line(
-            graph.entities[index], settings, budget - used - note_room - 1
-        )
+        line, cut = _entity_line(graph.entities[index], settings, budget - used - note_room - 1)
         if line is None:
             break
         lines.append(line)

@@ -258,8 +258,7 @@ class GraphSnapshot:
         """Per entity: name, type and observations lowercased, `\\x00`-separated (search)."""
         if self._haystacks is None:
             self._haystacks = [
-                "\x00".join((e.name, e.entity_type, *e.observations)).lower()
-                for e in self.entities
+                "\x00".join((e.name, e.entity_type, *e.observations)).lower() for e in self.entities
             ]
         return self._haystacks
 

@@ -40,12 +40,12 @@ class Content:
     relations: Sequence[RelationRecord]
 
 
-def create_entities(graph: GraphSnapshot, entities: Sequence[Entity]) -> tuple[Content, list[Entity]]:
+def create_entities(
+    graph: GraphSnapshot, entities: Sequence[Entity]
+) -> tuple[Content, list[Entity]]:
     """Append the entities whose name is not in the graph yet; return those."""
     new = [entity for entity in entities if not graph.positions(entity["name"])]
-    records = [
-        EntityRecord(e["name"], e["entityType"], tuple(e["observations"])) for e in new
-    ]
+    records = [EntityRecord(e["name"], e["entityType"], tuple(e["observations"])) for e in new]
     return Content((*graph.entities, *records), graph.relations), [r.as_dict() for r in records]
 
 

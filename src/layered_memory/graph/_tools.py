@@ -118,8 +118,7 @@ SPECS: dict[str, tuple[str, dict[str, Any]]] = {
                         "properties": {
                             "entityName": {
                                 "type": "string",
-                                "description": "The name of the entity containing the "
-                                "observations",
+                                "description": "The name of the entity containing the observations",
                             },
                             "observations": _names("An array of observations to delete"),
                         },

@@ -96,9 +96,7 @@ def check_entities(path: str, value: Any) -> list[Entity]:
             {
                 "name": _string(path, f"{where}.name", record.get("name")),
                 "entityType": _string(path, f"{where}.entityType", record.get("entityType")),
-                "observations": _strings(
-                    path, f"{where}.observations", record.get("observations")
-                ),
+                "observations": _strings(path, f"{where}.observations", record.get("observations")),
             }
         )
     return checked
@@ -141,9 +139,7 @@ def check_deletions(path: str, value: Any) -> list[ObservationDeletion]:
         checked.append(
             {
                 "entityName": _string(path, f"{where}.entityName", record.get("entityName")),
-                "observations": _strings(
-                    path, f"{where}.observations", record.get("observations")
-                ),
+                "observations": _strings(path, f"{where}.observations", record.get("observations")),
             }
         )
     return checked

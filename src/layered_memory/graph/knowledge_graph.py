@@ -234,9 +234,7 @@ class KnowledgeGraph:
             self._strategy = choose_strategy(self.backend, [self.path])
         return self._strategy
 
-    def _transform(
-        self, mutation: _Mutation[T]
-    ) -> Callable[[Any], tuple[dict[str, str], T]]:
+    def _transform(self, mutation: _Mutation[T]) -> Callable[[Any], tuple[dict[str, str], T]]:
         path = self.path
 
         def transform(texts: Any) -> tuple[dict[str, str], T]:
@@ -285,12 +283,7 @@ class KnowledgeGraph:
             entity["observations"] = self._redact(entity["observations"])
         return entities
 
-    def _redact_additions(
-        self, additions: list[ObservationAddition]
-    ) -> list[ObservationAddition]:
+    def _redact_additions(self, additions: list[ObservationAddition]) -> list[ObservationAddition]:
         for item in additions:
             item["contents"] = self._redact(item["contents"])
         return additions
-
-
-

@@ -332,9 +332,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         block = self._block(state, snapshot, _latest_user_text(request.messages))
         return request.override(system_message=append_block(request.system_message, block))
 
-    def _block(
-        self, state: Mapping[str, Any], snapshot: GraphSnapshot | None, message: str
-    ) -> str:
+    def _block(self, state: Mapping[str, Any], snapshot: GraphSnapshot | None, message: str) -> str:
         if snapshot is None:
             problem = state.get("knowledge_graph_problem") or "not loaded yet"
             return render_unavailable(self.settings, str(problem))
