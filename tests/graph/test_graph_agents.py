@@ -135,7 +135,7 @@ async def test_deep_agent_keeps_the_graph_in_state_and_a_read_only_subagent(
     prompts = model.system_prompts
     assert '"name":"Jane_Doe"' in prompts[0]  # named in the user message
     assert "read-only" in prompts[1]  # the subagent's block
-    assert "renewal known" == result["messages"][-1].content
+    assert result["messages"][-1].content == "renewal known"
     text = result["files"]["/memory.jsonl"]["content"]
     text = "\n".join(text) if isinstance(text, list) else text
     assert '"name":"Jane_Doe"' in text  # the subagent's delete never happened

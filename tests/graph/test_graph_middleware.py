@@ -16,8 +16,7 @@ from deepagents.backends import FilesystemBackend
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
-from layered_memory.graph import _source
+from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware, _source
 from layered_memory.graph._focus import focus_names
 from layered_memory.graph._index import NameMatcher, tokens
 from layered_memory.testing import ScriptedChatModel

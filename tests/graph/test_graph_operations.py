@@ -14,8 +14,7 @@ from deepagents.backends import CompositeBackend, FilesystemBackend, StateBacken
 from langgraph.store.memory import InMemoryStore
 
 from layered_memory.errors import EntityNotFoundError, KnowledgeGraphInputError
-from layered_memory.graph import KnowledgeGraph
-from layered_memory.graph import _source
+from layered_memory.graph import KnowledgeGraph, _source
 
 BackendFactory = Callable[[Path], tuple[Any, str]]
 

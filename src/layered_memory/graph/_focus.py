@@ -147,7 +147,6 @@ def render_focus(graph: GraphSnapshot, names: Sequence[str], settings: FocusSett
     available = settings.max_chars - len(_wrap(header, [], settings.writable))
     body: list[str] = []
     used = 0
-    shown = 0
     for position, name in enumerate(names):
         reserve = len(_rest_note(names[position + 1 :])) + 1 if position + 1 < len(names) else 0
         lines = _entity_section(graph, name, settings, available - used - reserve)
@@ -156,7 +155,6 @@ def render_focus(graph: GraphSnapshot, names: Sequence[str], settings: FocusSett
             break
         body.extend(lines)
         used += sum(len(line) + 1 for line in lines)
-        shown += 1
     return _wrap(header, body, settings.writable)
 
 

@@ -18,7 +18,7 @@ class Entity(TypedDict):
     """A node: a unique name, a type, and atomic facts about it."""
 
     name: str
-    entityType: str  # noqa: N815 - the MCP memory server's field name
+    entityType: str
     observations: list[str]
 
 
@@ -30,21 +30,21 @@ Relation = TypedDict("Relation", {"from": str, "to": str, "relationType": str})
 class ObservationAddition(TypedDict):
     """One item of `add_observations`: facts to add to one entity."""
 
-    entityName: str  # noqa: N815
+    entityName: str
     contents: list[str]
 
 
 class ObservationResult(TypedDict):
     """One item of `add_observations`' result: what was actually added."""
 
-    entityName: str  # noqa: N815
-    addedObservations: list[str]  # noqa: N815
+    entityName: str
+    addedObservations: list[str]
 
 
 class ObservationDeletion(TypedDict):
     """One item of `delete_observations`: facts to remove from one entity."""
 
-    entityName: str  # noqa: N815
+    entityName: str
     observations: list[str]
 
 

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 from deepagents.backends.protocol import BackendProtocol
 
 from layered_memory._locking import WriteStrategy, choose_strategy
-from layered_memory.errors import KnowledgeGraphError
 from layered_memory.graph import _ops, _source
 from layered_memory.graph._format import GraphSnapshot, digest_of
 from layered_memory.graph._types import (

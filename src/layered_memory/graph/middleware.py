@@ -17,6 +17,7 @@ Everything a later step needs is in the state (digest, focus context) or in the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import OrderedDict
@@ -211,7 +212,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
 
     def modify_request(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         """The request with the focus block appended (from cached state: no I/O)."""
-        snapshot = _source.cached(request.state.get("knowledge_graph_digest") or "")
+        snapshot = _source.cached(str(request.state.get("knowledge_graph_digest") or ""))
         return self._inject(request, request.state, snapshot)
 
     def wrap_model_call(
@@ -222,7 +223,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         """Reload after a graph edit (or in a process that lacks the snapshot), inject, call."""
         state = request.state
         digest = state.get("knowledge_graph_digest")
-        snapshot = _source.cached(digest) if digest else None
+        snapshot = _source.cached(str(digest)) if digest else None
         if not (_graph_changed(request.messages) or (digest and snapshot is None)):
             return handler(self._inject(request, state, snapshot))
         try:
@@ -239,7 +240,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         """Async twin of `wrap_model_call`."""
         state = request.state
         digest = state.get("knowledge_graph_digest")
-        snapshot = _source.cached(digest) if digest else None
+        snapshot = _source.cached(str(digest)) if digest else None
         if not (_graph_changed(request.messages) or (digest and snapshot is None)):
             return await handler(self._inject(request, state, snapshot))
         try:
@@ -315,10 +316,9 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         if self.session_entity:
             thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
             if isinstance(thread_id, str) and thread_id.startswith("entity:"):
-                try:
+                # A thread id that only looks like a session key gives no focus.
+                with contextlib.suppress(SessionKeyError):
                     found[parse_session_key(thread_id).entity] = None
-                except SessionKeyError:
-                    pass  # a thread id that only looks like a session key: no focus from it
         for value in _context_values(self.match_keys, state, runtime, config):
             found.setdefault(value, None)
         return list(found)
