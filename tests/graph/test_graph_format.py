@@ -176,16 +176,16 @@ def test_invalid_utf8_is_readable_but_never_rewritten(
 
 
 def test_a_hostile_file_cannot_hang_or_exhaust_a_reader(tmp_path: Path) -> None:
-    # One 40 MB file of pathological lines, read in a subprocess with a generous time limit and
+    # A 12 MB file of pathological lines, read in a subprocess with a generous time limit and
     # an address-space cap: a hang or a blow-up fails the test instead of freezing the run.
     lines = [
         "[" * 100_000,
-        '{"type":"entity","name":"' + "a" * 5_000_000 + '","entityType":"t","observations":[]}',
+        '{"type":"entity","name":"' + "a" * 2_000_000 + '","entityType":"t","observations":[]}',
         '{"type":"entity","name":"n","entityType":"t","observations":['
-        + '"o",' * 2_000_000
+        + '"o",' * 500_000
         + '"o"]}',
-        "{" * 3_000_000,
-        '"' + "\\u0000" * 2_000_000 + '"',
+        "{" * 1_000_000,
+        '"' + "\\u0000" * 500_000 + '"',
     ]
     (tmp_path / "memory.jsonl").write_text("\n".join(lines), encoding="utf-8")
     script = textwrap.dedent(

@@ -59,7 +59,7 @@ class NameMatcher:
 
     def named(self, value: str) -> list[str]:
         """Names whose tokens equal `value`'s (`acme_corp` -> `Acme Corp`), in graph order."""
-        return list(self._by_key.get(tokens(value), ()))
+        return list(self._by_key.get(tokens(value[:MAX_SCAN_CHARS]), ()))
 
     def find(self, text: str, *, limit: int) -> list[str]:
         """Names mentioned in `text`, in order of first mention, at most `limit`.

@@ -77,12 +77,17 @@ def clear_caches() -> None:
         _signatures.clear()
 
 
-def snapshot_of_text(text: str | None, path: str, *, digest: str | None = None) -> GraphSnapshot:
-    """The snapshot of a file's text (None: no file), parsed only if not cached."""
+def snapshot_of_text(text: str | None, path: str, *, max_bytes: int) -> GraphSnapshot:
+    """The snapshot of a file's text (None: no file), parsed only if not cached.
+
+    Raises:
+        KnowledgeGraphError: The text is over `max_bytes` (as UTF-8).
+    """
     if text is None or not text:
         return snapshot_of_bytes(b"", path, text="")
     data = text.encode("utf-8")
-    return snapshot_of_bytes(data, path, text=text, digest=digest)
+    check_size(path, len(data), max_bytes)
+    return snapshot_of_bytes(data, path, text=text)
 
 
 def snapshot_of_bytes(

@@ -11,6 +11,7 @@ secret redaction before they are stored.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -41,6 +42,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEFAULT_PATH = "/memory.jsonl"
+
+_OFF_LOOP_BYTES = 256 * 1024
 
 _Mutation = Callable[[GraphSnapshot], tuple[_ops.Content, T]]
 
@@ -116,6 +119,9 @@ class KnowledgeGraph:
         data = _source.download_response(
             self.path, await self.backend.adownload_files([self.path]), self.max_bytes
         )
+        if data is not None and len(data) > _OFF_LOOP_BYTES:
+            # Parsing a large file takes a while: keep the event loop free meanwhile.
+            return await asyncio.to_thread(self._snapshot_from, data, signature, started)
         return self._snapshot_from(data, signature, started)
 
     def _snapshot_from(self, data: bytes | None, signature: Any, started: int) -> GraphSnapshot:
@@ -238,9 +244,7 @@ class KnowledgeGraph:
 
         def transform(texts: Any) -> tuple[dict[str, str], T]:
             old = texts[path]
-            if old is not None and len(old) > self.max_bytes:
-                _source.check_size(path, len(old.encode("utf-8")), self.max_bytes)
-            graph = _source.snapshot_of_text(old, path)
+            graph = _source.snapshot_of_text(old, path, max_bytes=self.max_bytes)
             content, result = mutation(graph)
             updated = GraphSnapshot(content.entities, content.relations, graph.unknown, "")
             text = updated.text()

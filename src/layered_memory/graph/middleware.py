@@ -387,14 +387,18 @@ def _digest_update(
     return update
 
 
+_RELOAD_AFTER = MUTATING_TOOLS | {"task"}
+"""Tools after which the file may have changed: ours, and a subagent that may hold them."""
+
+
 def _graph_changed(messages: Sequence[Any]) -> bool:
-    """Whether a graph tool changed the file since the model last spoke (reload first)."""
+    """Whether a tool may have changed the file since the model last spoke (reload first)."""
     for message in reversed(messages):
         if isinstance(message, AIMessage):
             return False
         if (
             isinstance(message, ToolMessage)
-            and message.name in MUTATING_TOOLS
+            and message.name in _RELOAD_AFTER
             and message.status != "error"
         ):
             return True
