@@ -110,7 +110,11 @@ async def test_deep_agent_keeps_the_graph_in_state_and_a_read_only_subagent(
     )
     agent = create_deep_agent(
         model=model,
-        middleware=[graph_middleware],
+        memory=[],
+        middleware=[
+            MemoryMiddleware(backend=StateBackend(), layers=[Layer("project", "/AGENTS.md")]),
+            graph_middleware,
+        ],
         subagents=[
             {
                 "name": "researcher",
@@ -126,7 +130,10 @@ async def test_deep_agent_keeps_the_graph_in_state_and_a_read_only_subagent(
         agent,
         {
             "messages": [{"role": "user", "content": "What do we know about Jane Doe?"}],
-            "files": {"/memory.jsonl": create_file_data(initial)},
+            "files": {
+                "/memory.jsonl": create_file_data(initial),
+                "/AGENTS.md": create_file_data("Project fact: QUOKKA\n"),
+            },
         },
         {"configurable": {"thread_id": f"deep-{use_async}"}},
         use_async,
@@ -134,6 +141,7 @@ async def test_deep_agent_keeps_the_graph_in_state_and_a_read_only_subagent(
 
     prompts = model.system_prompts
     assert '"name":"Jane_Doe"' in prompts[0]  # named in the user message
+    assert "Project fact: QUOKKA" in prompts[0]  # beside MemoryMiddleware
     assert "read-only" in prompts[1]  # the subagent's block
     assert result["messages"][-1].content == "renewal known"
     text = result["files"]["/memory.jsonl"]["content"]

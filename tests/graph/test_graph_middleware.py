@@ -335,3 +335,27 @@ def test_the_prompt_block_is_pinned(tmp_path: Path) -> None:
         snapshot.write_text(block, encoding="utf-8")
     assert block == snapshot.read_text(encoding="utf-8")
     assert re.search(r"\n\n<knowledge_graph_guidelines>\n", block)
+
+
+def test_tool_results_are_capped_and_bad_arguments_come_back_as_errors(tmp_path: Path) -> None:
+    middleware = KnowledgeGraphMiddleware(
+        backend=_seed(tmp_path, extra=200), max_result_chars=2_000
+    )
+    tools = {tool.name: tool for tool in middleware.tools}
+
+    def call(name: str, **args: Any) -> ToolMessage:
+        message = tools[name].invoke({"name": name, "args": args, "id": "c", "type": "tool_call"})
+        assert isinstance(message, ToolMessage)
+        return message
+
+    whole = call("read_graph")
+    assert len(str(whole.content)) < 2_200
+    assert "result cut" in str(whole.content)
+    assert "search_nodes" in str(whole.content)
+    bad = call("create_entities", entities=[{"name": "x", "entityType": 3, "observations": []}])
+    assert bad.status == "error"
+    assert "entities[0].entityType" in str(bad.content)
+    missing = call("open_nodes")
+    assert missing.status == "error"
+    assert "names is required" in str(missing.content)
+    assert KnowledgeGraph(middleware.graph.backend).open_nodes(["x"])["entities"] == []
