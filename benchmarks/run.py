@@ -29,6 +29,7 @@ from benchmarks._report import Row, ScenarioResult, results_markdown, table
 from benchmarks.scenarios import (
     cold_load,
     end_to_end,
+    graph,
     per_call,
     rule_matching,
     scale,
@@ -47,6 +48,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "end_to_end": ("6. End to end", end_to_end.run),
     "scale": ("7. Scale", scale.run),
     "views": ("8. Message views", views.run),
+    "graph": ("9. Knowledge graph", graph.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 
