@@ -43,7 +43,7 @@ from deepagents.backends.protocol import (
     WriteResult,
 )
 
-from layered_memory._deepagents_internals import route
+from layered_memory._internals import route
 from layered_memory.layers import expand_user, lexical_path
 
 logger = logging.getLogger(__name__)
