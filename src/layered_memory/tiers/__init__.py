@@ -6,6 +6,7 @@
 - `TieredMemoryMiddleware`: retrieval before the model call, recording after the run.
 """
 
+from layered_memory.tiers._render import render_retrieval
 from layered_memory.tiers._settings import TierSettings
 from layered_memory.tiers._types import (
     Consolidation,
@@ -18,6 +19,7 @@ from layered_memory.tiers._types import (
     Segment,
 )
 from layered_memory.tiers.memory import TieredMemory
+from layered_memory.tiers.middleware import TieredMemoryMiddleware, TieredMemoryState
 
 __all__ = [
     "Consolidation",
@@ -30,4 +32,7 @@ __all__ = [
     "Segment",
     "TierSettings",
     "TieredMemory",
+    "TieredMemoryMiddleware",
+    "TieredMemoryState",
+    "render_retrieval",
 ]

@@ -620,11 +620,13 @@ def forget(ctx: Context, item_id: str, *, purge: bool, hide: bool = True) -> Flo
     loaded = yield from load(ctx)
     puts: list[GetOp | PutOp] = []
     if kind == "page":
-        state_changed = yield from _forget_page(ctx, loaded.state, item_id, purge, hide, puts)
+        state_changed = yield from _forget_page(
+            ctx, loaded.state, item_id, puts, purge=purge, hide=hide
+        )
     elif kind == "segment":
-        state_changed = _forget_segment(ctx, loaded.state, item_id, purge, hide, puts)
+        state_changed = _forget_segment(ctx, loaded.state, item_id, puts, purge=purge, hide=hide)
     else:
-        _forget_fact(loaded.lpm, item_id, purge, hide)
+        _forget_fact(loaded.lpm, item_id, purge=purge, hide=hide)
         puts.append(PutOp(ctx.namespace, LPM_KEY, loaded.lpm.dump()))
         state_changed = False
     if state_changed:
@@ -635,7 +637,13 @@ def forget(ctx: Context, item_id: str, *, purge: bool, hide: bool = True) -> Flo
 
 
 def _forget_page(
-    ctx: Context, state: UserState, item_id: str, purge: bool, hide: bool, puts: list[GetOp | PutOp]
+    ctx: Context,
+    state: UserState,
+    item_id: str,
+    puts: list[GetOp | PutOp],
+    *,
+    purge: bool,
+    hide: bool,
 ) -> Flow[bool]:
     stm = next((page for page in state.stm if page.id == item_id), None)
     if stm is not None:
@@ -658,7 +666,13 @@ def _forget_page(
 
 
 def _forget_segment(
-    ctx: Context, state: UserState, item_id: str, purge: bool, hide: bool, puts: list[GetOp | PutOp]
+    ctx: Context,
+    state: UserState,
+    item_id: str,
+    puts: list[GetOp | PutOp],
+    *,
+    purge: bool,
+    hide: bool,
 ) -> bool:
     segment = state.segment(item_id)
     if segment is None:
@@ -671,7 +685,7 @@ def _forget_segment(
     return True
 
 
-def _forget_fact(lpm: LongTerm, item_id: str, purge: bool, hide: bool) -> None:
+def _forget_fact(lpm: LongTerm, item_id: str, *, purge: bool, hide: bool) -> None:
     fact = next((f for f in lpm.facts if f.id == item_id), None)
     if fact is None:
         raise TierItemError(item_id, "no such fact")
