@@ -189,10 +189,19 @@ def _run_sync(args: argparse.Namespace) -> int:
     )
 
 
+def _add_tiers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    try:
+        from layered_memory.tiers._cli import add_parser
+    except ImportError:  # the `tiers` extra (numpy) is not installed: no such subcommand
+        return
+    add_parser(subparsers)
+
+
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     _add_lint,
     _add_inspect,
     _add_sync,
+    _add_tiers,
 )
 
 

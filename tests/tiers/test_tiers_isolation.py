@@ -27,14 +27,27 @@ HOSTILE = [
 async def _fill(memory, use_async):
     for i, user in enumerate(HOSTILE):
         for turn in range(3):
-            await call(memory, "add_page", user, f"secret{i} number{turn} of user{i}", f"ok {i}", use_async=use_async)
+            await call(
+                memory,
+                "add_page",
+                user,
+                f"secret{i} number{turn} of user{i}",
+                f"ok {i}",
+                use_async=use_async,
+            )
 
 
 async def test_hostile_user_ids_never_see_each_other(make_memory, use_async):
     memory = make_memory(stm_capacity=1, tau=1)
     await _fill(memory, use_async)
     for i, user in enumerate(HOSTILE):
-        found = await call(memory, "retrieve", user, " ".join(f"secret{j} user{j}" for j in range(len(HOSTILE))), use_async=use_async)
+        found = await call(
+            memory,
+            "retrieve",
+            user,
+            " ".join(f"secret{j} user{j}" for j in range(len(HOSTILE))),
+            use_async=use_async,
+        )
         seen = " ".join(
             [p.query for p in found.short_term]
             + [s.page.query for s in found.pages]
@@ -88,10 +101,16 @@ async def test_forget_hides_restore_shows_purge_deletes(make_memory, use_async):
     found = await call(memory, "retrieve", "ada", "dentist alvarez", use_async=use_async)
     assert [s.page.id for s in found.pages] == [page_id]
 
-    fact = next(f for f in await call(memory, "long_term_entries", "ada", use_async=use_async) if f.text == "My dentist is Dr Alvarez.")
+    fact = next(
+        f
+        for f in await call(memory, "long_term_entries", "ada", use_async=use_async)
+        if f.text == "My dentist is Dr Alvarez."
+    )
     result = await call(memory, "forget", "ada", fact.id, use_async=use_async)
     assert (result.kind, result.purged) == ("fact", False)
-    assert "My dentist is Dr Alvarez." not in await call(memory, "long_term", "ada", use_async=use_async)
+    assert "My dentist is Dr Alvarez." not in await call(
+        memory, "long_term", "ada", use_async=use_async
+    )
     entries = await call(memory, "long_term_entries", "ada", use_async=use_async)
     assert any(f.id == fact.id and f.forgotten for f in entries)
 
@@ -99,7 +118,9 @@ async def test_forget_hides_restore_shows_purge_deletes(make_memory, use_async):
     found = await call(memory, "retrieve", "ada", "dentist alvarez", use_async=use_async)
     assert found.pages == () and found.segments == ()
     await call(memory, "forget", "ada", dentist.id, purge=True, use_async=use_async)
-    assert dentist.id not in {s.id for s in await call(memory, "segments", "ada", use_async=use_async)}
+    assert dentist.id not in {
+        s.id for s in await call(memory, "segments", "ada", use_async=use_async)
+    }
     with pytest.raises(TierItemError, match="no such segment"):
         await call(memory, "restore", "ada", dentist.id, use_async=use_async)
 

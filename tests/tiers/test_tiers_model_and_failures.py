@@ -26,7 +26,9 @@ async def test_model_makes_page_and_segment_summaries_and_extracts_facts(make_me
         script=[
             _summary(["Lisbon", "moving"], "User moved to Lisbon."),  # page 1
             _summary(["Lisbon", "flat"], "User's Lisbon flat."),  # page 2
-            _summary(["Lisbon", "moving", "flat"], "Moving to Lisbon and the flat there."),  # segment
+            _summary(
+                ["Lisbon", "moving", "flat"], "Moving to Lisbon and the flat there."
+            ),  # segment
             json.dumps({"profile": ["Likes city life"], "facts": ["Lives in Lisbon since March"]}),
         ],
     )
@@ -49,7 +51,9 @@ async def test_a_failing_or_garbled_model_falls_back_to_lexical(make_memory, use
     def boom(messages):
         raise RuntimeError("model down")
 
-    model = ScriptedChatModel(script=[boom, "not json at all", AIMessage(content="{]")], default="{}")
+    model = ScriptedChatModel(
+        script=[boom, "not json at all", AIMessage(content="{]")], default="{}"
+    )
     memory = make_memory(model=model, stm_capacity=1, tau=100)
     for text in ("lisbon flat balcony", "lisbon flat rent", "filler"):
         await call(memory, "add_page", USER, text, "ok", use_async=use_async)
@@ -58,7 +62,9 @@ async def test_a_failing_or_garbled_model_falls_back_to_lexical(make_memory, use
     assert "lisbon" in segment.keywords
 
 
-async def test_embedding_failure_keeps_pages_in_short_term_until_it_recovers(make_memory, use_async):
+async def test_embedding_failure_keeps_pages_in_short_term_until_it_recovers(
+    make_memory, use_async
+):
     embeddings = FlakyEmbeddings()
     memory = make_memory(embeddings=embeddings, stm_capacity=2)
     await call(memory, "add_page", USER, "first page", "ok", use_async=use_async)
@@ -74,7 +80,9 @@ async def test_embedding_failure_keeps_pages_in_short_term_until_it_recovers(mak
     embeddings.broken = False
     report = await call(memory, "consolidate", USER, use_async=use_async)
     assert (report.moved, report.pending) == (2, 0)
-    moved = [p.query for s in await call(memory, "segments", USER, use_async=use_async) for p in s.pages]
+    moved = [
+        p.query for s in await call(memory, "segments", USER, use_async=use_async) for p in s.pages
+    ]
     assert moved == ["first page", "second page"]
 
 

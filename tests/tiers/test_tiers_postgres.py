@@ -54,7 +54,9 @@ def conninfo(postgres_url: str) -> Iterator[str]:
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
     try:
-        with PostgresStore.from_conn_string(make_conninfo(postgres_url, options=f"-csearch_path={schema}")) as store:
+        with PostgresStore.from_conn_string(
+            make_conninfo(postgres_url, options=f"-csearch_path={schema}")
+        ) as store:
             store.setup()
         yield make_conninfo(postgres_url, options=f"-csearch_path={schema}")
     finally:
