@@ -76,7 +76,7 @@ def test_store_listing_by_prefix_does_not_mix_users(make_memory):
     ada = user_namespace(memory.namespace, "ada")
     listed = store.list_namespaces(prefix=ada)
     assert all(ns[: len(ada)] == ada for ns in listed)
-    assert len(store.search(ada, limit=100)) == 2  # state + the moved page, nothing of ada.x
+    assert len(store.search(ada, limit=100)) == 3  # state, the moved page, its vectors; no ada.x
 
 
 @pytest.mark.parametrize("bad", [None, "", "   ", 42, "x" * 1025])

@@ -29,11 +29,19 @@ from layered_memory.tiers._records import (
     LongTerm,
     PageRec,
     SegRec,
+    SegVectors,
     UserState,
     dump_visits,
     load_visits,
 )
-from layered_memory.tiers._settings import LPM_KEY, PAGES, STATE_KEY, VISITS_KEY, TierSettings
+from layered_memory.tiers._settings import (
+    LPM_KEY,
+    PAGES,
+    STATE_KEY,
+    VECTORS,
+    VISITS_KEY,
+    TierSettings,
+)
 from layered_memory.tiers._types import (
     Consolidation,
     FactKind,
@@ -105,6 +113,10 @@ class Context:
     @property
     def pages(self) -> tuple[str, ...]:
         return (*self.namespace, PAGES)
+
+    @property
+    def vectors(self) -> tuple[str, ...]:
+        return (*self.namespace, VECTORS)
 
     @property
     def where(self) -> str:
@@ -204,7 +216,7 @@ def consolidate(
     state, lpm = loaded.state, loaded.lpm
     puts: list[GetOp | PutOp] = []
     report = _Report()
-    touched: set[str] = set()
+    touched: dict[str, SegVectors] = {}
     yield from _move_overflow(ctx, state, puts, touched, report)
     report.evicted = _evict(ctx, state, loaded.visits, puts, touched)
     lpm_changed = yield from _promote(ctx, loaded, puts, report)
@@ -236,11 +248,23 @@ class _Report:
     pending: int = 0
 
 
+def _segment_vectors(
+    ctx: Context, state: UserState, segment_ids: Sequence[str], cache: dict[str, SegVectors]
+) -> Flow[dict[str, SegVectors]]:
+    """The page-vector records of these segments (read once per flow, then from `cache`)."""
+    missing = [sid for sid in segment_ids if sid not in cache]
+    if missing:
+        items = yield StoreBatch(tuple(GetOp(ctx.vectors, sid) for sid in missing))
+        for sid, item in zip(missing, items, strict=True):
+            cache[sid] = SegVectors.load(_value(item), state.dim, where=ctx.where)
+    return {sid: cache[sid] for sid in segment_ids}
+
+
 def _move_overflow(
     ctx: Context,
     state: UserState,
     puts: list[GetOp | PutOp],
-    touched: set[str],
+    touched: dict[str, SegVectors],
     report: _Report,
 ) -> Flow[None]:
     overflow = state.stm[: max(0, len(state.stm) - ctx.settings.stm_capacity)]
@@ -264,17 +288,20 @@ def _move_overflow(
         page.keywords, page.summary = words[: _text.MAX_KEYWORDS], summary
         segment, score = _best_segment(state, vector, page.keywords)
         if segment is not None and score >= ctx.settings.theta:
+            yield from _segment_vectors(ctx, state, [segment.id], touched)
             yield from _join(ctx, state, segment, page)
         else:
             segment = _create(ctx, state, page)
+            touched[segment.id] = SegVectors()
             report.created += 1
+        touched[segment.id].append(page.id, vector)
         if ctx.has_model and segment not in resummarized:
             resummarized.append(segment)
-        touched.add(segment.id)
         page.segment = segment.id
         puts.append(PutOp(ctx.pages, page.id, page.dump()))
         report.moved += 1
     del state.stm[: len(overflow)]
+    puts.extend(PutOp(ctx.vectors, sid, record.dump()) for sid, record in touched.items())
     if resummarized:
         # The paper embeds a segment's summary; without a usable answer the centroid stays.
         result = yield Embed(tuple(segment.summary for segment in resummarized))
@@ -373,7 +400,7 @@ def _evict(
     state: UserState,
     visits: dict[str, tuple[int, float]],
     puts: list[GetOp | PutOp],
-    touched: set[str],
+    touched: dict[str, SegVectors],
 ) -> int:
     """Evict the coldest segments (and their pages) while over capacity.
 
@@ -387,6 +414,7 @@ def _evict(
         state.segments.remove(coldest)
         state.vectors.pop(coldest.id, None)
         puts.extend(PutOp(ctx.pages, page_id, None) for page_id in coldest.pages)
+        puts.append(PutOp(ctx.vectors, coldest.id, None))
         evicted += 1
     if evicted:
         logger.info("tiered memory %s: evicted %d cold segment(s)", ctx.where, evicted)
@@ -401,7 +429,7 @@ def _promote(
     hot = [
         (segment_heat(ctx, segment, loaded.visits), segment)
         for segment in state.segments
-        if not segment.forgotten and set(segment.pages) - set(segment.promoted)
+        if not segment.forgotten and len(segment.promoted) < len(segment.pages)
     ]
     hot = sorted(
         ((h, seg) for h, seg in hot if h >= s.tau), key=lambda pair: (-pair[0], pair[1].created)
@@ -409,7 +437,8 @@ def _promote(
     changed = False
     fresh = {op.key: op.value for op in puts if isinstance(op, PutOp) and op.namespace == ctx.pages}
     for _, segment in hot:
-        ids = [page_id for page_id in segment.pages if page_id not in set(segment.promoted)]
+        promoted = set(segment.promoted)
+        ids = [page_id for page_id in segment.pages if page_id not in promoted]
         pages = yield from _pages(ctx, ids, fresh)
         visible = [page for page in pages if not page.forgotten]
         entries = _lexical_promotion(segment, visible)
@@ -544,19 +573,25 @@ def _search_mid_term(
     top = [(segments[i], scores[i]) for i in order[: s.top_m] if scores[i] >= s.segment_threshold]
     if not top:
         return (), ()
-    ids = [page_id for seg, _ in top for page_id in seg.pages]
-    pages = yield from _pages(ctx, ids, {})
-    usable = [
-        p for p in pages if not p.forgotten and p.vector is not None and p.vector.shape == q.shape
-    ]
-    found: list[tuple[float, PageRec]] = []
-    if usable:
-        page_cos = vec.cosines(vec.stack([p.vector for p in usable if p.vector is not None]), q)
-        found = [
-            (c, p) for c, p in zip(page_cos.tolist(), usable, strict=True) if c >= s.page_threshold
-        ]
+    records = yield from _segment_vectors(ctx, loaded.state, [seg.id for seg, _ in top], {})
+    candidates: list[tuple[float, str, str]] = []  # (cosine, page id, segment id)
+    for segment, _ in top:
+        record = records[segment.id]
+        if not record.ids:
+            continue
+        cosines = vec.cosines(record.matrix(), q, unit_rows=True).tolist()
+        candidates.extend(
+            (c, pid, segment.id)
+            for c, pid in zip(cosines, record.ids, strict=True)
+            if c >= s.page_threshold and pid not in record.hidden
+        )
+    candidates.sort(key=lambda c: -c[0])
+    best = candidates[: s.top_k]
+    pages = yield from _pages(ctx, [pid for _, pid, _ in best], {})
+    by_id = {page.id: page for page in pages if not page.forgotten}
+    found = [(c, by_id[pid]) for c, pid, _ in best if pid in by_id]
     found.sort(key=lambda pair: (-pair[0], -pair[1].timestamp))
-    visited = {page.segment for _, page in found if page.segment}
+    visited = {sid for _, _, sid in candidates}
     if visited:
         # Retrieval updates N_visit and recency (the paper's R_recency is since the last access).
         visits = {
@@ -655,14 +690,21 @@ def _forget_page(
     pages = (yield from _pages(ctx, [item_id], {})) if segment else []
     if segment is None or not pages:
         raise TierItemError(item_id, "no such page")
+    record = (yield from _segment_vectors(ctx, state, [segment.id], {}))[segment.id]
     if purge:
         segment.pages.remove(item_id)
         segment.promoted = [p for p in segment.promoted if p != item_id]
+        record.remove(item_id)
         puts.append(PutOp(ctx.pages, item_id, None))
-        return True
-    pages[0].forgotten = hide
-    puts.append(PutOp(ctx.pages, item_id, pages[0].dump()))
-    return False
+    else:
+        pages[0].forgotten = hide
+        if hide:
+            record.hidden.add(item_id)
+        else:
+            record.hidden.discard(item_id)
+        puts.append(PutOp(ctx.pages, item_id, pages[0].dump()))
+    puts.append(PutOp(ctx.vectors, segment.id, record.dump()))
+    return purge
 
 
 def _forget_segment(
@@ -681,6 +723,7 @@ def _forget_segment(
         state.segments.remove(segment)
         state.vectors.pop(segment.id, None)
         puts.extend(PutOp(ctx.pages, page_id, None) for page_id in segment.pages)
+        puts.append(PutOp(ctx.vectors, segment.id, None))
     segment.forgotten = hide
     return True
 

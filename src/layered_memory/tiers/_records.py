@@ -8,7 +8,11 @@ Per user namespace (see `_settings.user_namespace`):
 |   | counters) and their vectors as one base64 float32 matrix |
 | `visits` | `N_visit` and last retrieval time per segment: the only record a retrieval writes |
 | `long_term` | long-term entries and their vectors |
-| `pages/<id>` | one mid-term page with its vector |
+| `pages/<id>` | one mid-term page (query, response, keywords, summary) |
+| `vectors/<segment id>` | the vectors of a segment's pages as one matrix, and which are hidden |
+
+Page vectors are kept per segment, not per page: the second retrieval stage decodes the top-m
+segments' matrices in a few calls and fetches the bodies of the top-k pages only.
 
 A value that is not what this module wrote (a hand edit, another program) never crashes a
 run: a malformed entry is skipped with a warning naming the namespace and the entry's id.
@@ -18,6 +22,9 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +54,11 @@ def _int(value: object) -> int:
 
 
 def _strs(value: object) -> list[str]:
-    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+    if not isinstance(value, list):
+        return []
+    if set(map(type, value)) <= {str}:  # the common case, checked at C speed (10,000s of ids)
+        return list(value)  # a copy: a store may hand out the very list it keeps
+    return [item for item in value if isinstance(item, str)]
 
 
 def _meta(value: object) -> dict[str, Any]:
@@ -73,7 +84,7 @@ class PageRec:
     def load(cls, value: object) -> PageRec | None:
         if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
             return None
-        page = cls(
+        return cls(
             id=value["id"],
             query=_str(value.get("query")),
             response=_str(value.get("response")),
@@ -84,10 +95,6 @@ class PageRec:
             segment=value.get("segment") if isinstance(value.get("segment"), str) else None,
             forgotten=value.get("forgotten") is True,
         )
-        dim = _int(value.get("dim"))
-        if "vector" in value:
-            page.vector = vec.decode(value.get("vector"), dim)
-        return page
 
     def dump(self) -> dict[str, Any]:
         value: dict[str, Any] = {
@@ -102,9 +109,6 @@ class PageRec:
             value["keywords"] = self.keywords
             value["summary"] = self.summary
             value["segment"] = self.segment
-        if self.vector is not None:
-            value["dim"] = int(self.vector.shape[0])
-            value["vector"] = vec.encode(self.vector)
         return value
 
     def public(self) -> Page:
@@ -242,7 +246,7 @@ class UserState:
                 logger.warning("tiered memory %s: skipped a malformed segment", where)
             else:
                 state.segments.append(segment)
-        matrix = vec.decode_matrix(value.get("vectors"), len(state.segments), dim)
+        matrix = DECODED.get(value, len(state.segments), dim)
         if matrix is None:
             logger.warning(
                 "tiered memory %s: segment vectors unreadable; segments kept without them", where
@@ -254,6 +258,8 @@ class UserState:
     def dump(self) -> dict[str, Any]:
         zero = vec.zeros(self.dim or 1)
         rows = [self.vectors.get(segment.id, zero) for segment in self.segments] if self.dim else []
+        rev = uuid.uuid4().hex
+        text = DECODED.put(rev, vec.stack(rows)) if rows else ""
         return {
             "version": VERSION,
             "user_id": self.user_id,
@@ -261,7 +267,8 @@ class UserState:
             "dim": self.dim,
             "stm": [page.dump() for page in self.stm],
             "segments": [segment.dump() for segment in self.segments],
-            "vectors": vec.encode(vec.stack(rows)) if rows else "",
+            "rev": rev,
+            "vectors": text,
         }
 
 
@@ -309,7 +316,7 @@ class LongTerm:
                 )
             )
         dim = _int(value.get("dim"))
-        matrix = vec.decode_matrix(value.get("vectors"), len(lpm.facts), dim)
+        matrix = DECODED.get(value, len(lpm.facts), dim)
         if matrix is None:
             logger.warning("tiered memory %s: long-term vectors unreadable; ignored", where)
         else:
@@ -321,6 +328,9 @@ class LongTerm:
         dim = dims.pop() if len(dims) == 1 else 0
         facts = self.facts if dim else []
         zero = vec.zeros(dim)
+        rev = uuid.uuid4().hex
+        rows = [self.vectors.get(f.id, zero) for f in facts]
+        text = DECODED.put(rev, vec.stack(rows)) if rows else ""
         return {
             "version": VERSION,
             "facts": [
@@ -335,11 +345,8 @@ class LongTerm:
                 for f in facts
             ],
             "dim": dim,
-            "vectors": (
-                vec.encode(vec.stack([self.vectors.get(f.id, zero) for f in facts]))
-                if facts
-                else ""
-            ),
+            "rev": rev,
+            "vectors": text,
         }
 
 
@@ -356,3 +363,108 @@ def load_visits(value: object) -> dict[str, tuple[int, float]]:
 
 def dump_visits(visits: Mapping[str, tuple[int, float]]) -> dict[str, Any]:
     return {"version": VERSION, "segments": {k: [n, t] for k, (n, t) in visits.items()}}
+
+
+class _DecodedMatrices:
+    """Decoded page matrices by the random revision their record was written with.
+
+    Every write of a `vectors/` record draws a new revision, and the revision is read from the
+    store in the same call that uses the cache, so an entry can never be older than its record
+    (in this process or any other). Decoding dominated retrieval time before this cache
+    (base64 of every searched segment's matrix on every turn); bounded by entry count.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[str, int, int, int, str, str], vec.Vector] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, value: Mapping[str, Any], rows: int, dim: int) -> vec.Vector | None:
+        rev, text = value.get("rev"), value.get("vectors")
+        key = None
+        if isinstance(rev, str) and rev and isinstance(text, str):
+            # The text's length and ends too: a hand edit that kept the revision is not served.
+            key = (rev, rows, dim, len(text), text[:32], text[-32:])
+        if key is not None:
+            with self._lock:
+                found = self._entries.get(key)
+                if found is not None:
+                    self._entries.move_to_end(key)
+                    return found
+        matrix = vec.decode_matrix(text, rows, dim)
+        if matrix is not None and key is not None:
+            self._remember(key, matrix)
+        return matrix
+
+    def put(self, rev: str, matrix: vec.Vector) -> str:
+        """Encode `matrix`, remember it under `rev` (saves decoding it back); the text."""
+        text = vec.encode(matrix)
+        rows, dim = int(matrix.shape[0]), int(matrix.shape[1])
+        self._remember((rev, rows, dim, len(text), text[:32], text[-32:]), matrix)
+        return text
+
+    def _remember(self, key: tuple[str, int, int, int, str, str], matrix: vec.Vector) -> None:
+        matrix.flags.writeable = False  # shared by every reader: nobody may change it
+        with self._lock:
+            self._entries[key] = matrix
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+DECODED = _DecodedMatrices()
+
+
+@dataclass(slots=True)
+class SegVectors:
+    """The `vectors/<segment id>` record: the segment's page vectors, in page order."""
+
+    ids: list[str] = field(default_factory=list)
+    rows: list[vec.Vector] = field(default_factory=list)
+    hidden: set[str] = field(default_factory=set)
+    _matrix: vec.Vector | None = None
+
+    @classmethod
+    def load(cls, value: object, dim: int | None, *, where: str) -> SegVectors:
+        if not isinstance(value, Mapping) or not dim:
+            return cls()
+        ids = _strs(value.get("ids"))
+        matrix = DECODED.get(value, len(ids), dim)
+        if matrix is None:
+            logger.warning("tiered memory %s: page vectors of a segment unreadable", where)
+            return cls()
+        return cls(ids=ids, hidden=set(_strs(value.get("hidden"))), _matrix=matrix)
+
+    def matrix(self) -> vec.Vector:
+        """One row per id (as loaded, or stacked again after a change)."""
+        return self._matrix if self._matrix is not None else vec.stack(self.rows)
+
+    def _unpack(self) -> None:
+        if self._matrix is not None:
+            self.rows = list(self._matrix)
+            self._matrix = None
+
+    def append(self, page_id: str, vector: vec.Vector) -> None:
+        """Add a page's vector, scaled to length 1 (retrieval then needs no row norms)."""
+        self._unpack()
+        self.ids.append(page_id)
+        self.rows.append(vec.unit(vector))
+
+    def remove(self, page_id: str) -> None:
+        self._unpack()
+        if page_id in self.ids:
+            index = self.ids.index(page_id)
+            del self.ids[index], self.rows[index]
+        self.hidden.discard(page_id)
+
+    def dump(self) -> dict[str, Any]:
+        self._unpack()
+        rev = uuid.uuid4().hex
+        text = DECODED.put(rev, vec.stack(self.rows)) if self.rows else ""
+        return {
+            "version": VERSION,
+            "ids": self.ids,
+            "hidden": sorted(self.hidden),
+            "rev": rev,
+            "dim": int(self.rows[0].shape[0]) if self.rows else 0,
+            "vectors": text,
+        }

@@ -16,6 +16,7 @@ STATE_KEY: Final = "state"
 VISITS_KEY: Final = "visits"
 LPM_KEY: Final = "long_term"
 PAGES: Final = "pages"
+VECTORS: Final = "vectors"
 
 
 @dataclass(frozen=True, slots=True)

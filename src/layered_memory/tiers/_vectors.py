@@ -96,10 +96,16 @@ def unit(vector: Vector) -> Vector:
     return vector / norm if norm > 0 else vector
 
 
-def cosines(matrix: Vector, query: Vector) -> Vector:
-    """Cosine of every row of `matrix` with `query` (zero rows score 0)."""
+def cosines(matrix: Vector, query: Vector, *, unit_rows: bool = False) -> Vector:
+    """Cosine of every row of `matrix` with `query` (zero rows score 0).
+
+    `unit_rows=True`: the rows are known to have length 1 (or 0), so no norm is computed.
+    """
     if matrix.shape[0] == 0:
         return np.zeros(0, dtype=np.float32)
+    if unit_rows:
+        dots: Vector = matrix @ unit(query)
+        return dots
     norms = np.linalg.norm(matrix, axis=1)
     norms[norms == 0] = 1.0
     q = unit(query)
