@@ -32,6 +32,7 @@ from benchmarks.scenarios import (
     per_call,
     rule_matching,
     scale,
+    tiers,
     warm,
     write_back,
 )
@@ -45,6 +46,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "write_back": ("5. Write-back", write_back.run),
     "end_to_end": ("6. End to end", end_to_end.run),
     "scale": ("7. Scale", scale.run),
+    "tiers": ("8. Tiered memory", tiers.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

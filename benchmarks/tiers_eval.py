@@ -36,18 +36,153 @@ TURN_GAP = 90.0
 BUDGET = 4000
 
 TOPICS: dict[str, list[str]] = {
-    "cooking": "recipe pasta sauce garlic oven bake onion pepper salt dinner lunch soup stew".split(),
-    "travel": "flight hotel luggage passport airport train beach museum itinerary booking".split(),
-    "work": "meeting deadline project manager report slides colleague email office budget".split(),
-    "fitness": "running gym workout stretching marathon squat cardio yoga sneakers pace".split(),
-    "movies": "film cinema trailer director actor sequel popcorn review thriller comedy".split(),
-    "garden": "seeds soil compost watering roses shovel greenhouse weeds mulch harvest".split(),
-    "coding": "python bug compiler refactor tests deploy server database commit branch".split(),
-    "music": "guitar concert album playlist chords drummer melody vinyl headphones lyrics".split(),
-    "weather": "rain forecast sunny storm umbrella humidity wind snow temperature cloudy".split(),
-    "books": "novel chapter author library poetry fiction paperback bookmark plot reading".split(),
-    "finance": "savings mortgage invoice taxes pension stocks spending receipts bank loan".split(),
-    "home": "kitchen sofa paint curtains plumber boiler furniture carpet shelves lamp".split(),
+    "cooking": [
+        "recipe",
+        "pasta",
+        "sauce",
+        "garlic",
+        "oven",
+        "bake",
+        "onion",
+        "pepper",
+        "salt",
+        "dinner",
+        "lunch",
+        "soup",
+        "stew",
+    ],
+    "travel": [
+        "flight",
+        "hotel",
+        "luggage",
+        "passport",
+        "airport",
+        "train",
+        "beach",
+        "museum",
+        "itinerary",
+        "booking",
+    ],
+    "work": [
+        "meeting",
+        "deadline",
+        "project",
+        "manager",
+        "report",
+        "slides",
+        "colleague",
+        "email",
+        "office",
+        "budget",
+    ],
+    "fitness": [
+        "running",
+        "gym",
+        "workout",
+        "stretching",
+        "marathon",
+        "squat",
+        "cardio",
+        "yoga",
+        "sneakers",
+        "pace",
+    ],
+    "movies": [
+        "film",
+        "cinema",
+        "trailer",
+        "director",
+        "actor",
+        "sequel",
+        "popcorn",
+        "review",
+        "thriller",
+        "comedy",
+    ],
+    "garden": [
+        "seeds",
+        "soil",
+        "compost",
+        "watering",
+        "roses",
+        "shovel",
+        "greenhouse",
+        "weeds",
+        "mulch",
+        "harvest",
+    ],
+    "coding": [
+        "python",
+        "bug",
+        "compiler",
+        "refactor",
+        "tests",
+        "deploy",
+        "server",
+        "database",
+        "commit",
+        "branch",
+    ],
+    "music": [
+        "guitar",
+        "concert",
+        "album",
+        "playlist",
+        "chords",
+        "drummer",
+        "melody",
+        "vinyl",
+        "headphones",
+        "lyrics",
+    ],
+    "weather": [
+        "rain",
+        "forecast",
+        "sunny",
+        "storm",
+        "umbrella",
+        "humidity",
+        "wind",
+        "snow",
+        "temperature",
+        "cloudy",
+    ],
+    "books": [
+        "novel",
+        "chapter",
+        "author",
+        "library",
+        "poetry",
+        "fiction",
+        "paperback",
+        "bookmark",
+        "plot",
+        "reading",
+    ],
+    "finance": [
+        "savings",
+        "mortgage",
+        "invoice",
+        "taxes",
+        "pension",
+        "stocks",
+        "spending",
+        "receipts",
+        "bank",
+        "loan",
+    ],
+    "home": [
+        "kitchen",
+        "sofa",
+        "paint",
+        "curtains",
+        "plumber",
+        "boiler",
+        "furniture",
+        "carpet",
+        "shelves",
+        "lamp",
+    ],
 }
 OPENERS = ["I was thinking about", "Any tips on", "Today I dealt with", "Quick question on"]
 
@@ -72,7 +207,11 @@ FACTS: list[tuple[str, str, str]] = [
     ("My gym membership number is GX-5520.", "What is my gym membership number?", "5520"),
     ("My daughter plays the oboe.", "Which instrument does my daughter play?", "oboe"),
     ("My insurance company is Helvetia Mutual.", "Which insurance company do I use?", "helvetia"),
-    ("My neighbour Bartholomew owns a tortoise.", "What pet does my neighbour Bartholomew have?", "tortoise"),
+    (
+        "My neighbour Bartholomew owns a tortoise.",
+        "What pet does my neighbour Bartholomew have?",
+        "tortoise",
+    ),
     ("My flight to Reykjavik is on Friday.", "When is my flight to Reykjavik?", "friday"),
     ("I keep the spare key under the blue planter.", "Where is the spare key?", "planter"),
     ("My blood type is AB negative.", "What is my blood type?", "ab"),
@@ -129,7 +268,9 @@ def conversation(turns: int = 240, sessions: int = 12, seed: int = SEED) -> list
         for slot in range(per_session):
             kind, index = by_slot.get(slot, ("filler", -1))
             if kind == "plant":
-                out.append(Turn(session, FACTS[index][0], "Got it, I'll remember that.", plants=index))
+                out.append(
+                    Turn(session, FACTS[index][0], "Got it, I'll remember that.", plants=index)
+                )
             elif kind == "probe":
                 out.append(Turn(session, FACTS[index][1], "Let me check my notes.", probe=index))
             else:
@@ -238,7 +379,8 @@ def main() -> None:
     recall = evaluate_recall(turns)
     n = recall.probes
     print(f"{len(turns)} turns, {args.sessions} sessions, {n} probes of {len(FACTS)} planted facts")
-    print(f"recall@5: tiered {recall.tiered_at5 / n:.0%}, last-5-exchanges {recall.baseline_at5 / n:.0%}")
+    at5 = f"tiered {recall.tiered_at5 / n:.0%}, last-5-exchanges {recall.baseline_at5 / n:.0%}"
+    print(f"recall@5: {at5}")
     print(
         f"recall within {BUDGET} chars: tiered {recall.tiered_budget / n:.0%}, "
         f"last messages {recall.baseline_budget / n:.0%}"
