@@ -486,15 +486,15 @@ def _promote(
 def _lexical_promotion(segment: SegRec, pages: Sequence[PageRec]) -> list[tuple[FactKind, str]]:
     """Without a model: the segment's keywords as a profile line, the users' statements as facts.
 
-    A question ("what time is it?") says nothing about the user, so summary lines ending with
-    `?` are left out.
+    A question ("what time is it?") says nothing about the user, and a greeting ("Hi!") little,
+    so summary lines ending with `?` or with fewer than three content words are left out.
     """
     entries: list[tuple[FactKind, str]] = []
     if segment.keywords:
         entries.append(("profile", "Talks about: " + ", ".join(segment.keywords[:5])))
     for page in pages:
         line = page.summary or _text.summary_line(page.query, page.response)
-        if line and not line.endswith("?"):
+        if line and not line.endswith("?") and len(_text.tokens(line)) >= 3:
             entries.append(("fact", line))
     return entries
 
