@@ -107,9 +107,8 @@ async def run(model_name: str | None = None, *, use_async: bool = False) -> dict
         f"\nada's tiers: {len(memory.short_term('ada'))} short-term pages, {len(segments)} segments"
     )
     for segment in sorted(segments, key=lambda s: -s.heat):
-        print(
-            f"  {segment.id}: heat {segment.heat:.2f}, {len(segment.pages)} pages, {segment.summary}"
-        )
+        pages = len(segment.pages)
+        print(f"  {segment.id}: heat {segment.heat:.2f}, {pages} pages, {segment.summary}")
     print("  long-term:")
     for text in long_term:
         print(f"    - {text}")

@@ -7,12 +7,12 @@ import json
 import logging
 
 import pytest
-from conftest import Clock
 from deepagents import create_deep_agent
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
+from conftest import Clock
 from layered_memory.errors import TierUserIdError
 from layered_memory.testing import LexicalEmbeddings, ScriptedChatModel
 from layered_memory.tiers import TieredMemory, TieredMemoryMiddleware
@@ -92,8 +92,10 @@ async def test_users_never_see_each_others_memory(clock, use_async):
         config_user=True,
     )
     ada_prompt, bob_prompt = model.system_prompts[-2:]
-    assert "pineapple" in ada_prompt and "mango" not in ada_prompt
-    assert "mango" in bob_prompt and "pineapple" not in bob_prompt
+    assert "pineapple" in ada_prompt
+    assert "mango" not in ada_prompt
+    assert "mango" in bob_prompt
+    assert "pineapple" not in bob_prompt
 
 
 async def test_no_user_id_means_no_memory_and_a_warning(clock, caplog, use_async):
@@ -120,7 +122,8 @@ async def test_block_respects_max_chars_and_defuses_closing_tags(clock, use_asyn
         await _ask(agent, f"{hostile} {i}", user="ada", thread=f"t{i}", use_async=use_async)
     prompt = model.system_prompts[-1]
     assert len(prompt) <= 600
-    assert prompt.count("</tiered_memory>") == 1 and prompt.endswith("</tiered_memory>")
+    assert prompt.count("</tiered_memory>") == 1
+    assert prompt.endswith("</tiered_memory>")
     assert prompt.count("</short_term>") == 1
     assert "<\\/tiered_memory>" in prompt
 

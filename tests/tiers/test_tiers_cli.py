@@ -40,9 +40,11 @@ def test_shows_every_tier_with_ids_and_heat(filled, capsys):
     assert main(["tiers", "--user", "ada.x/\n", "--store", url, "--namespace", namespace]) == 0
     out = capsys.readouterr().out
     assert "short-term: 1 page(s)" in out
-    assert "weird \\x1b[31m text" in out and "\x1b" not in out
+    assert "weird \\x1b[31m text" in out
+    assert "\x1b" not in out
     assert "mid-term: 1 segment(s)" in out
-    assert "heat " in out and "User: My dentist is Dr Alvarez." in out
+    assert "heat " in out
+    assert "User: My dentist is Dr Alvarez." in out
     assert "[fact] My dentist is Dr Alvarez." in out
 
 
@@ -55,7 +57,9 @@ def test_forget_restore_purge(filled, capsys):
     assert main([*base, "--forget", fact_id]) == 0
     assert capsys.readouterr().out == f"forgot fact {fact_id}\n"
     assert main(base) == 0
-    assert f"{fact_id}" in (out := capsys.readouterr().out) and "(forgotten)" in out
+    out = capsys.readouterr().out
+    assert fact_id in out
+    assert "(forgotten)" in out
     assert main([*base, "--restore", fact_id]) == 0
     assert main([*base, "--forget", fact_id, "--purge"]) == 0
     assert capsys.readouterr().out.endswith(f"purged fact {fact_id}\n")

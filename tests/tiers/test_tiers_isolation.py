@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import call
 from langgraph.store.memory import InMemoryStore
 
+from conftest import call
 from layered_memory.errors import TierItemError, TierUserIdError
 from layered_memory.tiers._settings import user_namespace
 
@@ -116,7 +116,8 @@ async def test_forget_hides_restore_shows_purge_deletes(make_memory, use_async):
 
     await call(memory, "forget", "ada", dentist.id, use_async=use_async)
     found = await call(memory, "retrieve", "ada", "dentist alvarez", use_async=use_async)
-    assert found.pages == () and found.segments == ()
+    assert found.pages == ()
+    assert found.segments == ()
     await call(memory, "forget", "ada", dentist.id, purge=True, use_async=use_async)
     assert dentist.id not in {
         s.id for s in await call(memory, "segments", "ada", use_async=use_async)

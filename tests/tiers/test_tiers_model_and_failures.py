@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FlakyEmbeddings, call
 from deepagents.backends import StateBackend
 from deepagents.backends.filesystem import FilesystemBackend
 from langchain_core.messages import AIMessage
 
+from conftest import FlakyEmbeddings, call
 from layered_memory import MemoryWriter
 from layered_memory.testing import ScriptedChatModel
 

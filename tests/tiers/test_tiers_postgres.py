@@ -35,8 +35,9 @@ WRITER = textwrap.dedent(
                               stm_capacity=2, tau=3)
         if mode == "write":
             for user in ("ada", "ada.x"):
-                for i, text in enumerate(["My dentist is Dr Alvarez.", "Dentist visits are on Mondays.",
-                                          "I grow tomatoes.", "Tomatoes need sun.", "filler"]):
+                texts = ["My dentist is Dr Alvarez.", "Dentist visits are on Mondays.",
+                         "I grow tomatoes.", "Tomatoes need sun.", "filler"]
+                for i, text in enumerate(texts):
                     memory.add_page(user, f"({user}) {text}", f"answer {i}")
         else:
             found = memory.retrieve("ada", "who is my dentist")
@@ -95,7 +96,8 @@ async def test_memory_persists_across_processes(conninfo: str) -> None:
         # Both users' items are in the table, under namespaces that do not prefix each other.
         ada = user_namespace(memory.namespace, "ada")
         listed = await store.alist_namespaces(prefix=ada)
-        assert listed and all(ns[: len(ada)] == ada for ns in listed)
+        assert listed
+        assert all(ns[: len(ada)] == ada for ns in listed)
         await memory.aadd_page("ada", "My dentist moved to Porto.", "ok")
 
     found = json.loads(_run(conninfo, "read"))
