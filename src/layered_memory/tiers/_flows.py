@@ -577,14 +577,13 @@ def _search_mid_term(
     candidates: list[tuple[float, str, str]] = []  # (cosine, page id, segment id)
     for segment, _ in top:
         record = records[segment.id]
-        if not record.ids:
-            continue
-        cosines = vec.cosines(record.matrix(), q, unit_rows=True).tolist()
-        candidates.extend(
-            (c, pid, segment.id)
-            for c, pid in zip(cosines, record.ids, strict=True)
-            if c >= s.page_threshold and pid not in record.hidden
-        )
+        for ids, matrix in record.parts():
+            cosines = vec.cosines(matrix, q, unit_rows=True).tolist()
+            candidates.extend(
+                (c, pid, segment.id)
+                for c, pid in zip(cosines, ids, strict=True)
+                if c >= s.page_threshold and pid not in record.hidden
+            )
     candidates.sort(key=lambda c: -c[0])
     best = candidates[: s.top_k]
     pages = yield from _pages(ctx, [pid for _, pid, _ in best], {})

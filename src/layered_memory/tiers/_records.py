@@ -61,6 +61,14 @@ def _strs(value: object) -> list[str]:
     return [item for item in value if isinstance(item, str)]
 
 
+def _counts(value: object) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        return {}
+    if set(map(type, value)) <= {str} and set(map(type, value.values())) <= {int}:
+        return dict(value)  # the common case, checked at C speed
+    return {k: _int(v) for k, v in value.items() if isinstance(k, str)}
+
+
 def _meta(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
@@ -149,11 +157,7 @@ class SegRec:
         return cls(
             id=value["id"],
             pages=_strs(value.get("pages")),
-            counts=(
-                {k: _int(v) for k, v in counts.items() if isinstance(k, str)}
-                if isinstance(counts, Mapping)
-                else {}
-            ),
+            counts=_counts(counts),
             keywords=_strs(value.get("keywords")),
             summary=_str(value.get("summary")),
             lines=_strs(value.get("lines"))[-MAX_LINES:],
@@ -414,57 +418,86 @@ class _DecodedMatrices:
 DECODED = _DecodedMatrices()
 
 
+BLOCK_ROWS = 256
+"""Page vectors per block: a new page re-encodes its block only, never the whole segment."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    rev: str
+    text: str
+    matrix: vec.Vector
+
+    @classmethod
+    def of(cls, rows: list[vec.Vector]) -> _Block:
+        rev = uuid.uuid4().hex
+        matrix = vec.stack(rows)
+        return cls(rev, DECODED.put(rev, matrix), matrix)
+
+
 @dataclass(slots=True)
 class SegVectors:
-    """The `vectors/<segment id>` record: the segment's page vectors, in page order."""
+    """The `vectors/<segment id>` record: the segment's page vectors (unit length), in page
+    order, in blocks of `BLOCK_ROWS` rows, and the ids of its hidden pages."""
 
     ids: list[str] = field(default_factory=list)
-    rows: list[vec.Vector] = field(default_factory=list)
+    blocks: list[_Block] = field(default_factory=list)
     hidden: set[str] = field(default_factory=set)
-    _matrix: vec.Vector | None = None
 
     @classmethod
     def load(cls, value: object, dim: int | None, *, where: str) -> SegVectors:
         if not isinstance(value, Mapping) or not dim:
             return cls()
         ids = _strs(value.get("ids"))
-        matrix = DECODED.get(value, len(ids), dim)
-        if matrix is None:
+        blocks: list[_Block] = []
+        raw_blocks = value.get("blocks")
+        for raw in raw_blocks if isinstance(raw_blocks, list) else []:
+            rows = _int(raw.get("rows")) if isinstance(raw, Mapping) else 0
+            matrix = DECODED.get(raw, rows, dim) if isinstance(raw, Mapping) and rows else None
+            if matrix is None:
+                break
+            blocks.append(_Block(str(raw.get("rev")), str(raw.get("vectors")), matrix))
+        if sum(int(block.matrix.shape[0]) for block in blocks) != len(ids):
             logger.warning("tiered memory %s: page vectors of a segment unreadable", where)
             return cls()
-        return cls(ids=ids, hidden=set(_strs(value.get("hidden"))), _matrix=matrix)
+        return cls(ids=ids, blocks=blocks, hidden=set(_strs(value.get("hidden"))))
 
-    def matrix(self) -> vec.Vector:
-        """One row per id (as loaded, or stacked again after a change)."""
-        return self._matrix if self._matrix is not None else vec.stack(self.rows)
-
-    def _unpack(self) -> None:
-        if self._matrix is not None:
-            self.rows = list(self._matrix)
-            self._matrix = None
+    def parts(self) -> list[tuple[list[str], vec.Vector]]:
+        """`(page ids, their vectors)` per block."""
+        out, start = [], 0
+        for block in self.blocks:
+            end = start + int(block.matrix.shape[0])
+            out.append((self.ids[start:end], block.matrix))
+            start = end
+        return out
 
     def append(self, page_id: str, vector: vec.Vector) -> None:
         """Add a page's vector, scaled to length 1 (retrieval then needs no row norms)."""
-        self._unpack()
+        row = vec.unit(vector)
+        if self.blocks and self.blocks[-1].matrix.shape[0] < BLOCK_ROWS:
+            self.blocks[-1] = _Block.of([*self.blocks[-1].matrix, row])
+        else:
+            self.blocks.append(_Block.of([row]))
         self.ids.append(page_id)
-        self.rows.append(vec.unit(vector))
 
     def remove(self, page_id: str) -> None:
-        self._unpack()
         if page_id in self.ids:
+            rows = [row for _, matrix in self.parts() for row in matrix]
             index = self.ids.index(page_id)
-            del self.ids[index], self.rows[index]
+            del self.ids[index], rows[index]
+            self.blocks = [
+                _Block.of(rows[i : i + BLOCK_ROWS]) for i in range(0, len(rows), BLOCK_ROWS)
+            ]
         self.hidden.discard(page_id)
 
     def dump(self) -> dict[str, Any]:
-        self._unpack()
-        rev = uuid.uuid4().hex
-        text = DECODED.put(rev, vec.stack(self.rows)) if self.rows else ""
         return {
             "version": VERSION,
             "ids": self.ids,
             "hidden": sorted(self.hidden),
-            "rev": rev,
-            "dim": int(self.rows[0].shape[0]) if self.rows else 0,
-            "vectors": text,
+            "dim": int(self.blocks[0].matrix.shape[1]) if self.blocks else 0,
+            "blocks": [
+                {"rev": b.rev, "rows": int(b.matrix.shape[0]), "vectors": b.text}
+                for b in self.blocks
+            ],
         }
