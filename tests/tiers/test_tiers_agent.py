@@ -153,6 +153,23 @@ async def test_model_bookkeeping_runs_after_the_answer_and_failures_keep_the_pag
     assert pages == ["lisbon flat", "lisbon rent"]
 
 
+async def test_consolidation_can_be_left_to_a_background_worker(clock, use_async):
+    model = ScriptedChatModel(script=[], default="{}")
+    memory = _memory(clock, stm_capacity=1, model=model)
+    agent = create_agent(
+        ScriptedChatModel(script=[], default="ok"),
+        tools=[],
+        middleware=[TieredMemoryMiddleware(memory, consolidate=False)],
+    )
+    for i, text in enumerate(["lisbon flat", "lisbon rent", "weather"]):
+        await _ask(agent, text, user="ada", thread=f"t{i}", use_async=use_async)
+    assert model.prompts == []  # no model call during the runs
+    assert [p.query for p in memory.short_term("ada")] == ["lisbon flat", "lisbon rent", "weather"]
+    report = memory.consolidate("ada")  # the worker's job
+    assert (report.moved, report.pending) == (2, 0)
+    assert len(model.prompts) >= 2
+
+
 async def test_deep_agent_with_tiered_memory(clock, use_async):
     memory = _memory(clock)
     model = ScriptedChatModel(script=[], default="ok")

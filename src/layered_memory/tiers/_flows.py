@@ -193,7 +193,9 @@ def segment_heat(ctx: Context, segment: SegRec, visits: dict[str, tuple[int, flo
 # --- recording and consolidation -------------------------------------------------------------
 
 
-def add_page(ctx: Context, query: str, response: str, meta: dict[str, Any]) -> Flow[Page]:
+def add_page(
+    ctx: Context, query: str, response: str, meta: dict[str, Any], *, then_consolidate: bool = True
+) -> Flow[Page]:
     """Append a page to short-term memory (written at once), then consolidate."""
     loaded = yield from load(ctx)
     state = loaded.state
@@ -203,7 +205,8 @@ def add_page(ctx: Context, query: str, response: str, meta: dict[str, Any]) -> F
     state.stm.append(page)
     # Written before any embedding or model call: whatever fails next, the page is kept.
     yield StoreBatch((PutOp(ctx.namespace, STATE_KEY, state.dump()),))
-    yield from consolidate(ctx, loaded, written=True)
+    if then_consolidate:
+        yield from consolidate(ctx, loaded, written=True)
     return page.public()
 
 

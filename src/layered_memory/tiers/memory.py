@@ -122,17 +122,29 @@ class TieredMemory:
     # --- the public API (sync) ---------------------------------------------------------------
 
     def add_page(
-        self, user_id: str, query: str, response: str, *, meta: Mapping[str, Any] | None = None
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        consolidate: bool = True,
     ) -> Page:
         """Record one exchange in short-term memory, then consolidate (see `consolidate`).
 
         The page is written before any embedding or model call, so no failure loses it.
+        `consolidate=False` only records it (one store write, no embedding or model call);
+        run `consolidate(user_id)` later, e.g. from a background worker.
         """
         ctx = self._context(user_id)
         with self._locked(ctx):
             return self._run(
                 _flows.add_page(
-                    ctx, _text_arg(query, "query"), _text_arg(response, "response"), _meta(meta)
+                    ctx,
+                    _text_arg(query, "query"),
+                    _text_arg(response, "response"),
+                    _meta(meta),
+                    then_consolidate=bool(consolidate),
                 )
             )
 
@@ -181,14 +193,24 @@ class TieredMemory:
     # --- the public API (async) --------------------------------------------------------------
 
     async def aadd_page(
-        self, user_id: str, query: str, response: str, *, meta: Mapping[str, Any] | None = None
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        consolidate: bool = True,
     ) -> Page:
         """Async `add_page`."""
         ctx = self._context(user_id)
         async with self._alocked(ctx):
             return await self._arun(
                 _flows.add_page(
-                    ctx, _text_arg(query, "query"), _text_arg(response, "response"), _meta(meta)
+                    ctx,
+                    _text_arg(query, "query"),
+                    _text_arg(response, "response"),
+                    _meta(meta),
+                    then_consolidate=bool(consolidate),
                 )
             )
 

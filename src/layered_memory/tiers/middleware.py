@@ -61,6 +61,10 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState, ContextT, Respon
         user_id_key: Key of the user id in `runtime.context`, else in `config["configurable"]`.
         max_chars: Budget of the injected block, tags included.
         record: Record each turn as a page after the run (False: read-only memory).
+        consolidate: After recording, also consolidate (move pages to mid-term, promote:
+            embedding and model calls) in `after_agent`. False: only record the page (one store
+            write) and run `memory.consolidate(user_id)` yourself, e.g. from a background
+            worker, so not even `invoke()`'s return waits for it.
         strict: Raise on a missing or invalid user id and on memory errors instead of
             logging a warning and going on without memory.
 
@@ -79,6 +83,7 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState, ContextT, Respon
         user_id_key: str = "user_id",
         max_chars: int = DEFAULT_MAX_CHARS,
         record: bool = True,
+        consolidate: bool = True,
         strict: bool = False,
     ) -> None:
         super().__init__()
@@ -95,6 +100,7 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState, ContextT, Respon
         self.user_id_key = user_id_key
         self.max_chars = max_chars
         self.record = bool(record)
+        self.consolidate = bool(consolidate)
         self.strict = bool(strict)
 
     @property
@@ -158,7 +164,7 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState, ContextT, Respon
         turn = self._turn(state, runtime)
         if turn is not None:
             try:
-                self.memory.add_page(*turn[:3], meta=turn[3])
+                self.memory.add_page(*turn[:3], meta=turn[3], consolidate=self.consolidate)
             except Exception as exc:
                 self._failed("recording", exc)
         return None
@@ -170,7 +176,7 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState, ContextT, Respon
         turn = self._turn(state, runtime)
         if turn is not None:
             try:
-                await self.memory.aadd_page(*turn[:3], meta=turn[3])
+                await self.memory.aadd_page(*turn[:3], meta=turn[3], consolidate=self.consolidate)
             except Exception as exc:
                 self._failed("recording", exc)
         return None
