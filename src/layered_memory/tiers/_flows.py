@@ -432,7 +432,7 @@ def _promote(
     hot = [
         (segment_heat(ctx, segment, loaded.visits), segment)
         for segment in state.segments
-        if not segment.forgotten and len(segment.promoted) < len(segment.pages)
+        if not segment.forgotten and segment.promoted < len(segment.pages)
     ]
     hot = sorted(
         ((h, seg) for h, seg in hot if h >= s.tau), key=lambda pair: (-pair[0], pair[1].created)
@@ -440,8 +440,7 @@ def _promote(
     changed = False
     fresh = {op.key: op.value for op in puts if isinstance(op, PutOp) and op.namespace == ctx.pages}
     for _, segment in hot:
-        promoted = set(segment.promoted)
-        ids = [page_id for page_id in segment.pages if page_id not in promoted]
+        ids = segment.pages[segment.promoted :]
         pages = yield from _pages(ctx, ids, fresh)
         visible = [page for page in pages if not page.forgotten]
         entries = _lexical_promotion(segment, visible)
@@ -472,7 +471,7 @@ def _promote(
             report.facts += len(new)
             changed = True
         segment.l_interaction = 0
-        segment.promoted = [*segment.promoted, *ids]
+        segment.promoted = len(segment.pages)
         report.promoted += 1
         if ctx.has_writer and new:
             line = "; ".join(new)
@@ -577,23 +576,31 @@ def _search_mid_term(
     if not top:
         return (), ()
     records = yield from _segment_vectors(ctx, loaded.state, [seg.id for seg, _ in top], {})
-    candidates: list[tuple[float, str, str]] = []  # (cosine, page id, segment id)
+    # Scored with numpy end to end: Python only touches the top-k pages (10,000s per turn).
+    page_scores: list[vec.Vector] = []
+    page_ids: list[str] = []
+    owners: list[str] = []
+    visited: set[str] = set()
     for segment, _ in top:
         record = records[segment.id]
         for ids, matrix in record.parts():
-            cosines = vec.cosines(matrix, q, unit_rows=True).tolist()
-            candidates.extend(
-                (c, pid, segment.id)
-                for c, pid in zip(cosines, ids, strict=True)
-                if c >= s.page_threshold and pid not in record.hidden
-            )
-    candidates.sort(key=lambda c: -c[0])
-    best = candidates[: s.top_k]
+            cosines = vec.cosines(matrix, q, unit_rows=True)
+            if record.hidden:
+                cosines = cosines.copy()
+                cosines[[i for i, pid in enumerate(ids) if pid in record.hidden]] = -2.0
+            if bool((cosines >= s.page_threshold).any()):
+                visited.add(segment.id)
+            page_scores.append(cosines)
+            page_ids += ids
+            owners += [segment.id] * len(ids)
+    best = [
+        (score, page_ids[i], owners[i])
+        for i, score in vec.top_indices(page_scores, s.top_k, minimum=s.page_threshold)
+    ]
     pages = yield from _pages(ctx, [pid for _, pid, _ in best], {})
     by_id = {page.id: page for page in pages if not page.forgotten}
     found = [(c, by_id[pid]) for c, pid, _ in best if pid in by_id]
     found.sort(key=lambda pair: (-pair[0], -pair[1].timestamp))
-    visited = {sid for _, _, sid in candidates}
     if visited:
         # Retrieval updates N_visit and recency (the paper's R_recency is since the last access).
         visits = {
@@ -694,8 +701,9 @@ def _forget_page(
         raise TierItemError(item_id, "no such page")
     record = (yield from _segment_vectors(ctx, state, [segment.id], {}))[segment.id]
     if purge:
+        if segment.pages.index(item_id) < segment.promoted:
+            segment.promoted -= 1
         segment.pages.remove(item_id)
-        segment.promoted = [p for p in segment.promoted if p != item_id]
         record.remove(item_id)
         puts.append(PutOp(ctx.pages, item_id, None))
     else:

@@ -146,7 +146,8 @@ class SegRec:
     l_interaction: int
     last_access: float
     created: float
-    promoted: list[str] = field(default_factory=list)
+    promoted: int = 0
+    """Its first `promoted` pages were promoted (a promotion takes every page after them)."""
     forgotten: bool = False
 
     @classmethod
@@ -164,7 +165,7 @@ class SegRec:
             l_interaction=_int(value.get("l_interaction")),
             last_access=_num(value.get("last_access")),
             created=_num(value.get("created")),
-            promoted=_strs(value.get("promoted")),
+            promoted=min(_int(value.get("promoted")), len(_strs(value.get("pages")))),
             forgotten=value.get("forgotten") is True,
         )
 
@@ -201,7 +202,7 @@ class SegRec:
             created=self.created,
             summary=self.summary,
             keywords=tuple(self.keywords),
-            promoted=len(self.promoted),
+            promoted=self.promoted,
             forgotten=self.forgotten,
         )
 

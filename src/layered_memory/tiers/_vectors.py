@@ -111,3 +111,18 @@ def cosines(matrix: Vector, query: Vector, *, unit_rows: bool = False) -> Vector
     q = unit(query)
     result: Vector = (matrix @ q) / norms
     return result
+
+
+def top_indices(parts: Sequence[Vector], k: int, *, minimum: float) -> list[tuple[int, float]]:
+    """`(index, score)` of the `k` best scores >= `minimum` across the concatenated `parts`,
+    best first (ties: the earlier index first)."""
+    if not parts or k <= 0:
+        return []
+    scores = np.concatenate(parts)
+    above = np.nonzero(scores >= minimum)[0]
+    if above.size > k:
+        # The k-th best score, then every index at least that good, in a stable order.
+        cut = np.partition(scores[above], above.size - k)[above.size - k]
+        above = above[scores[above] >= cut]
+    order = above[np.argsort(-scores[above], kind="stable")][:k]
+    return [(int(i), float(scores[i])) for i in order]
