@@ -152,3 +152,27 @@ def test_a_corrupt_state_record_is_a_logged_skip(make_memory, caplog):
     assert "skipped a malformed short-term page" in caplog.text
     assert "segment vectors unreadable" in caplog.text
     memory.add_page("ada", "more", "ok")  # and the memory keeps working
+
+
+def test_huge_texts_are_capped_with_a_marker(make_memory, caplog):
+    memory = make_memory(max_text_chars=100)
+    page = memory.add_page("ada", "q" * 5000, "short")
+    assert len(page.query) == 100
+    assert page.query.endswith("more chars not kept]")
+    assert page.response == "short"
+    assert "query of 5000 chars cut to max_text_chars=100" in caplog.text
+
+
+@pytest.mark.parametrize("meta", [{"x": object()}, {"x": float("nan")}, ["not", "a", "mapping"]])
+def test_meta_must_be_json(make_memory, meta):
+    memory = make_memory()
+    with pytest.raises(TypeError, match="meta"):
+        memory.add_page("ada", "q", "r", meta=meta)
+    assert memory.short_term("ada") == []
+
+
+@pytest.mark.parametrize("value", [float("nan"), "now", None])
+def test_a_broken_clock_is_a_clear_error(make_memory, value):
+    memory = make_memory(clock=lambda: value)
+    with pytest.raises(ValueError, match="clock"):
+        memory.add_page("ada", "q", "r")

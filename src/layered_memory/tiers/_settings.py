@@ -41,6 +41,9 @@ class TierSettings:
         fact_threshold: Minimum cosine of a fact with the query to return it.
         max_profile: Profile entries returned per retrieval (newest first).
         max_promotions: Segments promoted per consolidation at most (the rest wait for the next).
+        max_text_chars: A page's query and response are each kept up to this many characters
+            (the rest is cut with a marker and a warning), so one huge message cannot bloat
+            every later turn's records.
     """
 
     stm_capacity: int = 7
@@ -60,9 +63,12 @@ class TierSettings:
     fact_threshold: float = 0.2
     max_profile: int = 10
     max_promotions: int = 3
+    max_text_chars: int = 20_000
 
     def __post_init__(self) -> None:
-        for name in ("stm_capacity", "mtm_capacity", "top_m", "top_k", "lpm_capacity"):
+        for name in (
+            "stm_capacity", "mtm_capacity", "top_m", "top_k", "lpm_capacity", "max_text_chars",
+        ):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 msg = f"{name} must be an int >= 1, got {value!r}"

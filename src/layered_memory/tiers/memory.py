@@ -8,6 +8,9 @@ persona extraction from an optional chat model (lexical without one).
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
     from layered_memory.insights import MemoryWriter
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 WriterFactory = Callable[[str], "MemoryWriter | None"]
 
@@ -141,8 +146,8 @@ class TieredMemory:
             return self._run(
                 _flows.add_page(
                     ctx,
-                    _text_arg(query, "query"),
-                    _text_arg(response, "response"),
+                    self._page_text(query, "query", ctx),
+                    self._page_text(response, "response", ctx),
                     _meta(meta),
                     then_consolidate=bool(consolidate),
                 )
@@ -207,8 +212,8 @@ class TieredMemory:
             return await self._arun(
                 _flows.add_page(
                     ctx,
-                    _text_arg(query, "query"),
-                    _text_arg(response, "response"),
+                    self._page_text(query, "query", ctx),
+                    self._page_text(response, "response", ctx),
                     _meta(meta),
                     then_consolidate=bool(consolidate),
                 )
@@ -255,11 +260,15 @@ class TieredMemory:
     # --- drivers -------------------------------------------------------------------------------
 
     def _context(self, user_id: str) -> _flows.Context:
+        now = self.clock()
+        if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+            msg = f"clock must return finite epoch seconds, got {now!r}"
+            raise ValueError(msg)
         return _flows.Context(
             settings=self.settings,
             namespace=user_namespace(self.namespace, user_id),
             user_id=user_id,
-            now=float(self.clock()),
+            now=float(now),
             has_model=self.model is not None,
             has_writer=self.memory_writer is not None,
         )
@@ -279,6 +288,20 @@ class TieredMemory:
             yield
         finally:
             lock.release()
+
+    def _page_text(self, value: object, name: str, ctx: _flows.Context) -> str:
+        text = _text_arg(value, name)
+        limit = self.settings.max_text_chars
+        if len(text) <= limit:
+            return text
+        logger.warning(
+            "tiered memory %s: %s of %d chars cut to max_text_chars=%d",
+            ctx.where,
+            name,
+            len(text),
+            limit,
+        )
+        return _capped(text, limit)
 
     def _writer(self, user_id: str) -> MemoryWriter | None:
         writer = self.memory_writer
@@ -345,6 +368,11 @@ class TieredMemory:
             return Failed(exc)
 
 
+def _capped(text: str, limit: int) -> str:
+    marker = f" [... {len(text) - limit} more chars not kept]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
 def _text_arg(value: object, name: str) -> str:
     if not isinstance(value, str):
         msg = f"{name} must be a str, got {type(value).__name__}"
@@ -358,6 +386,11 @@ def _meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(meta, Mapping):
         msg = f"meta must be a mapping or None, got {type(meta).__name__}"
         raise TypeError(msg)
+    try:  # it is stored as JSON (PostgresStore): refuse what could not be, before any write
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        msg = f"meta must be JSON-serializable (str keys, JSON values): {exc}"
+        raise TypeError(msg) from None
     return dict(meta)
 
 
