@@ -1,4 +1,4 @@
-"""Scenario 8: tiered conversational memory (MemoryOS): recall of planted facts and time.
+"""Scenario 10: tiered conversational memory (MemoryOS): recall of planted facts and time.
 
 The conversation, the probes and the measures are `benchmarks/tiers_eval.py`'s: recall@5 of
 the planted facts (tiered top-5 retrieved items against the last 5 exchanges), recall within
@@ -40,7 +40,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
     n = max(recall.probes, 1)
     rows = [
         Row(
-            "8. recall@5 of planted facts",
+            "10. recall@5 of planted facts",
             None,
             None,
             "> last-5 baseline",
@@ -54,7 +54,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
             },
         ),
         Row(
-            f"8. recall within {BUDGET} prompt chars",
+            f"10. recall within {BUDGET} prompt chars",
             None,
             None,
             "> last-N baseline",
@@ -76,7 +76,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
         segments = len(memory.segments(USER))
         rows.append(
             Row(
-                f"8. retrieval per turn, {size:,} pages",
+                f"10. retrieval per turn, {size:,} pages",
                 median * 1e6,
                 None,
                 f"< {GOAL_MS:.0f} ms at 10,000" if size == 10_000 else "info",
@@ -95,4 +95,4 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
             f"built by add_page in {seconds:.1f} s): retrieval median {median:.2f} ms wall "
             f"(p90 {p90:.2f} ms), {median_cpu:.2f} ms CPU, over {len(samples)} queries."
         )
-    return ScenarioResult("tiers", "8. Tiered memory", rows, notes)
+    return ScenarioResult("tiers", "10. Tiered memory", rows, notes)

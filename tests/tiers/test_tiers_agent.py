@@ -11,8 +11,8 @@ from deepagents import create_deep_agent
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
+from tiers_helpers import Clock
 
-from conftest import Clock
 from layered_memory.errors import TierUserIdError
 from layered_memory.testing import LexicalEmbeddings, ScriptedChatModel
 from layered_memory.tiers import TieredMemory, TieredMemoryMiddleware

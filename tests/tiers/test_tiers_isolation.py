@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from langgraph.store.memory import InMemoryStore
+from tiers_helpers import call
 
-from conftest import call
 from layered_memory.errors import TierItemError, TierUserIdError
 from layered_memory.tiers._settings import user_namespace
 

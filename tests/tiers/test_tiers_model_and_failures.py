@@ -9,8 +9,8 @@ import pytest
 from deepagents.backends import StateBackend
 from deepagents.backends.filesystem import FilesystemBackend
 from langchain_core.messages import AIMessage
+from tiers_helpers import FlakyEmbeddings, call
 
-from conftest import FlakyEmbeddings, call
 from layered_memory import MemoryWriter
 from layered_memory.testing import ScriptedChatModel
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from tiers_helpers import Clock, TableEmbeddings, call, unit_at
 
-from conftest import Clock, TableEmbeddings, call, unit_at
 from layered_memory.tiers import TieredMemory
 from layered_memory.tiers._heat import heat
 
