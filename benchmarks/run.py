@@ -33,6 +33,7 @@ from benchmarks.scenarios import (
     per_call,
     rule_matching,
     scale,
+    tiers,
     views,
     warm,
     write_back,
@@ -49,6 +50,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "scale": ("7. Scale", scale.run),
     "views": ("8. Message views", views.run),
     "graph": ("9. Knowledge graph", graph.run),
+    "tiers": ("10. Tiered memory", tiers.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 
