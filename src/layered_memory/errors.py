@@ -75,3 +75,20 @@ class MemoryWriteError(LayeredMemoryError):
         self.path = path
         self.reason = reason
         super().__init__(f"could not write memory file {path!r}: {reason}")
+
+
+class CheckpointCacheError(LayeredMemoryError):
+    """The Redis side of a `CachedCheckpointSaver` held something unusable for one thread.
+
+    Never raised to callers: the saver logs it, drops the entry and answers from the wrapped
+    saver.
+
+    Attributes:
+        thread_id: The thread whose cache entry was rejected.
+        reason: What was wrong with it.
+    """
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        self.thread_id = thread_id
+        self.reason = reason
+        super().__init__(f"checkpoint cache entry of thread {thread_id!r} rejected: {reason}")
