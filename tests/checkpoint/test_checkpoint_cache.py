@@ -222,7 +222,8 @@ async def test_session_key_threads_and_prefix_listing(
         await put(saver, thread_id, conversation(2, tag=thread_id), use_async)
         for _ in range(3):
             tup = await read(other, config, use_async)
-            assert tup is not None and tup.config["configurable"]["thread_id"] == thread_id
+            assert tup is not None
+            assert tup.config["configurable"]["thread_id"] == thread_id
     if use_async:
         found = await alist_thread_ids(other, "acme corp")
         research = await alist_thread_ids(other, "acme corp", "research")
