@@ -214,18 +214,17 @@ class RedisSide:
         return scripts
 
     def _repair(self, scripts: dict[str, Any]) -> None:
-        scripts["REPAIR"](keys=[Keys.of(self.prefix, "").epoch], args=[new_token()])
+        self._run_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [new_token()])])
         for op in self._unfinished_ops():
             self._run_many(scripts["END_WRITE"], self._write_calls(op))
 
     def _run_many(self, script: Any, calls: list[tuple[list[bytes], list[Any]]]) -> None:
+        # EVAL with the text, not EVALSHA: when Redis is frozen, the command queued in its socket
+        # runs when it wakes up, and an EVALSHA of a script it never loaded would just fail.
         assert self._client is not None
-        if len(calls) == 1:
-            script(keys=calls[0][0], args=calls[0][1])
-            return
         pipe = self._client.pipeline(transaction=False)
         for keys, args in calls:
-            script(keys=keys, args=args, client=pipe)
+            pipe.eval(script.script, len(keys), *keys, *args)
         pipe.execute()
 
     def read(self, thread_id: str, ns: str, *, held: str | None, payload: bool) -> Read | None:
@@ -296,18 +295,17 @@ class RedisSide:
         return scripts
 
     async def _arepair(self, scripts: dict[str, Any]) -> None:
-        await scripts["REPAIR"](keys=[Keys.of(self.prefix, "").epoch], args=[new_token()])
+        await self._arun_many(
+            scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [new_token()])]
+        )
         for op in self._unfinished_ops():
             await self._arun_many(scripts["END_WRITE"], self._write_calls(op))
 
     async def _arun_many(self, script: Any, calls: list[tuple[list[bytes], list[Any]]]) -> None:
         assert self._aclient is not None
-        if len(calls) == 1:
-            await script(keys=calls[0][0], args=calls[0][1])
-            return
         pipe = self._aclient.pipeline(transaction=False)
         for keys, args in calls:
-            await script(keys=keys, args=args, client=pipe)
+            pipe.eval(script.script, len(keys), *keys, *args)
         await pipe.execute()
 
     async def aread(
