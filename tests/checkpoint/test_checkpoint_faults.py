@@ -71,6 +71,15 @@ async def test_redis_killed_then_back(
     await saver.aclose()
 
 
+def tokens(server: RedisServer, prefix: str) -> tuple[Any, Any]:
+    keys = Keys.of(prefix, "t")
+    client = server.client()
+    try:
+        return client.get(keys.epoch), client.hgetall(keys.thread)
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize("use_async", [False, True])
 async def test_restart_from_an_older_snapshot_serves_nothing_older(
     own_redis: RedisServer, caplog: pytest.LogCaptureFixture, use_async: bool
