@@ -27,6 +27,7 @@ if __package__ in (None, ""):
 from benchmarks._plan import FULL, QUICK, Plan
 from benchmarks._report import Row, ScenarioResult, results_markdown, table
 from benchmarks.scenarios import (
+    checkpoint,
     cold_load,
     end_to_end,
     per_call,
@@ -45,6 +46,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "write_back": ("5. Write-back", write_back.run),
     "end_to_end": ("6. End to end", end_to_end.run),
     "scale": ("7. Scale", scale.run),
+    "checkpoint": ("8. Checkpoint cache", checkpoint.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -4,10 +4,12 @@ Deserializing a 200-message checkpoint is most of what ``get_tuple`` costs, so a
 deserialize: it restores an in-process snapshot (see `_codec.snapshot`) after one Redis round
 trip has confirmed the thread's version is unchanged.
 
-Admission: a version is snapshotted on its *second* read in this process. A thread read once
-per version (a chat turn reads its thread once, then writes) never pays for a snapshot, so the
-cold path stays as cheap as the wrapped saver; a thread read again (state polling, history
-views, several graphs on one thread) becomes hot from its third read.
+Admission: a version is snapshotted on its second read in this process (async reads without a
+signing key: on its third, because their first reads overlap the Redis and database calls,
+which is only safe when nothing is kept). A thread read once per version (a chat turn reads its
+thread once, then writes) never pays for a snapshot, so the cold path stays as cheap as the
+wrapped saver; a thread read again (state polling, history views, several graphs on one thread)
+becomes hot after that.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = ["LocalTuples"]
 class _Entry:
     version: str
     blob: bytes | None  # None: read once under `version`, not kept yet
+    ready: bool = False  # read twice, concurrently with Redis: the next read keeps it
 
 
 class LocalTuples:
@@ -50,6 +53,29 @@ class LocalTuples:
         with self._lock:
             entry = self._threads.get(thread_id, {}).get(checkpoint_ns)
             return entry.version if entry is not None and entry.blob is not None else None
+
+    def wants_ordered_read(self, thread_id: str, checkpoint_ns: str) -> bool:
+        """Whether the next read may keep a snapshot, so Redis must answer before the database.
+
+        True when a snapshot is held (it may be a hit) or the version was already read twice.
+        """
+        with self._lock:
+            entry = self._threads.get(thread_id, {}).get(checkpoint_ns)
+            return entry is not None and (entry.blob is not None or entry.ready)
+
+    def note_unordered_read(self, thread_id: str, checkpoint_ns: str, version: str) -> None:
+        """Record a read whose Redis and database calls overlapped (nothing is kept)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            spaces = self._threads.setdefault(thread_id, {})
+            self._threads.move_to_end(thread_id)
+            entry = spaces.get(checkpoint_ns)
+            if entry is not None and entry.version == version:
+                entry.ready = True
+            else:
+                self._replace(spaces, checkpoint_ns, _Entry(version, None))
+            self._evict()
 
     def get(self, thread_id: str, checkpoint_ns: str, version: str) -> bytes | None:
         """The snapshot kept under exactly ``version``, or None."""

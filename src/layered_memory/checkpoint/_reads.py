@@ -17,6 +17,7 @@ bumps the global epoch, so nothing cached before it is served again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -162,8 +163,18 @@ class ReadPath:
     # -- async --------------------------------------------------------------------------------
 
     async def aget(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async twin of `get`."""
+        """Async twin of `get`; a read that keeps nothing asks Redis and the saver at once."""
         thread_id, ns = _target(config)
+        if self.signing_key is None and not self._local.wants_ordered_read(thread_id, ns):
+            # Nothing read here is kept (the read that keeps a snapshot asks Redis first), so
+            # the two calls may overlap: a cold read costs the slower of them, not their sum.
+            read, tup = await asyncio.gather(
+                self._redis.aread(thread_id, ns, held=None, payload=False),
+                self._saver.aget_tuple(config),
+            )
+            if read is not None and tup is not None:
+                self._local.note_unordered_read(thread_id, ns, read.version)
+            return tup
         read = await self._redis.aread(
             thread_id, ns, held=self._held(thread_id, ns), payload=self.signing_key is not None
         )
@@ -187,9 +198,13 @@ class ReadPath:
         """Async twin of `writing`."""
         op = self._redis.new_op(thread_ids)
         self._forget(thread_ids)
-        await self._redis.abegin(op)
+        # The mark goes out while the wrapped saver writes; it is in Redis before this write
+        # returns, and from then on no worker serves or fills the thread until the unmark,
+        # which can therefore finish in the background.
+        begin = asyncio.ensure_future(self._redis.abegin(op))
         try:
             yield
         finally:
+            await begin
             self._forget(thread_ids)
-            await self._redis.aend(op)
+            self._redis.spawn(self._redis.aend(op))

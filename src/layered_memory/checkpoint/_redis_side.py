@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -96,6 +96,7 @@ class RedisSide:
         self._ascripts: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._unfinished: dict[str, Op] = {}
+        self._tasks: set[asyncio.Future[None]] = set()
 
     # -- clients ------------------------------------------------------------------------------
 
@@ -144,8 +145,21 @@ class RedisSide:
             self._client.close()
             self._client = None
 
+    def spawn(self, call: Coroutine[Any, Any, None]) -> None:
+        """Run a Redis call in the background (kept until done; `aclose` waits for it)."""
+        task = asyncio.ensure_future(call)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def settle(self) -> None:
+        """Wait for the background calls (the unmarks of finished writes)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks))
+
     async def aclose(self) -> None:
-        """Close both clients (the async one only from the loop that made it)."""
+        """Finish background calls, then close both clients (the async one only from the loop
+        that made it)."""
+        await self.settle()
         self.close()
         if self._aclient is not None:
             if self._aloop is asyncio.get_running_loop():
