@@ -97,16 +97,16 @@ def _row(label: str, ours: list[int], base: list[int], target: float | None) -> 
     )
 
 
-def run(plan: Plan, workdir: Path) -> ScenarioResult:
+def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 - all state is in servers
     """Time the cached and the plain PostgreSQL saver, interleaved."""
     try:
         return asyncio.run(_run(SIZES.get(plan.name, SIZES["quick"])))
-    except _Unavailable as exc:
+    except _UnavailableError as exc:
         row = Row(TITLE, None, None, "servers", "unavailable", ours_text="unavailable")
         return ScenarioResult("checkpoint", TITLE, [row], [f"Not measured: {exc}"])
 
 
-class _Unavailable(Exception):
+class _UnavailableError(Exception):
     pass
 
 
@@ -115,12 +115,12 @@ async def _connect() -> tuple[Any, str]:
         import psycopg
         import redis
     except ImportError as exc:
-        raise _Unavailable(f"{exc.name} is not installed") from None
+        raise _UnavailableError(f"{exc.name} is not installed") from None
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise _Unavailable(f"Redis: {exc}") from None
+        raise _UnavailableError(f"Redis: {exc}") from None
     finally:
         client.close()
     schema = f"lm_bench_{uuid.uuid4().hex[:10]}"
@@ -129,7 +129,7 @@ async def _connect() -> tuple[Any, str]:
             POSTGRES_URL, autocommit=True, connect_timeout=3
         )
     except psycopg.Error as exc:
-        raise _Unavailable(f"PostgreSQL: {str(exc).splitlines()[0]}") from None
+        raise _UnavailableError(f"PostgreSQL: {str(exc).splitlines()[0]}") from None
     await admin.execute(f'CREATE SCHEMA "{schema}"')
     return admin, schema
 
@@ -240,8 +240,10 @@ async def _measure(postgres: Any, prefix: str, size: dict[str, int]) -> Scenario
         await saver.aclose()
 
     rows = [
-        _row(f"8. checkpoint: hot aget_tuple, {n} messages", hot["cached"], hot["postgres"], HOT_TARGET),
-        _row("8. checkpoint: cold aget_tuple (miss)", cold["cached"], cold["postgres"], COLD_TARGET),
+        _row(f"8. checkpoint: hot aget_tuple, {n} messages", hot["cached"], hot["postgres"],
+             HOT_TARGET),
+        _row("8. checkpoint: cold aget_tuple (miss)", cold["cached"], cold["postgres"],
+             COLD_TARGET),
         _row("8. checkpoint: the read that keeps a snapshot", second["cached"],
              second["postgres"], None),
         _row("8. checkpoint: cold read, signing_key set (no overlap)", signed_cold["signed"],

@@ -168,10 +168,11 @@ class ReadPath:
         if self.signing_key is None and not self._local.wants_ordered_read(thread_id, ns):
             # Nothing read here is kept (the read that keeps a snapshot asks Redis first), so
             # the two calls may overlap: a cold read costs the slower of them, not their sum.
-            read, tup = await asyncio.gather(
+            read, found = await asyncio.gather(
                 self._redis.aread(thread_id, ns, held=None, payload=False),
                 self._saver.aget_tuple(config),
             )
+            tup: CheckpointTuple | None = found
             if read is not None and tup is not None:
                 self._local.note_unordered_read(thread_id, ns, read.version)
             return tup
