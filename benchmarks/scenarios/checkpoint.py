@@ -29,7 +29,7 @@ COLD_TARGET = 1.1
 TITLE = "8. Checkpoint cache"
 # Sizes by plan name (kept here rather than in Plan: other scenarios own that file).
 SIZES = {
-    "full": {"messages": 200, "hot": 400, "cold": 150, "turns": 40},
+    "full": {"messages": 200, "hot": 300, "cold": 60, "turns": 30},
     "quick": {"messages": 200, "hot": 100, "cold": 40, "turns": 10},
     "tiny": {"messages": 20, "hot": 5, "cold": 3, "turns": 2},
 }

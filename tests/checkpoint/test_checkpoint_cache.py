@@ -340,6 +340,7 @@ async def test_keys_of_the_wrong_type_are_replaced(
     [
         ({"redis_url": 5}, TypeError, "redis_url"),
         ({"redis_url": "http://x"}, ValueError, "redis_url"),
+        ({"redis_url": "redis://host:port/0"}, ValueError, "redis_url"),
         ({"ttl": 0}, ValueError, "ttl"),
         ({"ttl": True}, TypeError, "ttl"),
         ({"prefix": ""}, ValueError, "prefix"),

@@ -10,9 +10,14 @@ Read of a thread's latest checkpoint:
 4. On the second read of one version in this process, the tuple is snapshotted (and its payload
    stored with a compare-and-set on the version read in step 1, before the wrapped saver was).
 
+An async read that cannot keep anything (no snapshot held, version not yet read twice, no
+signing key) sends step 1 and the wrapped saver's read at once: it only notes the version.
+
 Write: mark the thread(s) pending and change the version, write through, unmark and change the
-version again. If Redis fails at any step, the breaker opens and the repair after the outage
-bumps the global epoch, so nothing cached before it is served again.
+version again. Async writes send the mark alongside the wrapped write and wait for both; the
+unmark then finishes in the background (the mark already keeps every worker off the thread).
+If Redis fails at any step, the breaker opens and the repair after the outage bumps the global
+epoch, so nothing cached before it is served again.
 """
 
 from __future__ import annotations

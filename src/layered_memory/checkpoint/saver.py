@@ -100,6 +100,13 @@ def _check_url(redis_url: object) -> str:
     if not redis_url.startswith(("redis://", "rediss://", "unix://")):
         msg = "redis_url must start with redis://, rediss:// or unix://"
         raise ValueError(msg)
+    try:
+        from redis.connection import parse_url
+
+        parse_url(redis_url)  # type: ignore[no-untyped-call]  # no I/O; fails here, not later
+    except ValueError as exc:
+        msg = f"redis_url {redact_url(redis_url)!r} is malformed: {exc}"
+        raise ValueError(msg) from None
     return redis_url
 
 
@@ -310,12 +317,12 @@ class _Capabilities(CachedCheckpointSaver):
     # -- reads --------------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        if get_checkpoint_id(config) or _thread(config) is None:
+        if _thread(config) is None or get_checkpoint_id(config):
             return self._saver.get_tuple(config)
         return self._reads.get(config)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        if get_checkpoint_id(config) or _thread(config) is None:
+        if _thread(config) is None or get_checkpoint_id(config):
             return await self._saver.aget_tuple(config)
         return await self._reads.aget(config)
 
