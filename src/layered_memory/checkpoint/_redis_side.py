@@ -184,10 +184,7 @@ class RedisSide:
 
     def _write_calls(self, op: Op) -> list[tuple[list[bytes], list[Any]]]:
         threads = op.threads if op.scope == "thread" else ("",)
-        return [
-            (self._keys(t), [op.id, WRITE_LEASE_MS, new_token(), self.ttl_ms, op.scope])
-            for t in threads
-        ]
+        return [(self._keys(t), [op.id, WRITE_LEASE_MS, op.scope]) for t in threads]
 
     def _unfinished_ops(self) -> list[Op]:
         with self._lock:
@@ -228,7 +225,7 @@ class RedisSide:
         return scripts
 
     def _repair(self, scripts: dict[str, Any]) -> None:
-        self._run_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [new_token()])])
+        self._run_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
         for op in self._unfinished_ops():
             self._run_many(scripts["END_WRITE"], self._write_calls(op))
 
@@ -309,9 +306,7 @@ class RedisSide:
         return scripts
 
     async def _arepair(self, scripts: dict[str, Any]) -> None:
-        await self._arun_many(
-            scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [new_token()])]
-        )
+        await self._arun_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
         for op in self._unfinished_ops():
             await self._arun_many(scripts["END_WRITE"], self._write_calls(op))
 

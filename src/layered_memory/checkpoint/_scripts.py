@@ -8,8 +8,9 @@ the wrapped saver. Three rules make that safe:
 - Every token starts with the ``run_id`` of the Redis server that made it, and a token made by
   another server run is never trusted: a Redis restarted from an older snapshot, or a replica
   promoted while lagging, brings back old tokens under a new ``run_id``, so everything misses.
-- A writer marks the thread *pending* (with a lease) and changes its token before writing to the
-  wrapped saver, and changes it again (clearing the mark) after. While a mark is pending nothing
+- A writer marks the thread *pending* (with a lease) and drops its token before writing to the
+  wrapped saver, and drops it again (clearing the mark) after; the next read makes a fresh
+  random token, which no worker holds a snapshot under. While a mark is pending nothing
   is served or filled for that thread, so a write whose second step never reached Redis leaves
   the thread uncached until the lease runs out, never stale.
 - A fill is a compare-and-set on the token read *before* the wrapped saver was read.
@@ -53,7 +54,7 @@ if pending(KEYS[3]) or pending(KEYS[4]) then return {} end
 local epoch = redis.call('GET', KEYS[1])
 if not current(epoch) then
   epoch = run .. ':' .. ARGV[1]
-  redis.call('SET', KEYS[1], epoch)
+  redis.call('SET', KEYS[1], epoch, 'PX', ARGV[3])
 end
 local version = redis.call('HGET', KEYS[2], 'v')
 if not current(version) then
@@ -89,45 +90,43 @@ return 1
 """
 )
 
-_NEW_TOKEN = """
-if ARGV[5] == 'global' then
-  redis.call('SET', KEYS[1], run .. ':' .. ARGV[3])
+# Dropping a token is enough to change it: the next READ makes a fresh random one, which no
+# worker holds a snapshot under. It also leaves nothing behind a deleted thread.
+_DROP_TOKEN = """
+if ARGV[3] == 'global' then
+  redis.call('DEL', KEYS[1])
 else
   redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[2], 'v', run .. ':' .. ARGV[3])
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
 end
 return 1
 """
 
-# KEYS: as READ. ARGV: operation id, lease ms, fresh suffix, ttl ms, 'thread' | 'global'.
+# KEYS: as READ. ARGV: operation id, lease ms, 'thread' | 'global'.
 BEGIN_WRITE = (
     _PRELUDE
     + """
 local marks = KEYS[3]
-if ARGV[5] == 'global' then marks = KEYS[4] end
+if ARGV[3] == 'global' then marks = KEYS[4] end
 ensure_type(marks, 'zset')
 redis.call('ZADD', marks, now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', marks, ARGV[2])
 """
-    + _NEW_TOKEN
+    + _DROP_TOKEN
 )
 
 END_WRITE = (
     _PRELUDE
     + """
 local marks = KEYS[3]
-if ARGV[5] == 'global' then marks = KEYS[4] end
+if ARGV[3] == 'global' then marks = KEYS[4] end
 ensure_type(marks, 'zset')
 redis.call('ZREM', marks, ARGV[1])
 """
-    + _NEW_TOKEN
+    + _DROP_TOKEN
 )
 
-# KEYS: epoch. ARGV: fresh epoch suffix. After an outage: whatever was cached before is stale.
+# KEYS: epoch. After an outage whatever was cached before is stale: drop the epoch.
 REPAIR = """
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[1], run .. ':' .. ARGV[1])
 return 1
 """
