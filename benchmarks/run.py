@@ -27,6 +27,7 @@ if __package__ in (None, ""):
 from benchmarks._plan import FULL, QUICK, Plan
 from benchmarks._report import Row, ScenarioResult, results_markdown, table
 from benchmarks.scenarios import (
+    checkpoint,
     cold_load,
     end_to_end,
     graph,
@@ -51,6 +52,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "views": ("8. Message views", views.run),
     "graph": ("9. Knowledge graph", graph.run),
     "tiers": ("10. Tiered memory", tiers.run),
+    "checkpoint": ("11. Checkpoint cache", checkpoint.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

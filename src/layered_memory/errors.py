@@ -151,3 +151,20 @@ class TierItemError(LayeredMemoryError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the repr of the whole message
         return str(self.args[0])
+
+
+class CheckpointCacheError(LayeredMemoryError):
+    """The Redis side of a `CachedCheckpointSaver` held something unusable for one thread.
+
+    Never raised to callers: the saver logs it, drops the entry and answers from the wrapped
+    saver.
+
+    Attributes:
+        thread_id: The thread whose cache entry was rejected.
+        reason: What was wrong with it.
+    """
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        self.thread_id = thread_id
+        self.reason = reason
+        super().__init__(f"checkpoint cache entry of thread {thread_id!r} rejected: {reason}")
