@@ -1,8 +1,10 @@
 """Reading a graph file through its backend without parsing the same content twice.
 
-Parsed snapshots are cached by content digest (a small LRU shared by the process), so a cache
-hit is by definition the content just read: it can never be stale. What a read still costs
-depends on the backend:
+Parsed snapshots are cached by content digest, shared by the process, so a cache hit is by
+definition the content just read: it can never be stale. The cache is bounded by the total size
+of the files it holds (`SNAPSHOT_CACHE_BYTES`), not by a count, so an agent per user, each
+with its own graph file, keeps every current version parsed; a version a write replaced is the
+first to go. What a read still costs depends on the backend:
 
 - a file on local disk (`FilesystemBackend`, also behind a `CompositeBackend` route) is first
   `lstat`ed: while its signature (mtime, ctime, size, inode, device) matches the one its
@@ -38,16 +40,22 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 """Largest graph file read (64 MiB: a few hundred thousand entities)."""
 
-SNAPSHOT_CACHE_SIZE = 4
-"""Parsed versions kept per process: the current one, the one before a write, a few others."""
+SNAPSHOT_CACHE_BYTES = 64 * 1024 * 1024
+"""Total size (as file bytes) of the parsed versions kept per process. A parsed, indexed
+snapshot takes about 6 times its file size in memory. The version used last is always kept,
+even alone over this bound, so a file up to `max_bytes` is never parsed twice in a row."""
 
 EMPTY_DIGEST = digest_of(b"")
 
 Signature = tuple[int, int, int, int, int]
 
+_SIGNATURES_KEEP = 4096
+
 _lock = threading.Lock()
-_snapshots: OrderedDict[str, GraphSnapshot] = OrderedDict()
-_signatures: dict[str, tuple[Signature, str]] = {}
+# digest -> (snapshot, size of its file in bytes); least recently used first.
+_snapshots: OrderedDict[str, tuple[GraphSnapshot, int]] = OrderedDict()
+_cached_bytes = 0
+_signatures: OrderedDict[str, tuple[Signature, str]] = OrderedDict()
 _warned: OrderedDict[tuple[str, int], None] = OrderedDict()
 _WARNED_KEEP = 256
 
@@ -56,24 +64,41 @@ def cached(digest: str) -> GraphSnapshot | None:
     """The parsed snapshot of `digest`, if this process still has it."""
     with _lock:
         found = _snapshots.get(digest)
-        if found is not None:
-            _snapshots.move_to_end(digest)
-        return found
+        if found is None:
+            return None
+        _snapshots.move_to_end(digest)
+        return found[0]
 
 
-def remember(snapshot: GraphSnapshot) -> None:
-    """Keep `snapshot` for later readers of the same content."""
+def remember(snapshot: GraphSnapshot, size: int, *, replaces: str | None = None) -> None:
+    """Keep `snapshot` (of a `size`-byte file) for later readers of the same content.
+
+    Args:
+        snapshot: The parsed version.
+        size: Its file's size in bytes: what it counts against `SNAPSHOT_CACHE_BYTES`.
+        replaces: The digest of the version a write just replaced: it goes first when room
+            is needed (a reader still asking for it gets it parsed again, never wrongly).
+    """
+    global _cached_bytes
     with _lock:
-        _snapshots[snapshot.digest] = snapshot
-        _snapshots.move_to_end(snapshot.digest)
-        while len(_snapshots) > SNAPSHOT_CACHE_SIZE:
-            _snapshots.popitem(last=False)
+        previous = _snapshots.pop(snapshot.digest, None)
+        if previous is not None:
+            _cached_bytes -= previous[1]
+        _snapshots[snapshot.digest] = (snapshot, size)
+        _cached_bytes += size
+        if replaces is not None and replaces != snapshot.digest and replaces in _snapshots:
+            _snapshots.move_to_end(replaces, last=False)
+        while _cached_bytes > SNAPSHOT_CACHE_BYTES and len(_snapshots) > 1:
+            _digest, (_snapshot, evicted) = _snapshots.popitem(last=False)
+            _cached_bytes -= evicted
 
 
 def clear_caches() -> None:
     """Forget every parsed snapshot and stat signature (benchmarks of a cold process)."""
+    global _cached_bytes
     with _lock:
         _snapshots.clear()
+        _cached_bytes = 0
         _signatures.clear()
 
 
@@ -113,7 +138,7 @@ def snapshot_of_bytes(
     snapshot = parse(text, digest)
     if snapshot.unknown:
         _warn_unknown(path, snapshot.unknown)
-    remember(snapshot)
+    remember(snapshot, len(data))
     return snapshot
 
 
@@ -208,6 +233,9 @@ def after_read(
     with _lock:
         if signature is not None and started_ns - signature[0] > RACY_WINDOW_NS:
             _signatures[local.real_path] = (signature, digest)
+            _signatures.move_to_end(local.real_path)
+            while len(_signatures) > _SIGNATURES_KEEP:
+                _signatures.popitem(last=False)
         else:
             _signatures.pop(local.real_path, None)
 
