@@ -13,8 +13,7 @@ import pytest
 from deepagents.backends import FilesystemBackend
 
 from layered_memory.errors import KnowledgeGraphError, LayeredMemoryError
-from layered_memory.graph import KnowledgeGraph
-from layered_memory.graph import _source
+from layered_memory.graph import KnowledgeGraph, _source
 from layered_memory.graph._format import EntityRecord, digest_of, dumps_compact, parse
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reference_memory.jsonl"

@@ -295,7 +295,10 @@ def test_many_graph_files_in_one_process_are_each_parsed_once(
             backend = StoreBackend(namespace=lambda _, u=user: ("users", str(u)), store=store)
         graph = KnowledgeGraph(backend, f"/u{user}.jsonl" if backend_kind == "local" else "/g")
         graph.create_entities(
-            [{"name": f"E{j}", "entityType": "t", "observations": [f"user {user}"]} for j in range(50)]
+            [
+                {"name": f"E{j}", "entityType": "t", "observations": [f"user {user}"]}
+                for j in range(50)
+            ]
         )
         graphs.append(graph)
     for file in tmp_path.glob("*.jsonl"):
@@ -330,7 +333,7 @@ def test_the_snapshot_cache_is_bounded_by_bytes_and_drops_replaced_versions_firs
     assert _source.cached(first_one.digest) is None  # replaced by the write: dropped first
     assert _source.cached(first_two.digest) is first_two  # another file's current version stays
     assert _source.cached(one.snapshot().digest) is not None
-    assert _source._cached_bytes <= _source.SNAPSHOT_CACHE_BYTES
+    assert _source._snapshots.total_bytes <= _source.SNAPSHOT_CACHE_BYTES
 
     monkeypatch.setattr(_source, "SNAPSHOT_CACHE_BYTES", 10)  # smaller than any file
     _source.remember(first_one, sizes["one.jsonl"])

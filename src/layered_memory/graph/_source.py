@@ -51,10 +51,17 @@ Signature = tuple[int, int, int, int, int]
 
 _SIGNATURES_KEEP = 4096
 
+
+class _Snapshots:
+    """Parsed versions by digest, least recently used first, with their files' total size."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[str, tuple[GraphSnapshot, int]] = OrderedDict()
+        self.total_bytes = 0
+
+
 _lock = threading.Lock()
-# digest -> (snapshot, size of its file in bytes); least recently used first.
-_snapshots: OrderedDict[str, tuple[GraphSnapshot, int]] = OrderedDict()
-_cached_bytes = 0
+_snapshots = _Snapshots()
 _signatures: OrderedDict[str, tuple[Signature, str]] = OrderedDict()
 _warned: OrderedDict[tuple[str, int], None] = OrderedDict()
 _WARNED_KEEP = 256
@@ -63,10 +70,10 @@ _WARNED_KEEP = 256
 def cached(digest: str) -> GraphSnapshot | None:
     """The parsed snapshot of `digest`, if this process still has it."""
     with _lock:
-        found = _snapshots.get(digest)
+        found = _snapshots.entries.get(digest)
         if found is None:
             return None
-        _snapshots.move_to_end(digest)
+        _snapshots.entries.move_to_end(digest)
         return found[0]
 
 
@@ -79,26 +86,25 @@ def remember(snapshot: GraphSnapshot, size: int, *, replaces: str | None = None)
         replaces: The digest of the version a write just replaced: it goes first when room
             is needed (a reader still asking for it gets it parsed again, never wrongly).
     """
-    global _cached_bytes
     with _lock:
-        previous = _snapshots.pop(snapshot.digest, None)
+        entries = _snapshots.entries
+        previous = entries.pop(snapshot.digest, None)
         if previous is not None:
-            _cached_bytes -= previous[1]
-        _snapshots[snapshot.digest] = (snapshot, size)
-        _cached_bytes += size
-        if replaces is not None and replaces != snapshot.digest and replaces in _snapshots:
-            _snapshots.move_to_end(replaces, last=False)
-        while _cached_bytes > SNAPSHOT_CACHE_BYTES and len(_snapshots) > 1:
-            _digest, (_snapshot, evicted) = _snapshots.popitem(last=False)
-            _cached_bytes -= evicted
+            _snapshots.total_bytes -= previous[1]
+        entries[snapshot.digest] = (snapshot, size)
+        _snapshots.total_bytes += size
+        if replaces is not None and replaces != snapshot.digest and replaces in entries:
+            entries.move_to_end(replaces, last=False)
+        while _snapshots.total_bytes > SNAPSHOT_CACHE_BYTES and len(entries) > 1:
+            _digest, (_snapshot, evicted) = entries.popitem(last=False)
+            _snapshots.total_bytes -= evicted
 
 
 def clear_caches() -> None:
     """Forget every parsed snapshot and stat signature (benchmarks of a cold process)."""
-    global _cached_bytes
     with _lock:
-        _snapshots.clear()
-        _cached_bytes = 0
+        _snapshots.entries.clear()
+        _snapshots.total_bytes = 0
         _signatures.clear()
 
 
@@ -215,6 +221,26 @@ def unchanged_local(local: LocalFile | None) -> GraphSnapshot | None:
     if signature is None or entry is None or entry[0] != signature:
         return None
     return cached(entry[1])
+
+
+def changed_since(local: LocalFile | None, digest: str | None) -> bool:
+    """Whether a local file's stat signature shows content other than `digest` (one `lstat`).
+
+    False when it cannot tell: not local, not a regular file, or last read within the racy
+    window (those are read again at the next run, or after a tool that may have changed them).
+    """
+    if local is None or digest is None:
+        return False  # not local, or unreadable at the last load (retried at the next run)
+    signature = _signature(local.real_path)
+    if signature is None:
+        # Gone (a missing file reads as empty), or a symlink or device: not judged by stat.
+        missing = not os.path.lexists(local.real_path)
+        return missing and digest != EMPTY_DIGEST
+    with _lock:
+        entry = _signatures.get(local.real_path)
+    if entry is None:
+        return False
+    return entry[0] != signature or entry[1] != digest
 
 
 def before_read(local: LocalFile | None) -> tuple[Signature | None, int]:
