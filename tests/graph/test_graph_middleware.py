@@ -279,6 +279,8 @@ def test_read_only_has_only_the_reading_tools_and_refuses_the_others(tmp_path: P
         ({"max_entities": 0}, ValueError),
         ({"max_relations": True}, TypeError),
         ({"match_keys": "entity_name"}, TypeError),
+        ({"match_keys": ["customer", 3]}, TypeError),  # named match_keys[1], not ignored
+        ({"max_chars": 3000.0}, TypeError),
         ({"path": ""}, ValueError),
     ],
 )
