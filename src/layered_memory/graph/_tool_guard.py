@@ -143,6 +143,8 @@ def graph_may_have_changed(messages: Sequence[Any], graph: GraphFile) -> bool:
             break
         if isinstance(message, ToolMessage) and message.status != "error":
             results.append(message)
+    if not results:
+        return False
     calls = {call.get("id"): call for call in turn.tool_calls} if turn is not None else {}
     for result in results:
         name = result.name or ""
