@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from layered_memory.errors import SessionStoreError
+from layered_memory.errors import SessionDataError, SessionStoreError
+from layered_memory.stores._urls import redact_url, scrub
+
+__all__ = [
+    "Clock",
+    "JsonDict",
+    "check_key",
+    "check_ttl",
+    "decode_value",
+    "encode_value",
+    "redact_url",
+    "scrub",
+    "wall_clock",
+]
 
 JsonDict = dict[str, Any]
 """A session value: a JSON-serializable dict."""
@@ -78,67 +89,14 @@ def decode_value(key: str, text: str | bytes) -> JsonDict:
     """Parse stored JSON text back into a dict.
 
     Raises:
-        SessionStoreError: The stored text is not a JSON object (corrupt or foreign data).
+        SessionDataError: The stored text is not a JSON object (corrupt or foreign data).
     """
     try:
         value = json.loads(text)
     except ValueError as exc:
         msg = f"stored session value for key {key!r} is not valid JSON: {exc}"
-        raise SessionStoreError(msg, key=key) from exc
+        raise SessionDataError(msg, key=key) from exc
     if not isinstance(value, dict):
         msg = f"stored session value for key {key!r} is not a JSON object"
-        raise SessionStoreError(msg, key=key)
+        raise SessionDataError(msg, key=key)
     return value
-
-
-_DSN_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***``, fit for errors and logs.
-
-    Handles ``scheme://user:password@host/...`` URLs, ``?password=`` query parameters and
-    libpq ``key=value`` connection strings.
-    """
-    if "://" not in url:
-        return _DSN_PASSWORD.sub(r"\1***", url)
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostinfo = netloc.rpartition("@")
-            user, has_password, _password = userinfo.partition(":")
-            netloc = f"{user}:***@{hostinfo}" if has_password else netloc
-        query = parts.query
-        if query:
-            pairs = [
-                (name, "***" if name.lower() == "password" else value)
-                for name, value in parse_qsl(query, keep_blank_values=True)
-            ]
-            query = urlencode(pairs, safe="*")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        # An unparsable URL may hide a password anywhere; say nothing rather than leak it.
-        return "<unparsable URL>"
-
-
-def scrub(text: str, url: str) -> str:
-    """Remove the password of ``url`` from ``text`` (a driver's error message)."""
-    password = _password_of(url)
-    return text.replace(password, "***") if password else text
-
-
-def _password_of(url: str) -> str | None:
-    if "://" not in url:
-        match = _DSN_PASSWORD.search(url)
-        return match.group(2).strip("'") if match else None
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.password:
-        return parts.password
-    for name, value in parse_qsl(parts.query):
-        if name.lower() == "password" and value:
-            return value
-    return None
