@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from layered_memory.errors import SessionDataError, SessionStoreError
-from layered_memory.stores._urls import redact_url, scrub
+from layered_memory.stores._urls import driver_detail, password_hint, redact_url, scrub
 
 __all__ = [
     "Clock",
@@ -17,7 +17,9 @@ __all__ = [
     "check_key",
     "check_ttl",
     "decode_value",
+    "driver_detail",
     "encode_value",
+    "password_hint",
     "redact_url",
     "scrub",
     "wall_clock",

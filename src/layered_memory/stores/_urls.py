@@ -12,38 +12,55 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-__all__ = ["redact_url", "scrub"]
+__all__ = ["driver_detail", "password_hint", "redact_url", "scrub"]
 
 MASK = "***"
 
-# `scheme://user:password@`. The password runs to the last `@` before a space or quote: an
-# unencoded `@` or `/` in a password is common, and libpq and urllib split such a URL
-# differently, so hiding everything up to the last `@` covers both readings.
-_USERINFO = re.compile(
-    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s\"'<>]*:)(?P<secret>[^\s\"'<>]*)@"
+# Two sets of patterns. In a connection string the user gave (`redact_url`, and to find the
+# secrets `scrub` removes) a password is read generously: up to the last `@` of the string,
+# spaces and quotes included, since a parser may have split it anywhere. In a driver's message
+# (free text) a URL ends at a space or a quote.
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
+_INPUT_USERINFO = re.compile(rf"(?P<head>^\s*{_SCHEME}[^:/?#@]*:)(?P<secret>.*)@", re.DOTALL)
+_TEXT_USERINFO = re.compile(
+    rf"(?P<head>{_SCHEME}[^:/?#@\s\"'<>]*:)(?P<secret>[^\s\"'<>]*)@"
 )
 # Parameters whose value is (or may be) a secret: `password=`, `sslpassword=`, a misspelt
 # `passwd=`, `?token=`... Over-hiding a file path (`sslkey=`) costs nothing.
 _SECRET_NAME = r"[A-Za-z0-9_.\-]*(?:pass|pwd|secret|token|key|auth|credential)[A-Za-z0-9_.\-]*"
-_QUOTED = r"'(?:[^'\\]|\\.)*'?|\"[^\"]*\"?"
-# In a URL query or in free text a value ends at `&`, `#`, a space or a quote...
-_QUERY_PARAM = re.compile(
+_QUOTED = r"'(?:[^'\\]|\\.)*'|\"[^\"]*\""
+# A URL query value ends at `&` or `#` (spaces included: a parser may have kept them)...
+_INPUT_QUERY_PARAM = re.compile(
+    rf"(?P<head>[?&]{_SECRET_NAME}=)(?P<secret>[^&#]*)", re.IGNORECASE
+)
+# ...in free text also at a space or a quote...
+_TEXT_PARAM = re.compile(
     rf"(?P<head>\b{_SECRET_NAME}\s*=\s*)(?P<secret>{_QUOTED}|[^\s&#'\"]*)", re.IGNORECASE
 )
-# ...in a libpq `key=value` string only at a space (`password=a&b` is one value).
+# ...and in a libpq `key=value` string it is a quoted value, or else everything up to the
+# next `key=` (an unterminated quote, a forgotten `=` as in `password PW`, `a&b;c`).
 _CONNINFO_PARAM = re.compile(
-    rf"(?P<head>\b{_SECRET_NAME}\s*=\s*)(?P<secret>{_QUOTED}|\S*)", re.IGNORECASE
+    rf"(?P<head>\b{_SECRET_NAME}(?:\s*=\s*|\s+))"
+    rf"(?P<secret>(?:{_QUOTED})(?=\s|$)|.*?(?=\s+[A-Za-z_][A-Za-z0-9_]*\s*=|\s*$))",
+    re.IGNORECASE | re.DOTALL,
 )
-# A malformed `key=value` string that forgot the `=`: `host=h password PW`.
-_CONNINFO_SPACED = re.compile(
-    rf"(?P<head>\b{_SECRET_NAME}\s+)(?P<secret>{_QUOTED}|[^\s=]+)(?=\s|$)", re.IGNORECASE
-)
-_SEPARATORS = re.compile(r"[@:/?#&;,\s]+")
+_SEPARATORS = re.compile(r"[@:/?#&;,=\s'\"]+")
+# Characters a URL parser ends the password at (or reads as the host) when they are not
+# percent-encoded; libpq then reports the pieces, e.g. `failed to resolve host "SECRET@db"`.
+_RESERVED = "@/?#[]"
+_PORT_THEN_PATH = re.compile(r"^\d*/")
 _MIN_FRAGMENT = 3
 
 
 def _mask(match: re.Match[str]) -> str:
-    return match.group("head") + MASK + ("@" if match.re is _USERINFO else "")
+    at = "@" if match.re in (_INPUT_USERINFO, _TEXT_USERINFO) else ""
+    return match.group("head") + MASK + at
+
+
+def _input_patterns(url: str) -> tuple[re.Pattern[str], ...]:
+    if "://" in url:
+        return (_INPUT_USERINFO, _INPUT_QUERY_PARAM)
+    return (_CONNINFO_PARAM,)
 
 
 def redact_url(url: str) -> str:
@@ -57,12 +74,11 @@ def redact_url(url: str) -> str:
         >>> redact_url("postgresql://app:s3cret@[::1/test")
         'postgresql://app:***@[::1/test'
     """
-    text = _USERINFO.sub(_mask, url)
-    if "://" in url:
-        text = _QUERY_PARAM.sub(_mask, text)
-    else:
-        text = _CONNINFO_SPACED.sub(_mask, _CONNINFO_PARAM.sub(_mask, text))
-    return _replace_secrets(text, _secrets_in(url))
+    secrets = _secrets_in(url)
+    text = url
+    for pattern in _input_patterns(url):
+        text = pattern.sub(_mask, text)
+    return _replace_secrets(text, secrets)
 
 
 def scrub(text: str, url: str | None) -> str:
@@ -72,23 +88,46 @@ def scrub(text: str, url: str | None) -> str:
     contain separators a parser may split them at (``@``, ``:``, ``/``), piece by piece: libpq
     reads ``app:PW@SECRET@host`` as password ``PW`` and host ``SECRET@host``, and says so.
     """
-    text = _QUERY_PARAM.sub(_mask, _USERINFO.sub(_mask, text))
+    text = _TEXT_PARAM.sub(_mask, _TEXT_USERINFO.sub(_mask, text))
     return _replace_secrets(text, _secrets_in(url)) if url else text
+
+
+def password_hint(url: str) -> str | None:
+    """How to fix a password holding characters that make URL parsers split it, if it does.
+
+    libpq ends the password at the first ``@`` or ``/`` and reads the rest as the host; its
+    errors then quote pieces of the password. No such URL can work with PostgreSQL.
+    """
+    for match in _INPUT_USERINFO.finditer(url):
+        secret = match.group("secret")
+        if _PORT_THEN_PATH.match(secret):
+            continue  # `scheme://host:5432/db?x=a@b`: a port and a path, not a password
+        unencoded = [char for char in _RESERVED if char in secret]
+        if unencoded:
+            chars = ", ".join(repr(char) for char in unencoded)
+            codes = ", ".join(f"{char} as %{ord(char):02X}" for char in unencoded)
+            return f"the password holds {chars} unencoded: percent-encode it ({codes})"
+    return None
+
+
+def driver_detail(text: str, url: str) -> str:
+    """A driver's error text fit to show for ``url``: the `password_hint` if there is one (the
+    text may quote any piece of such a password, and misleads anyway), else ``text`` scrubbed.
+    """
+    return password_hint(url) or scrub(text, url)
 
 
 def _secrets_in(url: str) -> list[str]:
     """Every string of ``url`` that may be (part of) a password, longest first."""
     found: set[str] = set()
-    is_url = "://" in url
-    patterns = (_USERINFO, _QUERY_PARAM) if is_url else (_CONNINFO_PARAM, _CONNINFO_SPACED)
-    for pattern in patterns:
+    for pattern in _input_patterns(url):
         for match in pattern.finditer(url):
-            secret = match.group("secret")
-            if secret[:1] in ("'", '"'):
-                closed = len(secret) > 1 and secret[-1:] == secret[:1]
-                secret = secret[1:-1] if closed else secret[1:]
+            secret = match.group("secret").strip()
+            if secret[:1] in ("'", '"') and secret[-1:] == secret[:1] and len(secret) > 1:
+                secret = secret[1:-1]
             found.add(secret)
-            found.add(secret.replace("\\'", "'"))
+            found.add(secret.replace("\\'", "'").replace("\\\\", "\\"))
+            found.add(secret.strip("'\""))
     for secret in list(found):
         decoded = unquote(secret)
         found.add(decoded)

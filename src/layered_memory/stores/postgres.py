@@ -21,7 +21,9 @@ from layered_memory.stores._common import (
     check_key,
     check_ttl,
     decode_value,
+    driver_detail,
     encode_value,
+    password_hint,
     redact_url,
     scrub,
 )
@@ -155,10 +157,14 @@ class PostgresSessionStore:
         psycopg, psycopg_pool = _import_psycopg()
         timeout = max(1, round(connect_timeout))
         failure: SessionStoreError | None = None
+        hint = password_hint(url)
+        if hint is not None:
+            where = redact_url(url)
+            failure = StoreURLError(f"invalid PostgreSQL URL {where}: {hint}", url=where)
         try:
             psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error as exc:
-            failure = _malformed(url, exc)
+            failure = failure or _malformed(url, exc)
         if failure is None:
             # Probe once so an unreachable server fails here, with the driver's reason, instead
             # of as a pool timeout on the first query.
@@ -325,11 +331,11 @@ def _first_line(text: str) -> str:
 
 def _malformed(url: str, exc: Exception) -> StoreURLError:
     where = redact_url(url)
-    detail = _first_line(scrub(str(exc), url)) if str(exc) else type(exc).__name__
+    detail = _first_line(driver_detail(str(exc), url)) if str(exc) else type(exc).__name__
     return StoreURLError(f"invalid PostgreSQL URL {where}: {detail}", url=where)
 
 
 def _unavailable(url: str, exc: Exception, *, key: str | None = None) -> StoreUnavailableError:
     where = redact_url(url) if url else "PostgreSQL"
-    detail = _first_line(scrub(str(exc), url)) if str(exc) else type(exc).__name__
+    detail = _first_line(driver_detail(str(exc), url)) if str(exc) else type(exc).__name__
     return StoreUnavailableError(f"PostgreSQL at {where} is unreachable: {detail}", key=key)

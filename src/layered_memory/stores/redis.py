@@ -30,6 +30,7 @@ from layered_memory.stores._common import (
     check_key,
     check_ttl,
     decode_value,
+    driver_detail,
     encode_value,
     redact_url,
     scrub,
@@ -164,7 +165,8 @@ class RedisSessionStore:
             )
         except ValueError as exc:
             where = redact_url(url)
-            failure = StoreURLError(f"invalid Redis URL {where}: {scrub(str(exc), url)}", url=where)
+            detail = driver_detail(str(exc), url)
+            failure = StoreURLError(f"invalid Redis URL {where}: {detail}", url=where)
         if failure is not None:
             # Raised outside the `except`: the driver's exception may quote the whole URL.
             raise failure
@@ -235,6 +237,7 @@ class RedisSessionStore:
         return redact_url(self._url) if self._url else "Redis"
 
     def _error(self, exc: Exception, key: str | None) -> SessionStoreError:
+        # redis-py splits a URL at the last `@`, so a raw `@` in the password works: no hint.
         detail = scrub(str(exc), self._url) or type(exc).__name__
         if isinstance(exc, self._redis.TimeoutError):
             timeout = self._client_options.get("socket_timeout")
