@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from layered_memory._cli_lint import run_lint
 from layered_memory._cli_text import printable
@@ -215,7 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="layered-memory", description="Layered memory for LangChain and deepagents agents."
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Subcommand parsers are `_Parser`s too (argparse makes them of the parent's class); the
+    # `add_*` functions only need the ArgumentParser interface.
+    subparsers = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND", required=True),
+    )
     for add in SUBCOMMANDS:
         add(subparsers)
     return parser

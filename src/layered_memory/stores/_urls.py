@@ -22,17 +22,13 @@ MASK = "***"
 # (free text) a URL ends at a space or a quote.
 _SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
 _INPUT_USERINFO = re.compile(rf"(?P<head>^\s*{_SCHEME}[^:/?#@]*:)(?P<secret>.*)@", re.DOTALL)
-_TEXT_USERINFO = re.compile(
-    rf"(?P<head>{_SCHEME}[^:/?#@\s\"'<>]*:)(?P<secret>[^\s\"'<>]*)@"
-)
+_TEXT_USERINFO = re.compile(rf"(?P<head>{_SCHEME}[^:/?#@\s\"'<>]*:)(?P<secret>[^\s\"'<>]*)@")
 # Parameters whose value is (or may be) a secret: `password=`, `sslpassword=`, a misspelt
 # `passwd=`, `?token=`... Over-hiding a file path (`sslkey=`) costs nothing.
 _SECRET_NAME = r"[A-Za-z0-9_.\-]*(?:pass|pwd|secret|token|key|auth|credential)[A-Za-z0-9_.\-]*"
 _QUOTED = r"'(?:[^'\\]|\\.)*'|\"[^\"]*\""
 # A URL query value ends at `&` or `#` (spaces included: a parser may have kept them)...
-_INPUT_QUERY_PARAM = re.compile(
-    rf"(?P<head>[?&]{_SECRET_NAME}=)(?P<secret>[^&#]*)", re.IGNORECASE
-)
+_INPUT_QUERY_PARAM = re.compile(rf"(?P<head>[?&]{_SECRET_NAME}=)(?P<secret>[^&#]*)", re.IGNORECASE)
 # ...in free text also at a space or a quote...
 _TEXT_PARAM = re.compile(
     rf"(?P<head>\b{_SECRET_NAME}\s*=\s*)(?P<secret>{_QUOTED}|[^\s&#'\"]*)", re.IGNORECASE
