@@ -192,3 +192,33 @@ def test_usage_errors_hide_passwords_and_escape_arguments(
     assert "postgresql://app:***@db/x" in err
     assert "\\x1b[2J" in err
     assert not unsafe(out + err)
+
+
+# -- graph -------------------------------------------------------------------------------------
+
+
+def test_graph_escapes_names_types_and_the_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hostile = "Evil\x1b[2J\nforged line\u202e"
+    records = [
+        {"type": "entity", "name": hostile, "entityType": "per\x9bson", "observations": ["o\x07"]},
+        {"type": "entity", "name": "Plain", "entityType": "t\u200bype", "observations": []},
+        {"type": "relation", "from": hostile, "to": "Plain", "relationType": "knows"},
+    ]
+    graph_file = tmp_path / "memory\x1b[31m.jsonl"
+    graph_file.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
+    arguments = ["graph", str(graph_file), "--search", "Evil", "--message", f"ask {hostile}"]
+
+    assert main(arguments) == 0
+    out, err = capsys.readouterr()
+    assert not unsafe(out + err)
+    assert "per\\x9bson" in out
+    assert "Evil\\x1b[2J\\nforged line\\u202e" in out
+    assert not any(line.startswith("forged line") for line in out.splitlines())
+
+    assert main([*arguments, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert not unsafe(out + err)
+    report = json.loads(out)
+    assert report["search"]["entities"][0]["name"] == hostile, "--json: the exact text"
