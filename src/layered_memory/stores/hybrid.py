@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -54,7 +53,7 @@ from layered_memory.stores._common import (
 from layered_memory.stores._l1_entries import (
     MARKER_KEY,
     PENDING_TTL,
-    classify,
+    L1Trust,
     marker_time,
     marker_value,
     pending,
@@ -71,9 +70,6 @@ from layered_memory.stores.base import (
 __all__ = ["MARKER_KEY", "HybridSessionStore"]
 
 logger = logging.getLogger(__name__)
-
-CLOCK_MARGIN = 1.0
-"""Seconds worker clocks may disagree: a missed write distrusts entries stamped this much later."""
 
 _T = TypeVar("_T")
 
@@ -148,10 +144,7 @@ class HybridSessionStore:
         )
         self._conditional = isinstance(l1, ConditionalSessionStore)
         self._generational = isinstance(l1, GenerationalSessionStore)
-        self._lock = threading.Lock()
-        self._trusted_after = -math.inf
-        self._marker_until = -math.inf
-        self._marker_checked_at = -math.inf
+        self._trust = L1Trust(check_interval=self.l1_check_interval, clock=clock)
 
     def __repr__(self) -> str:
         return f"HybridSessionStore(l1={self.l1!r}, l2={self.l2!r})"
@@ -181,37 +174,6 @@ class HybridSessionStore:
         detail = scrub(str(exc), None) or "no detail"
         self._breaker.failed(f"{type(exc).__name__}: {detail}")
 
-    def _marker_due(self, *, force: bool) -> bool:
-        now = self._clock()
-        with self._lock:
-            if not force and now < self._marker_checked_at + self.l1_check_interval:
-                return False
-            self._marker_checked_at = now
-            return True
-
-    def _distrust_before(self, before: float | None) -> None:
-        if before is not None:
-            with self._lock:
-                self._trusted_after = max(self._trusted_after, before)
-
-    def _missed_write(self) -> float | None:
-        """Distrust older L1 entries; the marker time to publish in L2, if one is due."""
-        now = self._clock()
-        before = now + 2 * CLOCK_MARGIN  # covers this write and the next second's
-        self._distrust_before(before)
-        with self._lock:
-            return before if self._marker_until < now + CLOCK_MARGIN else None
-
-    def _published(self, before: float) -> None:
-        with self._lock:
-            self._marker_until = max(self._marker_until, before)
-
-    def _view(self, key: str, cached: StoredSession) -> tuple[str, JsonDict | None]:
-        view = classify(
-            cached.value, generation=self._generation(), trusted_after=self._trusted_after
-        )
-        return view.kind, view.value
-
     # -- sync --------------------------------------------------------------------------------
 
     def _l1_call(self, operation: Callable[[], _T]) -> _T | _Skipped:
@@ -231,21 +193,21 @@ class HybridSessionStore:
         return result
 
     def _check_marker(self, *, force: bool = False) -> None:
-        if not self._marker_due(force=force):
+        if not self._trust.marker_due(force=force):
             return
         try:
             marker = self.l2.get(MARKER_KEY)
         except SessionStoreError as exc:  # L2 trouble shows on the operation itself
             logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
             return
-        self._distrust_before(marker_time(marker))
+        self._trust.distrust_before(marker_time(marker))
 
     def _l1_missed_write(self) -> None:
-        before = self._missed_write()
+        before = self._trust.missed_write()
         if before is not None:
             # Before the L2 write L1 missed: a crash in between still leaves the mark.
             self.l2.set(MARKER_KEY, marker_value(before))
-            self._published(before)
+            self._trust.published(before)
 
     def _read_l1(self, key: str) -> StoredSession | _Corrupt | None:
         try:
@@ -270,11 +232,11 @@ class HybridSessionStore:
             self._drop_corrupt(key, cached)
             cached = None
         if cached is not None:
-            kind, value = self._view(key, cached)
-            if kind == "fresh" and value is not None:
-                return StoredSession(value, cached.ttl)
+            view = self._trust.view(cached.value, generation=self._generation())
+            if view.kind == "fresh" and view.value is not None:
+                return StoredSession(view.value, cached.ttl)
             entry = _read(self.l2, key)
-            if kind == "suspect":
+            if view.kind == "suspect":
                 stale = cached.value
                 self._l1_call(lambda: self._replace(key, stale, entry))
             return entry
@@ -376,20 +338,20 @@ class HybridSessionStore:
         return result
 
     async def _acheck_marker(self, *, force: bool = False) -> None:
-        if not self._marker_due(force=force):
+        if not self._trust.marker_due(force=force):
             return
         try:
             marker = await self.l2.aget(MARKER_KEY)
         except SessionStoreError as exc:
             logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
             return
-        self._distrust_before(marker_time(marker))
+        self._trust.distrust_before(marker_time(marker))
 
     async def _al1_missed_write(self) -> None:
-        before = self._missed_write()
+        before = self._trust.missed_write()
         if before is not None:
             await self.l2.aset(MARKER_KEY, marker_value(before))
-            self._published(before)
+            self._trust.published(before)
 
     async def _aread_l1(self, key: str) -> StoredSession | _Corrupt | None:
         try:
@@ -413,11 +375,11 @@ class HybridSessionStore:
             await self._al1_call(lambda: self.l1.adelete(key))
             cached = None
         if cached is not None:
-            kind, value = self._view(key, cached)
-            if kind == "fresh" and value is not None:
-                return StoredSession(value, cached.ttl)
+            view = self._trust.view(cached.value, generation=self._generation())
+            if view.kind == "fresh" and view.value is not None:
+                return StoredSession(view.value, cached.ttl)
             entry = await _aread(self.l2, key)
-            if kind == "suspect":
+            if view.kind == "suspect":
                 stale = cached.value
                 await self._al1_call(lambda: self._areplace(key, stale, entry))
             return entry
