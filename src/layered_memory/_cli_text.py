@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["dumps_json", "printable", "printable_url"]
@@ -70,13 +71,15 @@ def printable_url(url: str) -> str:
     return printable(redact_url(url))
 
 
-def dumps_json(data: Any, *, indent: int | None = 2) -> str:
+def dumps_json(
+    data: Any, *, indent: int | None = 2, default: Callable[[Any], Any] | None = None
+) -> str:
     r"""JSON text that is safe on a terminal and decodes to exactly ``data``.
 
     Non-ASCII text stays readable (``ensure_ascii=False``); DEL, C1 controls, bidi and
     zero-width characters are written as ``\uXXXX`` escapes, which JSON decodes back.
     """
-    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    text = json.dumps(data, indent=indent, ensure_ascii=False, default=default)
     return _JSON_UNSAFE.sub(_json_escape, text)
 
 

@@ -222,3 +222,37 @@ def test_graph_escapes_names_types_and_the_block(
     assert not unsafe(out + err)
     report = json.loads(out)
     assert report["search"]["entities"][0]["name"] == hostile, "--json: the exact text"
+
+
+# -- tiers -------------------------------------------------------------------------------------
+
+
+def test_tiers_escapes_invisible_characters_too(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import uuid
+
+    from layered_memory.testing import LexicalEmbeddings
+    from layered_memory.tiers import TieredMemory
+
+    prefix = ("lm_faults_tiers", uuid.uuid4().hex)
+    hostile = "zero\u200bwidth bom\ufeff tag\U000e0041 rlo\u202e bell\x07 line\nnext"
+    with PostgresStore.from_conn_string(postgres_url) as store:
+        store.setup()
+        TieredMemory(store, embeddings=LexicalEmbeddings(), namespace=prefix).add_page(
+            "ada", hostile, "ok"
+        )
+        base = ["tiers", "--user", "ada", "--store", postgres_url, "--namespace", "/".join(prefix)]
+        try:
+            assert main(base) == 0
+            out, err = capsys.readouterr()
+            assert not unsafe(out + err)
+            assert "zero\\u200bwidth bom\\ufeff tag\\U000e0041 rlo\\u202e" in out
+            assert main([*base, "--json"]) == 0
+            out, err = capsys.readouterr()
+            assert not unsafe(out)
+            assert json.loads(out)["short_term"][0]["query"] == hostile
+        finally:
+            for namespace in store.list_namespaces(prefix=prefix, limit=1000):
+                for item in store.search(namespace, limit=1000):
+                    store.delete(namespace, item.key)
