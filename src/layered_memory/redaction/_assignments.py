@@ -31,9 +31,11 @@ _KEYWORD: Final = re.compile(
 )
 _NAME_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _MAX_NAME: Final = 64
+# A quoted value may be wrapped once onto the next line; quoted and backquoted values are
+# bounded so an unclosed quote costs at most two lines' scan.
 _VALUE: Final = re.compile(
-    r"\"(?P<dq>(?:[^\"\\\n]|\\.){1,1024})\""
-    r"|'(?P<sq>(?:[^'\\\n]|\\.){1,1024})'"
+    r"\"(?P<dq>(?:[^\"\\\n]|\\.){1,1024}(?:\n(?:[^\"\\\n]|\\.){0,1024})?)\""
+    r"|'(?P<sq>(?:[^'\\\n]|\\.){1,1024}(?:\n(?:[^'\\\n]|\\.){0,1024})?)'"
     r"|`(?P<bq>[^`\n]{1,1024})`"
     r"|(?P<bare>[^\s\"'`;]+)"
 )

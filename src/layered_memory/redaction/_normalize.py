@@ -34,16 +34,20 @@ _INVISIBLE: Final = (
 (combining grapheme joiner, Hangul fillers, variation selectors): written out rather than
 computed from `unicodedata` at import, which would walk all 1.1 million code points."""
 
-# Stage 1: invisible characters and ASCII percent-escapes. Non-ASCII escapes (%C3%A9) stay as
-# they are: every secret format is ASCII, and decoding half a UTF-8 sequence would only add noise.
-_HIDDEN: Final = re.compile(f"[{_INVISIBLE}]+|%[0-7][0-9A-Fa-f]")
+# Stage 1: invisible characters and percent-escapes (ASCII ones, and UTF-8 sequences, which
+# may spell an invisible character: `%E2%80%8B`). Run twice: `%255F` is `_` encoded twice.
+_HIDDEN: Final = re.compile(
+    f"[{_INVISIBLE}]+|%[0-7][0-9A-Fa-f]|%[C-Fc-f][0-9A-Fa-f](?:%[89ABab][0-9A-Fa-f]){{1,3}}"
+)
+_INVISIBLE_CHAR: Final = re.compile(f"[{_INVISIBLE}]")
 
 # Stage 2: a line break (an optional shell continuation `\`, CR, indentation of the next line)
 # between two visible characters. Whether it really cuts a token is decided in Python.
 _BREAK: Final = re.compile(r"(?<=\S)\\?\r?\n[ \t]*(?=\S)")
-_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][\w.-]*[ \t]*(?::(?!//)|=(?![= \t]*\Z))")
-_WORD_LIKE: Final = re.compile(r"[a-z]+|[A-Z][a-z]+|[A-Z]+|[0-9]{1,5}[.)]?")
-_LINE_WORD_LIKE: Final = re.compile(r"[a-z]+|[A-Z][a-z]+|[0-9]{1,5}[.)]?")
+_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][\w.-]*(?:[ \t]+[=:]|:(?!//)|=(?!=*\Z))")
+_WORD_LIKE: Final = re.compile(r"[a-z]+|[A-Z][a-z]+|[A-Z]+|[0-9]{1,5}")
+_LINE_WORD_LIKE: Final = re.compile(r"[a-z]+|[A-Z][a-z]+|[0-9]{1,5}")
+_FRAMING: Final = "()[]{}<>\"'*_`,.;:!?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +106,7 @@ def scanning_view(text: str) -> View:
     """Build the scanning view of ``text`` (see the module docstring)."""
     maps: list[_Edits] = []
     current = text
-    for stage in (_undo_hidden, _join_broken_tokens):
+    for stage in (_undo_hidden, _undo_hidden, _join_broken_tokens):
         result = stage(current)
         if result is not None:
             current, edits = result
@@ -136,11 +140,19 @@ def _apply(text: str, edits: list[tuple[int, int, str]]) -> tuple[str, _Edits]:
 def _undo_hidden(text: str) -> tuple[str, _Edits] | None:
     if "%" not in text and text.isascii():
         return None
-    edits = [
-        (m.start(), m.end(), chr(int(m[0][1:], 16)) if m[0][0] == "%" else "")
-        for m in _HIDDEN.finditer(text)
-    ]
+    edits = [(m.start(), m.end(), _decoded(m[0])) for m in _HIDDEN.finditer(text)]
     return _apply(text, edits) if edits else None
+
+
+def _decoded(found: str) -> str:
+    if found[0] != "%":
+        return ""  # invisible characters
+    raw = bytes(int(found[i + 1 : i + 3], 16) for i in range(0, len(found), 3))
+    try:
+        char = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return found
+    return "" if _INVISIBLE_CHAR.fullmatch(char) else char
 
 
 def _join_broken_tokens(text: str) -> tuple[str, _Edits] | None:
@@ -161,13 +173,15 @@ def _continues_token(text: str, start: int) -> bool:
     next line must not look like the start of ordinary text: a word (``Rotate it``, ``Done``),
     a list marker (``- item``, ``1. step``) or a new assignment (``DB_HOST=...``, ``user: x``).
     Its first word is taken as the tail of the token above when it is the whole line (and not
-    a plain word), or long enough and unlike a word.
+    a plain word), or when it is unlike a word (digits, inner capitals, symbols) and not
+    shorter than four characters.
     """
     end = text.find("\n", start)
     line = text[start : len(text) if end == -1 else end].rstrip()
     word = line.split(None, 1)[0] if line else ""
     if not any(char.isalnum() for char in word) or _ASSIGNMENT.match(line):
         return False
+    core = word.strip(_FRAMING)
     if word == line:
-        return _LINE_WORD_LIKE.fullmatch(word) is None
-    return len(word) >= 6 and _WORD_LIKE.fullmatch(word) is None
+        return _LINE_WORD_LIKE.fullmatch(core) is None
+    return len(word) >= 4 and _WORD_LIKE.fullmatch(core) is None
