@@ -16,13 +16,20 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
+from layered_memory.redaction._tokens import fold_case
 from layered_memory.redaction._types import Finding
 
 __all__ = ["ASSIGNMENT_KINDS", "assignments"]
 
-_KEYWORD: Final = re.compile(
-    r"(?i)(?P<kw>passw(?:or)?d|passphrase|passwort|contrase(?:n|\u00f1)a|pass|pwd|pw|secret"
-    r"|token|credentials?|key|sig|signature)"
+_KEYWORDS: Final = (
+    "password", "passwd", "passphrase", "passwort", "contrasena", "contrase\u00f1a", "pass",
+    "pwd", "pw", "secret", "token", "credentials", "credential", "key", "sig", "signature",
+)  # fmt: skip
+"""The last word of a secret field's name; found with `str.find` on the case-folded text (a
+case-insensitive regex alternation would try every position of every text)."""
+# What may follow the keyword, matched on the case-folded text: an environment suffix, closing
+# quotes or brackets or Markdown emphasis, then the separator (or a space, for `--flag value`).
+_TAIL: Final = re.compile(
     r"(?P<suffix>[_-](?:[0-9]{1,3}|prod|production|dev|test|staging|stage|live|old|new|v[0-9]{1,2}))?"
     r"(?P<close>[\"'\]*_`]{0,4})"
     r"(?P<sep>[ \t]{0,8}(?::=|=>|===?|!==?|=|:(?![/:]))[ \t]{0,16}(?:[*_]{1,3}[ \t]*)?"
@@ -158,30 +165,42 @@ def _name_start(text: str, end: int) -> int:
 
 def assignments(text: str) -> Iterator[Finding]:
     """Yield the value of every secret-named field in ``text``."""
-    for match in _KEYWORD.finditer(text):
-        keyword_start = match.start("kw")
-        name_start = _name_start(text, keyword_start)
-        name = text[name_start : match.end("kw")]
-        sep = match["sep"]
-        is_flag = name.startswith("-")
-        if sep.strip() == "" and not is_flag:
-            continue  # `the token budget`: a word followed by a space, not `--token value`
-        name = name.lstrip("-.")
-        family = _family(name, match["kw"])
-        if family is None:
-            continue
-        value_match = _VALUE.match(text, match.end())
-        if value_match is None:
-            continue
-        group = next(g for g in ("dq", "sq", "bq", "bare") if value_match[g] is not None)
-        start, end = value_match.span(group)
-        if group == "bare":
-            in_query = name_start > 0 and text[name_start - 1] in "?&"
-            end = _trim_bare(text, start, end, in_query=in_query)
-        value = text[start:end]
-        prose = sep.strip() in {"is", "was"}
-        if _is_value(value, name, family, prose=prose, rest_of_line=text[end : end + 3]):
-            yield Finding(start, end, _kind(name, family))
+    folded = fold_case(text)
+    for keyword in _KEYWORDS:
+        at = folded.find(keyword)
+        while at != -1:
+            found = _assignment_at(text, folded, at, at + len(keyword))
+            if found is not None:
+                yield found
+            at = folded.find(keyword, at + 1)
+
+
+def _assignment_at(text: str, folded: str, keyword_start: int, keyword_end: int) -> Finding | None:
+    tail = _TAIL.match(folded, keyword_end)
+    if tail is None:
+        return None
+    name_start = _name_start(text, keyword_start)
+    name = text[name_start:keyword_end]
+    sep = tail["sep"]
+    if sep.strip() == "" and not name.startswith("-"):
+        return None  # `the token budget`: a word followed by a space, not `--token value`
+    name = name.lstrip("-.")
+    family = _family(name, folded[keyword_start:keyword_end])
+    if family is None:
+        return None
+    value_match = _VALUE.match(text, tail.end())
+    if value_match is None:
+        return None
+    group = next(g for g in ("dq", "sq", "bq", "bare") if value_match[g] is not None)
+    start, end = value_match.span(group)
+    if group == "bare":
+        in_query = name_start > 0 and text[name_start - 1] in "?&"
+        end = _trim_bare(text, start, end, in_query=in_query)
+    value = text[start:end]
+    prose = sep.strip() in {"is", "was"}
+    if _is_value(value, name, family, prose=prose, rest_of_line=text[end : end + 3]):
+        return Finding(start, end, _kind(name, family))
+    return None
 
 
 def _trim_bare(text: str, start: int, end: int, *, in_query: bool) -> int:
