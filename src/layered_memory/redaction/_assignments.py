@@ -84,9 +84,11 @@ _CODE_REFERENCE: Final = re.compile(
     r"|[A-Za-z_][\w.]*[(\[]"
 )
 _NOT_A_SECRET: Final = re.compile(
-    r"(?:~|\.{1,2})?/[\w.@+-]+(?:/[\w.@+-]+)*/?"  # a file path
+    r"!\w+"  # a YAML tag (`!vault |`)
+    # A file path: two segments or more, or one with an extension (a base64 key may start
+    # with `/` too, but has `+`, or no second `/` and no extension).
+    r"|(?:~|\.{1,2})?(?:/[\w.@-]+){2,}/?|(?:~|\.{1,2})?/[\w@-]*\.\w{1,5}"
     r"|[A-Za-z][A-Za-z0-9+.-]*://\S*"  # a URL (its credentials have their own detector)
-    r"|!\w+"  # a YAML tag (`!vault |`)
 )
 _CLOSERS: Final = {")": "(", "]": "[", "}": "{", ">": "<"}
 _PROSE_WORD: Final = re.compile(r"[A-Za-z][a-z]*\Z")
@@ -120,7 +122,7 @@ def _kind(name: str, family: str) -> str:
     if family == "password":
         return "password"
     joined = "".join(_components(name))
-    if "secretaccesskey" in joined:
+    if "secretaccesskey" in joined and ("aws" in joined or joined.startswith("secretaccesskey")):
         return "aws_secret_access_key"
     if joined.endswith(("sessiontoken", "securitytoken")) and (
         "aws" in joined or "amz" in joined or joined in {"sessiontoken", "securitytoken"}

@@ -202,11 +202,15 @@ _PEM_BEGIN: Final = re.compile(
     r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?)-----"
     r"|PuTTY-User-Key-File-[0-9]: "
 )
-# A key block cut short (no END line): the armor headers, then the base64 lines that follow.
-_PEM_TAIL: Final = re.compile(
-    r"[^\n]{0,80}?(?:[ \t]*\r?\n)?(?:[A-Za-z][\w-]{0,40}:[^\n]*\r?\n(?:[ \t]*\r?\n)?)*"
-    r"(?:[ \t]*[A-Za-z0-9+/=]+[ \t]*(?:\r?\n|\Z))*"
+# A key block cut short (no END line): armor headers (`Proc-Type: ...`, each may be followed by
+# one blank line) and base64 lines, up to the first line that is neither. Every repetition
+# consumes a whole line and each part of a line is bounded, so a hostile block stays linear.
+_KEY_LINES: Final = (
+    r"(?:[A-Za-z][\w-]{0,40}:[^\n]{0,200}(?:\r?\n|\Z)(?:[ \t]*\r?\n)?"
+    r"|[ \t]*[A-Za-z0-9+/=]+[ \t]*(?:\r?\n|\Z))*"
 )
+_PEM_TAIL: Final = re.compile(r"[ \t]*(?:\r?\n)?" + _KEY_LINES)
+_PUTTY_TAIL: Final = re.compile(r"[^\n]{0,200}(?:\r?\n|\Z)" + _KEY_LINES)  # after the key type
 _PUTTY_END: Final = re.compile(r"Private-MAC: [0-9a-fA-F]+")
 
 # `scheme://user:password@host`, tried only where `://` occurs, and only where an `@` follows
@@ -216,16 +220,16 @@ _URL_SCHEME_CHARS: Final = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-"
 )
 _URL_USERINFO: Final = re.compile(
-    r"(?P<user>[^\s:/?#@\[\]\"'<>`]{0,128}):(?=[^\s\"'<>`]{0,256}@)"
+    r"(?P<user>[^\s:/?#@\[\]\"'<>`]{0,128}):(?=[^\s\"'<>`]{0,128}@)"
 )
-_URL_RUN: Final = re.compile(r"[^\s\"'<>`]{0,256}")
+_URL_RUN: Final = re.compile(r"[^\s\"'<>`]{0,192}")
 _URL_HOST: Final = re.compile(
     r"(?:[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,16}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?"
 )
 _PORT_THEN_PATH: Final = re.compile(r"[0-9]{1,5}(?:/|\Z)")
 
 # A run of base64 characters, consumed whole (so the engine never re-tries inside a word).
-_B64_RUN: Final = re.compile(r"[A-Za-z0-9/+=]+")
+_B64_RUN: Final = re.compile(r"[A-Za-z0-9/+]+(?P<padding>=*)")
 
 # These run on the lower-cased text (same length, same positions), where their literal start
 # lets the engine skip ahead; case-insensitive patterns would try every position.
@@ -282,10 +286,14 @@ def _private_keys(text: str) -> Iterator[Finding]:
     for match in _PEM_BEGIN.finditer(text):
         label = match["label"]
         if label is None:  # PuTTY key file: ends at its Private-MAC line
-            mac = _PUTTY_END.search(text, match.end())
-            tail = _PEM_TAIL.match(text, match.end())
-            end = mac.end() if mac else match.end() + len(tail[0].rstrip()) if tail else match.end()
-            yield Finding(match.start(), end, "private_key")
+            known = next_end.get("", -2)
+            if known == -2 or (known != -1 and known < match.end()):
+                mac = _PUTTY_END.search(text, match.end())
+                known = mac.end() if mac else -1
+                next_end[""] = known
+            tail = _PUTTY_TAIL.match(text, match.end())
+            end = known if known != -1 else match.end() + len(tail[0].rstrip()) if tail else 0
+            yield Finding(match.start(), max(end, match.end()), "private_key")
             continue
         marker = f"-----END {label}-----"
         known = next_end.get(label)
@@ -322,7 +330,7 @@ def _password_of(text: str, start: int) -> Finding | None:
     end = run.end() if run else start
     # The host follows the last `@` that is followed by a host: a password may contain `@`.
     at = text.rfind("@", start, end)
-    for _ in range(8):
+    for _ in range(4):
         if at == -1:
             return None
         host = _URL_HOST.match(text, at + 1, end)
@@ -350,8 +358,10 @@ def _aws_secret_keys(text: str) -> Iterator[Finding]:
     if not _has_long_word(text, 40):
         return
     for match in _B64_RUN.finditer(text):
+        if match["padding"]:
+            continue  # padded: base64 data, not a key
         secret = match[0]
-        if len(secret) == 40 and "=" not in secret and _mixed(secret):
+        if len(secret) == 40 and _mixed(secret):
             if _entropy(secret) >= 4.2:
                 yield Finding(match.start(), match.end(), "aws_secret_access_key")
 
