@@ -49,6 +49,7 @@ from layered_memory._system_message import (
 from layered_memory.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.hooks import HookEvent
 from layered_memory.layers import Layer, layers_from_sources
+from layered_memory.redaction.memory_edits import note_redaction, redact_memory_edit
 from layered_memory.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
@@ -312,13 +313,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        """Refuse edits of read-only memory; note touched paths and memory edits."""
+        """Refuse edits of read-only memory, redact secrets from memory edits, note both."""
         refusal, touched, edits_memory = self._inspect_tool_call(request)
         if refusal is not None:
             return refusal
+        request, redaction = redact_memory_edit(request) if edits_memory else (request, None)
         result = handler(request)
         self._note(request, touched, edits_memory)
-        return result
+        return note_redaction(result, redaction)
 
     async def awrap_tool_call(
         self,
@@ -329,9 +331,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         refusal, touched, edits_memory = self._inspect_tool_call(request)
         if refusal is not None:
             return refusal
+        request, redaction = redact_memory_edit(request) if edits_memory else (request, None)
         result = await handler(request)
         self._note(request, touched, edits_memory)
-        return result
+        return note_redaction(result, redaction)
 
     # -- after_agent ----------------------------------------------------------------------------
 
