@@ -30,6 +30,7 @@ from benchmarks.scenarios import (
     cold_load,
     end_to_end,
     per_call,
+    redaction,
     rule_matching,
     scale,
     warm,
@@ -45,6 +46,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "write_back": ("5. Write-back", write_back.run),
     "end_to_end": ("6. End to end", end_to_end.run),
     "scale": ("7. Scale", scale.run),
+    "redaction": ("Redaction", redaction.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

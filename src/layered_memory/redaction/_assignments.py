@@ -44,8 +44,13 @@ _VALUE: Final = re.compile(
     r"\"(?P<dq>(?:[^\"\\\n]|\\.){1,1024}(?:\n(?:[^\"\\\n]|\\.){0,1024})?)\""
     r"|'(?P<sq>(?:[^'\\\n]|\\.){1,1024}(?:\n(?:[^'\\\n]|\\.){0,1024})?)'"
     r"|`(?P<bq>[^`\n]{1,1024})`"
-    r"|(?P<bare>[^\s\"'`;]+)"
+    r"|(?P<bare>[^\s\"'`;]{1,512})"
 )
+_BARE_END: Final = re.compile(r"[\s\"'`;]")
+_CHECKED: Final = 512
+"""An unquoted value is read (and judged) up to this many characters; a longer one is cut out
+to its end, found once per run of text: `password=` repeated over a megabyte without a space
+stays linear."""
 _COMPONENT: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 _PASSWORD_WORDS: Final = frozenset(
@@ -168,16 +173,28 @@ def _name_start(text: str, end: int) -> int:
 def assignments(text: str) -> Iterator[Finding]:
     """Yield the value of every secret-named field in ``text``."""
     folded = fold_case(text)
+    run = [0, 0]  # the last long unquoted run measured: [start, end)
     for keyword in _KEYWORDS:
         at = folded.find(keyword)
         while at != -1:
-            found = _assignment_at(text, folded, at, at + len(keyword))
+            found = _assignment_at(text, folded, at, at + len(keyword), run)
             if found is not None:
                 yield found
             at = folded.find(keyword, at + 1)
 
 
-def _assignment_at(text: str, folded: str, keyword_start: int, keyword_end: int) -> Finding | None:
+def _run_end(text: str, start: int, run: list[int]) -> int:
+    """End of the unquoted run containing ``start`` (cached: every position of one run shares
+    its end)."""
+    if not run[0] <= start < run[1]:
+        stop = _BARE_END.search(text, start)
+        run[:] = [start, stop.start() if stop else len(text)]
+    return run[1]
+
+
+def _assignment_at(
+    text: str, folded: str, keyword_start: int, keyword_end: int, run: list[int]
+) -> Finding | None:
     tail = _TAIL.match(folded, keyword_end)
     if tail is None:
         return None
@@ -198,6 +215,8 @@ def _assignment_at(text: str, folded: str, keyword_start: int, keyword_end: int)
     if group == "bare":
         in_query = name_start > 0 and text[name_start - 1] in "?&"
         end = _trim_bare(text, start, end, in_query=in_query)
+        if end - start == _CHECKED:
+            return Finding(start, _run_end(text, start, run), _kind(name, family))
     value = text[start:end]
     prose = sep.strip() in {"is", "was"}
     if _is_value(value, name, family, prose=prose, rest_of_line=text[end : end + 3]):
