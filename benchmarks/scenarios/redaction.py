@@ -79,7 +79,7 @@ def _detect_secrets_scanner() -> Any:
     return scan
 
 
-def run(plan: Plan, workdir: Path) -> ScenarioResult:
+def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scenario signature)
     """Time both on an insight and a memory file, then count corpus secrets found."""
     from layered_memory.redaction import redact
 
@@ -93,7 +93,10 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
     notes: list[str] = []
     for label, text in (("one insight", INSIGHT), ("a 10 KB memory file", _memory_file())):
         samples = interleaved(
-            [Case("ours", lambda _: redact(text)), Case("detect_secrets", lambda _: scan(text))],
+            [
+                Case("ours", lambda _, text=text: redact(text)),  # type: ignore[misc]
+                Case("detect_secrets", lambda _, text=text: scan(text)),  # type: ignore[misc]
+            ],
             rounds=rounds,
         )
         ours, theirs = samples["ours"], samples["detect_secrets"]
@@ -127,7 +130,11 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
             verdict(survived == 0 and damaged == 0),
             ours_text=f"{survived} survive, {damaged} changed",
             base_text=f"finds {found_by_them}, flags {flagged_by_them} look-alikes",
-            facts={"survived": survived, "damaged": damaged, "found_by_detect_secrets": found_by_them},
+            facts={
+                "survived": survived,
+                "damaged": damaged,
+                "found_by_detect_secrets": found_by_them,
+            },
         )
     )
     notes.append(

@@ -25,8 +25,9 @@ SCRIPT = textwrap.dedent(
 
     rnd = random.Random(5)
     units = [
-        "-----BEGIN PRIVATE KEY-----\\n", "-----BEGIN A PRIVATE KEY-----x", "PuTTY-User-Key-File-2: ",
-        "a://a:@", "ab://" + "u" * 100 + ":" + "p" * 100 + "@@", "s://:", "password=",
+        "-----BEGIN PRIVATE KEY-----\\n", "-----BEGIN A PRIVATE KEY-----x",
+        "PuTTY-User-Key-File-2: ", "a://a:@", "ab://" + "u" * 100 + ":" + "p" * 100 + "@@",
+        "s://:", "password=",
         "password: '", '"password":"', "password=`", "password is ", "--password ", "?token=a&",
         "passwordtokensecretkeysig", "sk-", "eyJaaaaa.eyJ", "%41", "%E2%80%8B", "a\\u200b", "a\\n",
         "ab1C2d\\n", "aB3/", "aB3/" * 10 + "x ", "Bearer ", "Basic YWJjOmRlZg== ",

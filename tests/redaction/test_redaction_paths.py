@@ -164,7 +164,9 @@ class RecordingStore:
 
 
 @USE_ASYNC
-async def test_session_save_and_write_back_redact_before_saving(tmp_path: Path, use_async: bool) -> None:
+async def test_session_save_and_write_back_redact_before_saving(
+    tmp_path: Path, use_async: bool
+) -> None:
     (tmp_path / "MEMORY.md").write_text("# Memory\n")
     backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
     store = RecordingStore()
@@ -178,7 +180,9 @@ async def test_session_save_and_write_back_redact_before_saving(tmp_path: Path, 
         model,
         middleware=[
             MemoryMiddleware(
-                backend=backend, layers=[Layer("notes", "/MEMORY.md", writable=True)], hooks=registry
+                backend=backend,
+                layers=[Layer("notes", "/MEMORY.md", writable=True)],
+                hooks=registry,
             )
         ],
     )

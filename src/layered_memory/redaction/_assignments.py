@@ -142,9 +142,7 @@ def _looks_random(value: str) -> bool:
     """A credential, not a word: long enough, with digits, inner capitals or punctuation."""
     if len(value) < 8:
         return False
-    return any(c.isdigit() or not c.isalnum() for c in value) or any(
-        c.isupper() for c in value[1:]
-    )
+    return any(c.isdigit() or not c.isalnum() for c in value) or any(c.isupper() for c in value[1:])
 
 
 def _is_value(value: str, name: str, family: str, *, prose: bool, rest_of_line: str) -> bool:

@@ -160,9 +160,7 @@ def _join_broken_tokens(text: str) -> tuple[str, _Edits] | None:
     if "\n" not in text:
         return None
     edits = [
-        (m.start(), m.end(), "")
-        for m in _BREAK.finditer(text)
-        if _continues_token(text, m.end())
+        (m.start(), m.end(), "") for m in _BREAK.finditer(text) if _continues_token(text, m.end())
     ]
     return _apply(text, edits) if edits else None
 

@@ -70,7 +70,9 @@ _PREFIXED: Final[tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Check], ...
     (
         "aws_session_token",
         ("ZXIvYXdz", "oJb3JpZ2luX2Vj"),
-        re.compile(r"(?:FQoGZXIvYXdz|FwoGZXIvYXdz|[A-Za-z0-9]{2}oJb3JpZ2luX2Vj)[A-Za-z0-9/+=]{40,}"),
+        re.compile(
+            r"(?:FQoGZXIvYXdz|FwoGZXIvYXdz|[A-Za-z0-9]{2}oJb3JpZ2luX2Vj)[A-Za-z0-9/+=]{40,}"
+        ),
         _always,
     ),
     (
@@ -165,8 +167,19 @@ _PREFIXED: Final[tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Check], ...
     (
         "service_token",
         (
-            "AKCp", "cmVmdGtu", "dapi", "_v1_", "shp", "AGE-SECRET-KEY-1", "PMAK-", "lin_api_",
-            "dp.", "hvs.", "hvb.", "glc_", "sntry",
+            "AKCp",
+            "cmVmdGtu",
+            "dapi",
+            "_v1_",
+            "shp",
+            "AGE-SECRET-KEY-1",
+            "PMAK-",
+            "lin_api_",
+            "dp.",
+            "hvs.",
+            "hvb.",
+            "glc_",
+            "sntry",
         ),
         re.compile(
             r"AKCp[A-Za-z0-9]{60,}"  # Artifactory API key
@@ -183,7 +196,7 @@ _PREFIXED: Final[tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Check], ...
             r"|sntry[su]_[A-Za-z0-9+/=_-]{40,}"  # Sentry
         ),
         _always,
-    ),  # fmt: skip
+    ),
     (
         "softlayer_api_key",
         ("softlayer.com/",),
@@ -219,9 +232,7 @@ _PUTTY_END: Final = re.compile(r"Private-MAC: [0-9a-fA-F]+")
 _URL_SCHEME_CHARS: Final = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-"
 )
-_URL_USERINFO: Final = re.compile(
-    r"(?P<user>[^\s:/?#@\[\]\"'<>`]{0,128}):(?=[^\s\"'<>`]{0,128}@)"
-)
+_URL_USERINFO: Final = re.compile(r"(?P<user>[^\s:/?#@\[\]\"'<>`]{0,128}):(?=[^\s\"'<>`]{0,128}@)")
 _URL_RUN: Final = re.compile(r"[^\s\"'<>`]{0,192}")
 _URL_HOST: Final = re.compile(
     r"(?:[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,16}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?"
@@ -235,7 +246,9 @@ _B64_RUN: Final = re.compile(r"[A-Za-z0-9/+]+(?P<padding>=*)")
 # lets the engine skip ahead; case-insensitive patterns would try every position.
 _BEARER: Final = re.compile(r"bearer[ \t]+(?P<secret>[a-z0-9._~+/-]{16,}=*)")
 _BASIC: Final = re.compile(r"basic[ \t]+(?P<secret>[a-z0-9+/]{8,}={0,2})(?![a-z0-9+/=])")
-_CURL_USER: Final = re.compile(r"(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,128}:(?P<secret>[^\s\"']+)")
+_CURL_USER: Final = re.compile(
+    r"(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,128}:(?P<secret>[^\s\"']+)"
+)
 _AUTHORIZATION: Final = re.compile(
     r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"(?:(?:basic|bearer|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|bot|dsn)[ \t]+)?"
@@ -296,8 +309,8 @@ def _private_keys(text: str) -> Iterator[Finding]:
             yield Finding(match.start(), max(end, match.end()), "private_key")
             continue
         marker = f"-----END {label}-----"
-        known = next_end.get(label)
-        if known is None or (known != -1 and known < match.end()):
+        known = next_end.get(label, -2)
+        if known == -2 or (known != -1 and known < match.end()):
             known = text.find(marker, match.end())
             next_end[label] = known
         if known != -1:
@@ -361,9 +374,8 @@ def _aws_secret_keys(text: str) -> Iterator[Finding]:
         if match["padding"]:
             continue  # padded: base64 data, not a key
         secret = match[0]
-        if len(secret) == 40 and _mixed(secret):
-            if _entropy(secret) >= 4.2:
-                yield Finding(match.start(), match.end(), "aws_secret_access_key")
+        if len(secret) == 40 and _mixed(secret) and _entropy(secret) >= 4.2:
+            yield Finding(match.start(), match.end(), "aws_secret_access_key")
 
 
 def _authorization(text: str) -> Iterator[Finding]:
@@ -403,7 +415,13 @@ _HEADERS: Final[tuple[tuple[str, re.Pattern[str], str, _Check], ...]] = (
     ("authorization", _AUTHORIZATION, "authorization_header", _credential_like),
 )
 
-TOKEN_DETECTORS: Final = (_private_keys, _prefixed, _aws_secret_keys, _authorization, _url_credentials)
+TOKEN_DETECTORS: Final = (
+    _private_keys,
+    _prefixed,
+    _aws_secret_keys,
+    _authorization,
+    _url_credentials,
+)
 """The detectors of this module, in precedence order."""
 
 TOKEN_KINDS: Final[tuple[str, ...]] = (
