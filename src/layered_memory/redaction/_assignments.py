@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-from layered_memory.redaction._tokens import fold_case
+from layered_memory.redaction._prefixes import fold_case
 from layered_memory.redaction._types import Finding
 
 __all__ = ["ASSIGNMENT_KINDS", "assignments"]
