@@ -9,9 +9,10 @@ How a text is scanned:
 
 1. A scanning view is built (`_normalize`): invisible characters removed, ASCII percent-escapes
    decoded, a token cut by a line break joined again.
-2. Detectors run on the view: tokens with a shape of their own (`_tokens`: vendor prefixes, key
-   blocks, URL credentials, Authorization headers, bare AWS secret keys) and values of
-   secret-named fields (`_assignments`: ``DB_PASSWORD=``, ``"password":``, ``*_TOKEN=``, ...).
+2. Detectors run on the view: vendor tokens (`_prefixes`: ``sk_live_``, ``ghp_``, ``hf_``,
+   JWTs, ...), secrets with a structure (`_tokens`: key blocks, URL credentials, Authorization
+   headers, bare AWS secret keys) and values of secret-named fields (`_assignments`:
+   ``DB_PASSWORD=``, ``"password":``, ``*_TOKEN=``, ...).
 3. Overlapping findings merge into one span; each span is mapped back to the original text and
    replaced there. Nothing outside the spans changes, byte for byte.
 
