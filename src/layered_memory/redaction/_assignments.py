@@ -19,7 +19,7 @@ from typing import Final
 from layered_memory.redaction._prefixes import fold_case
 from layered_memory.redaction._types import Finding
 
-__all__ = ["ASSIGNMENT_KINDS", "assignments"]
+__all__ = ["ASSIGNMENT_KINDS", "assignments", "is_placeholder"]
 
 _KEYWORDS: Final = (
     "password", "passwd", "passphrase", "passwort", "contrasena", "contrase\u00f1a", "pass",
@@ -41,9 +41,9 @@ _MAX_NAME: Final = 64
 # A quoted value may be wrapped once onto the next line; quoted and backquoted values are
 # bounded so an unclosed quote costs at most two lines' scan.
 _VALUE: Final = re.compile(
-    r"\"(?P<dq>(?:[^\"\\\n]|\\.){1,1024}(?:\n(?:[^\"\\\n]|\\.){0,1024})?)\""
-    r"|'(?P<sq>(?:[^'\\\n]|\\.){1,1024}(?:\n(?:[^'\\\n]|\\.){0,1024})?)'"
-    r"|`(?P<bq>[^`\n]{1,1024})`"
+    r"\"(?P<dq>(?:[^\"\\\n]|\\.){1,1024}(?:\n(?![ \t])(?:[^\"\\\n]|\\.){0,1024})?)\""
+    r"|'(?P<sq>(?:[^'\\\n]|\\.){1,1024}(?:\n(?![ \t])(?:[^'\\\n]|\\.){0,1024})?)'"
+    r"|`(?P<bq>[^`\s](?:[^`\n]{0,1022}[^`\s])?)`"  # a Markdown code span: no edge spaces
     r"|(?P<bare>[^\s\"'`;]{1,512})"
 )
 _BARE_END: Final = re.compile(r"[\s\"'`;]")
@@ -77,11 +77,12 @@ _STOPWORDS: Final = frozenset(
     }
 )  # fmt: skip
 _PLACEHOLDER: Final = re.compile(
-    r"(?i)<[^<>]*>|\{\{.*\}\}|\$\{.*\}|\$\(.*\)|\$[A-Z_][A-Z0-9_]*|%\(\w+\)s|%[A-Z_]+%"
+    r"<[^<>]*>|\{\{.*\}\}|\$\{.*\}|\$\(.*\)|\$[A-Z_][A-Z0-9_]*|%\(\w+\)s|%[A-Z_]+%"
     r"|[*xX\u2022.\u2026#-]+|.*(?:\.\.\.|\u2026).*"
-    r"|(?:your|my|insert|enter|replace|example|sample|dummy|fake|placeholder|redacted|changeme"
-    r"|todo|tbd|xxx+)(?:[\s_-].*)?"
-    r"|.*[_-](?:here|goes[_-]here)"
+    r"|[|>][-+]?[0-9]?"  # a YAML block scalar: the value is on the next lines
+    r"|(?i:(?:your|my|insert|enter|replace|example|sample|dummy|fake|placeholder|redacted"
+    r"|changeme|todo|tbd|xxx+)(?:[\s_-].*)?|.*[_-](?:here|goes[_-]here)"
+    r"|pass|password|passwd|pw|pwd|secret|token|key|credentials?)"
     r"|(?:Optional|SecretStr|Secret|str|bytes|Union)\[.*\]?"
 )
 _CODE_REFERENCE: Final = re.compile(
@@ -145,10 +146,20 @@ def _looks_random(value: str) -> bool:
     return any(c.isdigit() or not c.isalnum() for c in value) or any(c.isupper() for c in value[1:])
 
 
+def is_placeholder(value: str) -> bool:
+    """Whether ``value`` stands for a secret rather than being one: a marker, a template or
+    environment reference, a masked or elided value, a word like ``password``."""
+    return (
+        not any(char.isalnum() for char in value)
+        or value.startswith("[REDACTED")
+        or _PLACEHOLDER.fullmatch(value) is not None
+    )
+
+
 def _is_value(value: str, name: str, family: str, *, prose: bool, rest_of_line: str) -> bool:
-    if not value or value.startswith("[REDACTED") or value.lower() == name.lower():
+    if not value or is_placeholder(value) or value.lower() == name.lower():
         return False
-    if _PLACEHOLDER.fullmatch(value) or _NOT_A_SECRET.fullmatch(value):
+    if _NOT_A_SECRET.fullmatch(value):
         return False
     if _CODE_REFERENCE.match(value):
         return False
@@ -209,7 +220,11 @@ def _assignment_at(
     if value_match is None:
         return None
     group = next(g for g in ("dq", "sq", "bq", "bare") if value_match[g] is not None)
+    if group in {"bare", "bq"} and sep.strip().startswith(("==", "!=")):
+        return None  # `if password == expected:` compares two names; a quoted literal is a value
     start, end = value_match.span(group)
+    if is_placeholder(value_match[group]):
+        return None  # before trimming: `sk-...` is a placeholder, `sk-` would not be
     if group == "bare":
         in_query = name_start > 0 and text[name_start - 1] in "?&"
         end = _trim_bare(text, start, end, in_query=in_query)

@@ -43,7 +43,9 @@ _INVISIBLE_CHAR: Final = re.compile(f"[{_INVISIBLE}]")
 
 # Stage 2: a line break (an optional shell continuation `\`, CR, indentation of the next line)
 # between two visible characters. Whether it really cuts a token is decided in Python.
-_BREAK: Final = re.compile(r"(?<=\S)\\?\r?\n[ \t]*(?=\S)")
+# A line ending in `:`, `=`, `,`, `;` or an opening bracket ends a statement (`if x:`,
+# `key =`), so the next line is never read as its continuation.
+_BREAK: Final = re.compile(r"(?<=[^\s:=,;(\[{])\\?\r?\n[ \t]*(?=\S)")
 # `NAME=value`, `name: value`, `name = value`; not base64 padding (`...b3==`, `...==;k=v`).
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][\w.-]*(?:[ \t]+[=:]|:(?!//)|=(?!=|[ \t]*\Z))")
 _WORD_LIKE: Final = re.compile(r"[a-z]+|[A-Z][a-z]+|[A-Z]+|[0-9]{1,5}")

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
+from layered_memory.redaction._assignments import is_placeholder
 from layered_memory.redaction._prefixes import (
     PREFIXED_KINDS,
     Check,
@@ -66,7 +67,7 @@ _B64_RUN: Final = re.compile(r"[A-Za-z0-9/+]+(?P<padding>=*)")
 _BEARER: Final = re.compile(r"bearer[ \t]+(?P<secret>[a-z0-9._~+/-]{16,}=*)")
 _BASIC: Final = re.compile(r"basic[ \t]+(?P<secret>[a-z0-9+/]{8,}={0,2})(?![a-z0-9+/=])")
 _CURL_USER: Final = re.compile(
-    r"(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,128}:(?P<secret>[^\s\"']+)"
+    r"(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,128}:(?P<secret>[^\s\"'`]*[^\s\"'`.,;)])"
 )
 _AUTHORIZATION: Final = re.compile(
     r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
@@ -135,7 +136,7 @@ def _password_of(text: str, start: int) -> Finding | None:
         if host is not None and (host.end() == end or text[host.end()] in "/?#"):
             password = text[start:at]
             # `host:8080/path/@handle` is a port and a path, not a password.
-            if password.startswith("[REDACTED") or _PORT_THEN_PATH.match(password):
+            if is_placeholder(password) or _PORT_THEN_PATH.match(password):
                 return None
             return Finding(start, at, "url_credentials") if password else None
         at = text.rfind("@", start, at)
@@ -177,11 +178,13 @@ def _authorization(text: str) -> Iterator[Finding]:
 
 
 def _not_a_reference(secret: str) -> bool:
-    return not secret.startswith(("$", "[REDACTED"))
+    return not is_placeholder(secret)
 
 
 def _credential_like(secret: str) -> bool:
-    return not secret.startswith(("[REDACTED", "$", "<", "{")) and has_digit_or_caps(secret)
+    """A credential after a scheme the patterns do not know: random, so it has digits
+    (``Basic|Bearer|Token`` in documentation has none)."""
+    return not is_placeholder(secret) and any(char.isdigit() for char in secret)
 
 
 def _is_basic_credential(secret: str) -> bool:
