@@ -29,10 +29,13 @@ from benchmarks._report import Row, ScenarioResult, results_markdown, table
 from benchmarks.scenarios import (
     cold_load,
     end_to_end,
+    graph,
     per_call,
     redaction,
     rule_matching,
     scale,
+    tiers,
+    views,
     warm,
     write_back,
 )
@@ -46,7 +49,10 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "write_back": ("5. Write-back", write_back.run),
     "end_to_end": ("6. End to end", end_to_end.run),
     "scale": ("7. Scale", scale.run),
-    "redaction": ("Redaction", redaction.run),
+    "views": ("8. Message views", views.run),
+    "graph": ("9. Knowledge graph", graph.run),
+    "tiers": ("10. Tiered memory", tiers.run),
+    "redaction": ("11. Redaction", redaction.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -117,9 +117,20 @@ def test_tilde_maps_into_a_virtual_root_or_is_refused(
     assert "outside the backend root" in (reason or "")
 
 
-def test_real_path_backend_refuses_absolute_paths_outside_root(tmp_path: Path) -> None:
-    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=False)
-    normalized, reason = normalize_backend_path("/etc/passwd", backend)
+def test_host_path_backend_reads_any_absolute_path(tmp_path: Path) -> None:
+    # virtual_mode=False reads host paths as deepagents does: there is no root to escape.
+    project = tmp_path / "project"
+    project.mkdir()
+    backend = FilesystemBackend(root_dir=project, virtual_mode=False)
+    outside = tmp_path / "home" / "AGENTS.md"
+    assert normalize_backend_path(str(outside), backend) == (str(outside), None)
+    assert normalize_backend_path("../x.md", backend) == (str(tmp_path / "x.md"), None)
+
+
+def test_virtual_backend_refusing_home_names_the_composite_route(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    backend = FilesystemBackend(root_dir=project, virtual_mode=True)
+    normalized, reason = normalize_backend_path("~/.deepagents/AGENTS.md", backend)
     assert normalized is None
-    assert "escapes" in (reason or "")
-    assert normalize_backend_path("../x.md", backend)[0] is None
+    assert "CompositeBackend" in (reason or "")

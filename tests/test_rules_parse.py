@@ -243,7 +243,7 @@ def test_decode_rule_file_errors() -> None:
         FileDownloadResponse(path="/r/bin.md", content=b"ok \xff"), folder_index=0
     )
     assert rule is None
-    assert problems[0].reason == "not UTF-8 text (invalid byte at offset 3)"
+    assert problems[0].reason == "not valid UTF-8 (byte 3)"
     rule, problems = decode_rule_file(
         FileDownloadResponse(path="/r/ok.md", content=b"Hi."), folder_index=2
     )

@@ -14,6 +14,7 @@ from langgraph.graph import END, START, StateGraph
 
 from layered_memory import Layer
 from layered_memory.assembler import MemoryAssembler
+from layered_memory.render import SessionEntry
 from layered_memory.testing import ScriptedChatModel
 
 
@@ -81,3 +82,14 @@ def test_render_is_cached_and_byte_identical(tmp_path: Path) -> None:
     first = assembler.render(assembler.load())
     second = assembler.render(assembler.load())
     assert first is second  # same object: not re-rendered
+
+
+def test_render_parts_without_digest_sees_a_session_data_change(tmp_path: Path) -> None:
+    """A public method never serves a stale block: only the session's data changed here."""
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    assembler = MemoryAssembler(backend=backend, layers=[Layer("project", "/AGENTS.md")])
+    files = {"/AGENTS.md": "Project."}
+    first = assembler.render_parts(files, {}, SessionEntry("entity:a:b", {"step": 1}), ())
+    second = assembler.render_parts(files, {}, SessionEntry("entity:a:b", {"step": 2}), ())
+    assert '"step": 1' in first
+    assert '"step": 2' in second

@@ -86,8 +86,8 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scena
     try:
         scan = _detect_secrets_scanner()
     except ImportError as exc:
-        row = Row("Redaction", None, None, "runs", "unavailable", ours_text="unavailable")
-        return ScenarioResult("redaction", "Redaction", [row], [f"detect-secrets: {exc}"])
+        row = Row("11. Redaction", None, None, "runs", "unavailable", ours_text="unavailable")
+        return ScenarioResult("redaction", "11. Redaction", [row], [f"detect-secrets: {exc}"])
     rounds = ROUNDS.get(plan.name, ROUNDS["quick"])
     rows: list[Row] = []
     notes: list[str] = []
@@ -103,7 +103,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scena
         ratio = paired_ratio(ours, theirs)
         rows.append(
             Row(
-                f"Redaction: redact {label} (vs detect-secrets' plugins)",
+                f"11. Redaction: redact {label} (vs detect-secrets' plugins)",
                 ours.median,
                 theirs.median,
                 "info",
@@ -123,7 +123,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scena
     flagged_by_them = sum(1 for text in lookalikes if scan(text))
     rows.append(
         Row(
-            f"Redaction: corpus secrets surviving redact ({len(secrets)} plain)",
+            f"11. Redaction: corpus secrets surviving redact ({len(secrets)} plain)",
             None,
             None,
             "0 survive, 0 look-alikes changed",
@@ -142,4 +142,4 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scena
         f"{survived} survive, {damaged} look-alikes changed. detect-secrets' credential "
         f"plugins find {found_by_them} of the secrets and flag {flagged_by_them} look-alikes."
     )
-    return ScenarioResult("redaction", "Redaction", rows, notes)
+    return ScenarioResult("redaction", "11. Redaction", rows, notes)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from layered_memory._atomic import atomic_write
 from layered_memory._cli_store import (
     CliStoreError,
     FileItem,
@@ -233,7 +233,7 @@ def _apply_pull(
 ) -> Action:
     try:
         if action.status in ("added", "updated"):
-            _write_atomically(targets[action.key], source[action.key])
+            atomic_write(targets[action.key], source[action.key])
         elif action.status == "deleted":
             path = root.joinpath(*action.key[1:].split("/"))
             path.unlink()
@@ -241,22 +241,6 @@ def _apply_pull(
     except OSError as exc:
         return Action(action.key, "failed", f"{action.status}: {exc.strerror or exc}")
     return action
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed
-        dir=target.parent, prefix=".", suffix=".sync-tmp", delete=False
-    )
-    try:
-        with handle:
-            handle.write(data)
-        if target.exists():
-            os.chmod(handle.name, target.stat().st_mode & 0o7777)
-        os.replace(handle.name, target)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
 
 
 def _remove_empty_parents(folder: Path, root: Path) -> None:

@@ -11,6 +11,7 @@ import yaml
 
 from layered_memory._glob import CompiledGlob, GlobError, compile_glob, split_glob_list
 from layered_memory._rule_types import Rule, RuleProblem
+from layered_memory.loading import decode_content
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import FileDownloadResponse
@@ -261,9 +262,8 @@ def decode_rule_file(
         if reason == "file_not_found":
             reason = "file not found (deleted after it was listed?)"
         return None, [RuleProblem(response.path, f"cannot read: {reason}")]
-    try:
-        text = response.content.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        reason = f"not UTF-8 text (invalid byte at offset {exc.start})"
-        return None, [RuleProblem(response.path, reason)]
+    # The middleware's own decoder: lint and the agent reach the same verdict on every file.
+    text, problem = decode_content(response.content)
+    if text is None:
+        return None, [RuleProblem(response.path, problem or "unreadable")]
     return parse_rule_file(response.path, text, folder_index=folder_index)

@@ -25,6 +25,7 @@ from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._disk_cache import (
     DirSignatures,
+    DiskReadCache,
     clear_shared_caches,
     listing_cache_for,
     now_ns,
@@ -60,6 +61,8 @@ from layered_memory.rules import (
 )
 
 if TYPE_CHECKING:
+    from deepagents.backends.protocol import BackendProtocol
+
     from layered_memory.stores import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -105,8 +108,11 @@ class MemorySnapshot:
         files: Layer path (as configured) -> raw text, for each file that loaded.
         rule_files: Rule file path -> raw text.
         session: The session layer of this run, if a store holds data for its key.
-        problems: Files skipped, with the reason.
-        digest: Changes exactly when anything above (but `problems`) changes.
+        problems: Files skipped and configuration mistakes, with the reason.
+        digest: Changes exactly when anything but `problems` changes.
+        unreadable: Layer path -> reason, for layer files that may exist but could not be
+            read (a directory, binary, not UTF-8, a backend error): shown to the agent as
+            present-but-unreadable, and never overwritten by a whole-file `write_file`.
     """
 
     files: Mapping[str, str]
@@ -114,6 +120,7 @@ class MemorySnapshot:
     session: SessionEntry | None = None
     problems: tuple[SourceProblem, ...] = ()
     digest: str = ""
+    unreadable: Mapping[str, str] = field(default_factory=dict)
 
 
 class MemoryAssembler:
@@ -170,8 +177,17 @@ class MemoryAssembler:
         self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
         self._logged: set[tuple[str, str]] = set()
         self._last_load: (
-            tuple[Mapping[str, str], Mapping[str, str], str | None, str | None, str] | None
+            tuple[
+                Mapping[str, str],
+                Mapping[str, str],
+                str | None,
+                str | None,
+                Mapping[str, str],
+                str,
+            ]
+            | None
         ) = None
+        self._probed_folders: set[str] = set()
         # Local disk: skip re-reading (and re-listing) what has not changed since last time.
         on_disk = isinstance(backend, FilesystemBackend)
         self._disk_cache = read_cache_for(backend) if on_disk else None
@@ -181,29 +197,64 @@ class MemoryAssembler:
 
     # -- loading ----------------------------------------------------------------------------
 
-    def load(self, *, session_key: str | None = None) -> MemorySnapshot:
-        """Read every layer, rule file and the session entry (one download for all files)."""
+    def load(
+        self, *, session_key: str | None = None, backend: BackendProtocol | None = None
+    ) -> MemorySnapshot:
+        """Read every layer, rule file and the session entry (one download for all files).
+
+        Args:
+            session_key: The run's thread id, for the session layer.
+            backend: The backend to read through this time (a backend factory's product);
+                default: the assembler's own.
+        """
+        io = backend if backend is not None else self.backend
         rule_paths, listing_problems = self._cached_listing()
         if rule_paths is None:
             taken, started = self._listing_signatures()
-            rule_paths, listing_problems = list_rule_files(self.backend, self.rule_folders)
+            rule_paths, listing_problems = list_rule_files(io, self.rule_folders)
             self._remember_listing(taken, (rule_paths, listing_problems), started)
+        probe = self._folders_to_probe(rule_paths)
+        if probe:
+            listing_problems = [*listing_problems, *_probe_rule_folders(io, probe)]
         session = self._read_session(session_key)
         paths = [*self.layer_paths, *(p for _, p in rule_paths)]
-        result = download_texts(self.backend, paths, cache=self._disk_cache)
+        result = download_texts(io, paths, cache=self._cache_for(io))
         return self._snapshot(result, rule_paths, listing_problems, session)
 
-    async def aload(self, *, session_key: str | None = None) -> MemorySnapshot:
+    async def aload(
+        self, *, session_key: str | None = None, backend: BackendProtocol | None = None
+    ) -> MemorySnapshot:
         """Async twin of `load`."""
+        io = backend if backend is not None else self.backend
         rule_paths, listing_problems = self._cached_listing()
         if rule_paths is None:
             taken, started = self._listing_signatures()
-            rule_paths, listing_problems = await alist_rule_files(self.backend, self.rule_folders)
+            rule_paths, listing_problems = await alist_rule_files(io, self.rule_folders)
             self._remember_listing(taken, (rule_paths, listing_problems), started)
+        probe = self._folders_to_probe(rule_paths)
+        if probe:
+            listing_problems = [*listing_problems, *await _aprobe_rule_folders(io, probe)]
         session = await self._aread_session(session_key)
         paths = [*self.layer_paths, *(p for _, p in rule_paths)]
-        result = await adownload_texts(self.backend, paths, cache=self._disk_cache)
+        result = await adownload_texts(io, paths, cache=self._cache_for(io))
         return self._snapshot(result, rule_paths, listing_problems, session)
+
+    def _cache_for(self, io: Any) -> DiskReadCache | None:
+        return self._disk_cache if io is self.backend else None
+
+    def _folders_to_probe(self, rule_paths: Sequence[tuple[int, str]]) -> list[str]:
+        """Rule folders that listed no file and were never checked: missing, or a file?
+
+        Checked once per assembler (a warning is worth one look, not one per invocation).
+        """
+        listed = {index for index, _ in rule_paths}
+        probe = [
+            folder
+            for index, folder in enumerate(self.rule_folders)
+            if index not in listed and folder not in self._probed_folders
+        ]
+        self._probed_folders.update(probe)
+        return probe
 
     def _cached_listing(self) -> tuple[list[tuple[int, str]] | None, list[Any]]:
         """The rule listing without a backend call when nothing can have changed it."""
@@ -237,18 +288,64 @@ class MemoryAssembler:
         layer_paths = set(self.layer_paths)
         files = {p: t for p, t in result.texts.items() if p in layer_paths}
         rule_files = {p: result.texts[p] for _, p in rule_paths if p in result.texts}
+        unreadable = {
+            problem.path: problem.reason
+            for problem in result.problems
+            if problem.unreadable and problem.path in layer_paths
+        }
         problems = [
             *result.problems,
             *(SourceProblem(problem.path, problem.reason) for problem in listing_problems),
+            *self._configuration_problems(result, bool(rule_files)),
         ]
         report_problems(problems, strict=self.strict, already_logged=self._logged)
-        session_text = json.dumps(session.data, sort_keys=True, default=str) if session else None
+        session_text = _session_text(session)
         session_id = session.key if session else None
-        digest = self._reused_digest(files, rule_files, session_id, session_text)
+        digest = self._reused_digest(files, rule_files, session_id, session_text, unreadable)
         if digest is None:
-            digest = digest_texts(files, rule_files, session_id, session_text)
-        self._last_load = (files, rule_files, session_id, session_text, digest)
-        return MemorySnapshot(files, rule_files, session, tuple(problems), digest)
+            digest = digest_texts(files, rule_files, session_id, session_text, unreadable)
+        self._last_load = (files, rule_files, session_id, session_text, unreadable, digest)
+        return MemorySnapshot(files, rule_files, session, tuple(problems), digest, unreadable)
+
+    def _configuration_problems(
+        self, result: DownloadResult, found_rules: bool
+    ) -> list[SourceProblem]:
+        """Missing files that are configuration mistakes rather than normal absence.
+
+        A missing writable file is normal (the agent creates it); a missing read-only file
+        is a wrong path or a wrong backend root. In `sources=` mode a missing file is skipped
+        as deepagents skips it, noted at INFO level.
+        """
+        if self.compat:
+            for path in sorted(result.missing):
+                if ("missing", path) not in self._logged:
+                    self._logged.add(("missing", path))
+                    logger.info("memory source %s not found: skipped", path)
+            return []
+        problems: list[SourceProblem] = []
+        read_only = [
+            (layer, path) for layer in self.layers if not layer.writable for path in layer.paths
+        ]
+        for layer, path in read_only:
+            if path in result.missing:
+                problems.append(
+                    SourceProblem(
+                        path,
+                        f"the read-only layer {layer.name!r} has no file at this path "
+                        f"(backend root: {_root_label(self.backend)}); fix the path or "
+                        "remove the layer",
+                    )
+                )
+        nothing_found = not result.texts and not found_rules and not result.problems
+        if read_only and nothing_found:
+            problems.append(
+                SourceProblem(
+                    _root_label(self.backend),
+                    "the backend root holds none of the configured memory files "
+                    f"({', '.join(self.layer_paths)}): is the backend's root_dir right?",
+                )
+            )
+        return problems
 
     def _reused_digest(
         self,
@@ -256,6 +353,7 @@ class MemoryAssembler:
         rule_files: Mapping[str, str],
         session_id: str | None,
         session_text: str | None,
+        unreadable: Mapping[str, str],
     ) -> str | None:
         """The previous load's digest when this load holds the very same text objects.
 
@@ -263,10 +361,10 @@ class MemoryAssembler:
         replaces hashing every memory and rule text at every invocation.
         """
         last = self._last_load
-        if last is None or (session_id, session_text) != (last[2], last[3]):
+        if last is None or (session_id, session_text, unreadable) != last[2:5]:
             return None
         if _same_objects(files, last[0]) and _same_objects(rule_files, last[1]):
-            return last[4]
+            return last[5]
         return None
 
     def _read_session(self, key: str | None) -> SessionEntry | None:
@@ -300,7 +398,12 @@ class MemoryAssembler:
     def render(self, snapshot: MemorySnapshot, *, keys: Iterable[str] = ()) -> str:
         """The prompt block for `snapshot`, with the rules matching `keys` (cached)."""
         return self.render_parts(
-            snapshot.files, snapshot.rule_files, snapshot.session, keys, digest=snapshot.digest
+            snapshot.files,
+            snapshot.rule_files,
+            snapshot.session,
+            keys,
+            digest=snapshot.digest,
+            unreadable=snapshot.unreadable,
         )
 
     def render_parts(
@@ -311,16 +414,34 @@ class MemoryAssembler:
         keys: Iterable[str],
         *,
         digest: str | None = None,
+        unreadable: Mapping[str, str] | None = None,
     ) -> str:
-        """`render` from the parts kept in agent state; cached on (digest, keys)."""
+        """`render` from the parts kept in agent state; cached on (digest, keys).
+
+        Args:
+            files: Layer path -> text.
+            rule_files: Rule file path -> text.
+            session: The session layer, if any.
+            keys: Rule match keys.
+            digest: The snapshot's digest of exactly these parts (a cache key computed once
+                per load); without it, one is computed from every part.
+            unreadable: Layer path -> reason, for files that could not be read.
+        """
         # Keys only select rules: without rule folders they cannot change the block.
         key_tuple = tuple(keys) if self.rule_folders else ()
+        unreadable = unreadable or {}
         if digest is None:
-            digest = digest_texts(files, rule_files, session.key if session else None)
+            digest = digest_texts(
+                files,
+                rule_files,
+                session.key if session else None,
+                _session_text(session),
+                unreadable,
+            )
         cache_key = (digest, key_tuple)
         block = self._blocks.get(cache_key)
         if block is None:
-            block = self._render_uncached(files, rule_files, session, key_tuple)
+            block = self._render_uncached(files, rule_files, session, key_tuple, unreadable)
             self._blocks.put(cache_key, block)
         return block
 
@@ -355,6 +476,7 @@ class MemoryAssembler:
         rule_files: Mapping[str, str],
         session: SessionEntry | None,
         keys: tuple[str, ...],
+        unreadable: Mapping[str, str],
     ) -> str:
         match = self.match_rules(rule_files, keys)
         rules_renderer = None
@@ -371,6 +493,7 @@ class MemoryAssembler:
             compat=self.compat,
             rules=rules_renderer,
             session=session,
+            unreadable=unreadable,
         )
 
     def _report_rule_problems(self, rule_set: RuleSet) -> None:
@@ -406,6 +529,12 @@ class MemoryAssembler:
                 return "rule", None
         return None, None
 
+    def same_file(self, configured: str, tool_path: str) -> bool:
+        """Whether a path named in a tool call is the configured layer path (any alias)."""
+        first, _ = normalize_backend_path(configured, self.backend)
+        second, _ = normalize_backend_path(tool_path, self.backend)
+        return first is not None and first == second
+
     def _index_paths(self) -> dict[str, tuple[PathAccess | None, Layer | None]]:
         index: dict[str, tuple[PathAccess | None, Layer | None]] = {}
         for layer in self.layers:
@@ -432,6 +561,48 @@ def _parse_rule(path: str, text: str, folder_index: int) -> tuple[Rule | None, t
     """One rule file parsed, remembered by content: one changed file re-parses only itself."""
     rule, problems = parse_rule_file(path, text, folder_index=folder_index)
     return rule, tuple(problems)
+
+
+def _session_text(session: SessionEntry | None) -> str | None:
+    """The session data as it is hashed (a change of any value changes the digest)."""
+    return json.dumps(dict(session.data), sort_keys=True, default=str) if session else None
+
+
+def _root_label(backend: Any) -> str:
+    """The backend's root in words for a message: a disk folder, or the kind of backend."""
+    root = getattr(backend, "cwd", None)
+    return str(root) if root is not None else f"the {type(backend).__name__}"
+
+
+def _probe_rule_folders(backend: Any, folders: Sequence[str]) -> list[SourceProblem]:
+    try:
+        responses = backend.download_files(list(folders))
+    except Exception:  # only a diagnosis: a failing probe must not stop the run
+        return []
+    return rule_folder_problems(folders, responses)
+
+
+async def _aprobe_rule_folders(backend: Any, folders: Sequence[str]) -> list[SourceProblem]:
+    try:
+        responses = await backend.adownload_files(list(folders))
+    except Exception:  # see _probe_rule_folders
+        return []
+    return rule_folder_problems(folders, responses)
+
+
+def rule_folder_problems(folders: Sequence[str], responses: Sequence[Any]) -> list[SourceProblem]:
+    """Rule folders that are missing or are files, from `download_files(folders)`'s answers."""
+    problems: list[SourceProblem] = []
+    for folder, response in zip(folders, responses, strict=False):
+        error = getattr(response, "error", None)
+        if error == "file_not_found":
+            reason = "rules folder not found: fix the path in rules=[...] or create the folder"
+        elif error is None and getattr(response, "content", None) is not None:
+            reason = "rules folder is a file: rules=[...] takes folders (every *.md below)"
+        else:
+            continue
+        problems.append(SourceProblem(folder, reason))
+    return problems
 
 
 def _same_objects(new: Mapping[str, str], old: Mapping[str, str]) -> bool:

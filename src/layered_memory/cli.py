@@ -1,4 +1,4 @@
-"""The `layered-memory` console script: `lint`, `inspect` and `sync` subcommands.
+"""The `layered-memory` console script: `lint`, `inspect`, `sync`, `graph`, `tiers` subcommands.
 
 Each subcommand is one `_add_<name>` function declaring its arguments and one `_run_<name>`
 function doing the work (or a module of its own, like `_cli_lint`), so owners of different
@@ -189,10 +189,26 @@ def _run_sync(args: argparse.Namespace) -> int:
     )
 
 
+def _add_graph(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from layered_memory.graph._cli import add_parser
+
+    add_parser(subparsers)
+
+
+def _add_tiers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    try:
+        from layered_memory.tiers._cli import add_parser
+    except ImportError:  # the `tiers` extra (numpy) is not installed: no such subcommand
+        return
+    add_parser(subparsers)
+
+
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     _add_lint,
     _add_inspect,
     _add_sync,
+    _add_graph,
+    _add_tiers,
 )
 
 

@@ -75,3 +75,79 @@ class MemoryWriteError(LayeredMemoryError):
         self.path = path
         self.reason = reason
         super().__init__(f"could not write memory file {path!r}: {reason}")
+
+
+class KnowledgeGraphError(LayeredMemoryError):
+    """A knowledge-graph file or operation could not be used; the file is left as it was.
+
+    Attributes:
+        path: The graph file's backend path.
+        reason: What went wrong, in words fit for a log line or a tool result.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"knowledge graph {path!r}: {reason}")
+
+
+class EntityNotFoundError(KnowledgeGraphError, KeyError):
+    """`add_observations` named an entity the graph does not hold (nothing was written).
+
+    Attributes:
+        path: The graph file's backend path.
+        name: The unknown entity name.
+    """
+
+    def __init__(self, path: str, name: str) -> None:
+        self.name = name
+        # The MCP memory server's own wording, so a tool result reads the same from both.
+        super().__init__(path, f"Entity with name {name} not found")
+
+    def __str__(self) -> str:
+        # KeyError would repr() the message; keep the plain sentence.
+        return self.reason
+
+
+class KnowledgeGraphInputError(KnowledgeGraphError, ValueError):
+    """An argument of a knowledge-graph operation has the wrong shape.
+
+    Attributes:
+        path: The graph file's backend path.
+        parameter: The offending argument, e.g. ``entities[2].observations``.
+    """
+
+    def __init__(self, path: str, parameter: str, reason: str) -> None:
+        self.parameter = parameter
+        super().__init__(path, f"invalid argument {parameter}: {reason}")
+
+
+class TierUserIdError(LayeredMemoryError, ValueError):
+    """A user id cannot name a user's tiered memory (not a string, empty, or too long).
+
+    Attributes:
+        user_id: The offending id, shortened to 80 characters for messages and logs.
+        reason: What is wrong with it.
+    """
+
+    def __init__(self, user_id: object, reason: str) -> None:
+        shown = repr(user_id)
+        self.user_id = shown if len(shown) <= 80 else shown[:77] + "..."
+        self.reason = reason
+        super().__init__(f"invalid user id {self.user_id}: {reason}")
+
+
+class TierItemError(LayeredMemoryError, KeyError):
+    """No page, segment or fact with this id in the user's tiered memory.
+
+    Attributes:
+        item_id: The id asked for.
+    """
+
+    def __init__(self, item_id: str, reason: str) -> None:
+        self.item_id = item_id
+        self.reason = reason
+        super().__init__(f"tiered memory item {item_id!r}: {reason}")
+
+    def __str__(self) -> str:  # KeyError would print the repr of the whole message
+        return str(self.args[0])

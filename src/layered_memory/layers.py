@@ -16,6 +16,8 @@ from typing import Any
 
 from deepagents.backends.filesystem import FilesystemBackend
 
+from layered_memory._validation import as_path
+
 MEMORY_FILE_NAME = "MEMORY.md"
 MEMORY_FILE_DEFAULT_MAX_LINES = 200
 """A `MEMORY.md` grows with every learned insight; by default only its head is injected."""
@@ -45,21 +47,20 @@ class Layer:
     def __init__(
         self,
         name: str,
-        paths: str | Sequence[str],
+        paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
         writable: bool = False,
         max_lines: int | None = None,
         max_chars: int | None = None,
     ) -> None:
-        path_tuple = (paths,) if isinstance(paths, str) else tuple(paths)
         if not isinstance(name, str) or not name.strip():
-            msg = "Layer name must be a non-empty string"
+            msg = f"Layer name must be a non-empty string; got {name!r}"
             raise ValueError(msg)
-        if not path_tuple or not all(isinstance(p, str) and p.strip() for p in path_tuple):
-            msg = f"Layer {name!r} needs at least one non-empty path"
-            raise ValueError(msg)
+        path_tuple = _layer_paths(name, paths)
         for label, value in (("max_lines", max_lines), ("max_chars", max_chars)):
-            if value is not None and (not isinstance(value, int) or value <= 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
                 msg = f"Layer {name!r}: {label} must be a positive int or None, got {value!r}"
                 raise ValueError(msg)
         object.__setattr__(self, "name", name.strip())
@@ -75,6 +76,22 @@ class Layer:
         if PurePosixPath(path).name == MEMORY_FILE_NAME:
             return MEMORY_FILE_DEFAULT_MAX_LINES
         return None
+
+
+def _layer_paths(name: str, paths: object) -> tuple[str, ...]:
+    """One path or a sequence of them (`str` or `os.PathLike`), as a tuple of strings."""
+    items = [paths] if isinstance(paths, str | os.PathLike) else paths
+    if isinstance(items, bytes) or not isinstance(items, Sequence):
+        msg = (
+            f"Layer {name!r}: paths must be a str, an os.PathLike or a list of them; "
+            f"got {type(paths).__name__}"
+        )
+        raise TypeError(msg)
+    path_tuple = tuple(as_path(item, parameter=f"Layer {name!r} path") for item in items)
+    if not path_tuple or not all(path.strip() for path in path_tuple):
+        msg = f"Layer {name!r} needs at least one non-empty path"
+        raise ValueError(msg)
+    return path_tuple
 
 
 def layers_from_sources(sources: Sequence[str]) -> tuple[Layer, ...]:
@@ -135,6 +152,14 @@ def normalize_backend_path(
     return virtual_path, None
 
 
+def lexical_path(path: str) -> str | None:
+    """`path` as a `/`-anchored POSIX path with `.`, `..` and `//` folded (no I/O), or None
+    when `..` would climb above `/` or the path holds a NUL byte."""
+    if "\x00" in path:
+        return None
+    return _normalize_virtual(path)
+
+
 def _resolved(root: Path) -> Path:
     """A backend root with symlinks resolved (the backend fixes its root when it is built)."""
     return root.resolve()
@@ -164,7 +189,6 @@ def _normalize_for_filesystem(
     Read-only protection compares these forms: `AGENTS.md`, `/abs/root/AGENTS.md` and a
     symlink to it must all be recognised as the same file.
     """
-    real_root = _resolved(root)
     if virtual and not from_home:
         normalized = _normalize_virtual(path)
         if normalized is None:
@@ -174,13 +198,21 @@ def _normalize_for_filesystem(
         candidate = Path(path) if os.path.isabs(path) else root / path
     try:
         real = candidate.resolve()
-        relative = real.relative_to(real_root).as_posix()
-    except (ValueError, OSError):
-        if virtual and not from_home:
-            return None, f"path escapes the backend root {root} (through a symlink)"
-        where = "is outside" if from_home else "escapes"
-        return None, f"path {where} the backend root {root}"
-    if virtual:
-        # A virtual-mode backend addresses files by `/`-anchored paths under its root.
-        return ("/" + relative if relative != "." else "/"), None
-    return str(real), None
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        return None, f"cannot resolve the path: {type(exc).__name__}: {exc}"
+    if not virtual:
+        # A host-path backend reads any absolute path (deepagents' own docs put a user layer at
+        # `~/.deepagents/AGENTS.md`): there is no root to escape.
+        return str(real), None
+    try:
+        relative = real.relative_to(_resolved(root)).as_posix()
+    except ValueError:
+        if from_home:
+            return None, (
+                f"path is outside the backend root {root}; a virtual-mode backend cannot "
+                "read the home folder: route it with a CompositeBackend (see the README, "
+                "'A user layer in the home folder') or use FilesystemBackend(virtual_mode=False)"
+            )
+        return None, f"path escapes the backend root {root} (through a symlink)"
+    # A virtual-mode backend addresses files by `/`-anchored paths under its root.
+    return ("/" + relative if relative != "." else "/"), None

@@ -35,10 +35,19 @@ _DOWNLOAD_ERROR_REASONS = {
 
 @dataclass(frozen=True, slots=True)
 class SourceProblem:
-    """A file that was not used, and why (the text never appears here)."""
+    """A file that was not used, and why (the text never appears here).
+
+    Attributes:
+        path: The path as configured.
+        reason: Why it was not used, in words fit for a log line.
+        unreadable: The file may exist but could not be read or decoded (a directory, binary,
+            not UTF-8, permission denied, a backend error). Its content is unknown, so it must
+            never be overwritten by a whole-file write. False for a path refused before I/O.
+    """
 
     path: str
     reason: str
+    unreadable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +127,7 @@ def interpret_responses(
     found_problems = list(problems)
     if len(responses) != len(plan):
         reason = f"backend answered {len(responses)} files for {len(plan)} requested"
-        found_problems.extend(SourceProblem(path, reason) for path in plan)
+        found_problems.extend(SourceProblem(path, reason, unreadable=True) for path in plan)
         return DownloadResult(texts, frozenset(), tuple(found_problems))
     for requested, response in zip(plan, responses, strict=True):
         error = getattr(response, "error", None)
@@ -128,14 +137,16 @@ def interpret_responses(
             continue
         if error is not None:
             reason = _DOWNLOAD_ERROR_REASONS.get(str(error), f"backend error: {error}")
-            found_problems.append(SourceProblem(requested, reason))
+            found_problems.append(SourceProblem(requested, reason, unreadable=True))
             continue
         if content is None:
             missing.add(requested)
             continue
         text, decode_problem = decode_content(content)
         if text is None:
-            found_problems.append(SourceProblem(requested, decode_problem or "unreadable"))
+            found_problems.append(
+                SourceProblem(requested, decode_problem or "unreadable", unreadable=True)
+            )
         else:
             texts[requested] = text
     return DownloadResult(texts, frozenset(missing), tuple(found_problems))
@@ -220,4 +231,6 @@ def report_problems(
 
 def _backend_failure(plan: Mapping[str, str], exc: Exception) -> DownloadResult:
     reason = f"backend error: {type(exc).__name__}: {exc}"
-    return DownloadResult({}, frozenset(), tuple(SourceProblem(path, reason) for path in plan))
+    return DownloadResult(
+        {}, frozenset(), tuple(SourceProblem(path, reason, unreadable=True) for path in plan)
+    )

@@ -56,6 +56,11 @@ LAYERED_PREAMBLE = (
     "wins. Only layers marked writable may be edited (edit_file / write_file)."
 )
 
+UNREADABLE_NOTE = (
+    "(present but unreadable: {reason}. Do not overwrite it with write_file: its content is "
+    "unknown and would be lost. Tell the user the file needs fixing.)"
+)
+
 EMPTY_WRITABLE_NOTE = (
     "(empty: nothing saved yet. To remember something, write it to {path} with "
     "edit_file or write_file.)"
@@ -139,6 +144,7 @@ def render_memory(
     compat: bool = False,
     rules: Callable[[int], str] | None = None,
     session: SessionEntry | None = None,
+    unreadable: Mapping[str, str] | None = None,
 ) -> str:
     """The memory block for one model call.
 
@@ -150,13 +156,20 @@ def render_memory(
         compat: deepagents' layout (each source as its path then its text), for `sources=`.
         rules: Renders the matched rules within a char limit; "" when none match.
         session: The session layer, shown last (highest precedence).
+        unreadable: Path -> reason for files that exist but could not be read: shown as
+            present-but-unreadable, never as empty (an empty writable file invites a rewrite).
 
     Returns:
         The block to append to the system message.
     """
     overhead = len(template.format(agent_memory=""))
     available = max_chars - overhead
-    pieces = _compat_pieces(layers, files) if compat else _layer_pieces(layers, files)
+    unreadable = unreadable or {}
+    pieces = (
+        _compat_pieces(layers, files, unreadable)
+        if compat
+        else _layer_pieces(layers, files, unreadable)
+    )
     if rules is not None:
         pieces.append(_rules_piece(rules, available))
     if session is not None:
@@ -206,11 +219,21 @@ def _join(preamble: str, texts: Sequence[str]) -> str:
     return "\n\n".join(part for part in (preamble, *texts) if part)
 
 
-def _layer_pieces(layers: Sequence[Layer], files: Mapping[str, str]) -> list[_Piece]:
+def _unreadable_note(reason: str) -> str:
+    return neutralize_tags(UNREADABLE_NOTE.format(reason=reason))
+
+
+def _layer_pieces(
+    layers: Sequence[Layer], files: Mapping[str, str], unreadable: Mapping[str, str]
+) -> list[_Piece]:
     pieces: list[_Piece] = []
     for layer in layers:
         remaining = layer.max_chars
         for path in layer.paths:
+            if path in unreadable:
+                note = _unreadable_note(unreadable[path])
+                pieces.append(_element_piece(layer, path, note, shrinkable=False))
+                continue
             raw = files.get(path)
             text = clean_memory_text(raw) if raw is not None else ""
             if not text:
@@ -244,10 +267,17 @@ def _element_piece(layer: Layer, path: str, body: str, *, shrinkable: bool) -> _
     return _Piece(full, shrink, len(stub), stub)
 
 
-def _compat_pieces(layers: Sequence[Layer], files: Mapping[str, str]) -> list[_Piece]:
+def _compat_pieces(
+    layers: Sequence[Layer], files: Mapping[str, str], unreadable: Mapping[str, str]
+) -> list[_Piece]:
     pieces: list[_Piece] = []
     for layer in layers:
         for path in layer.paths:
+            if path in unreadable:
+                # deepagents would have aborted the run here; say what is wrong instead.
+                note = f"{path}\n\n{_unreadable_note(unreadable[path])}"
+                pieces.append(_Piece(note, _fixed(note), len(note)))
+                continue
             raw = files.get(path)
             text = clean_memory_text(raw) if raw else ""
             if not text:
@@ -260,6 +290,11 @@ def _compat_pieces(layers: Sequence[Layer], files: Mapping[str, str]) -> list[_P
 
             pieces.append(_Piece(f"{head}{text}", shrink, len(shrink(0))))
     return pieces
+
+
+def _fixed(text: str) -> Callable[[int], str]:
+    """The shrink function of a piece that never shrinks (it is dropped whole, if at all)."""
+    return lambda _limit: text
 
 
 def _rules_piece(rules: Callable[[int], str], available: int) -> _Piece:

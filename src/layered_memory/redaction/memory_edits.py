@@ -1,16 +1,17 @@
 """The agent's own edits of memory files, redacted before the tool writes them.
 
-`MemoryMiddleware.wrap_tool_call` passes every ``write_file`` / ``edit_file`` call that targets
-a writable memory file (or a writable rule file) through `redact_memory_edit`: the text the
-tool would write (``content``, ``new_string``) is redacted, the tool runs on the redacted call,
-and `note_redaction` tells the model in the tool result, so it neither retries with the secret
-nor later looks for it in the file. ``old_string`` is left alone: it must match what the file
-holds.
+`MemoryMiddleware.wrap_tool_call` passes every tool call it did not refuse through
+`redact_memory_edit`. For a ``write_file`` / ``edit_file`` of a memory file (or a writable
+rule file) the text the tool would write (``content``, ``new_string``) is redacted, the tool
+runs on the redacted call, and `note_redaction` tells the model in the tool result, so it
+neither retries with the secret nor later looks for it in the file. ``old_string`` is left
+alone: it must match what the file holds.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from langchain_core.messages import ToolMessage
@@ -32,19 +33,28 @@ REDACTED_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
 """Per file tool, the arguments whose text ends up in the file."""
 
 
-def redact_memory_edit(request: ToolCallRequest) -> tuple[ToolCallRequest, Redaction | None]:
-    """Redact the text a memory-file edit would write.
+def redact_memory_edit(
+    request: ToolCallRequest, access_of: Callable[[str], tuple[object | None, object]]
+) -> tuple[ToolCallRequest, Redaction | None]:
+    """Redact the text a file tool would write into a memory file.
 
     Args:
-        request: A tool call already known to edit a writable memory or rule file.
+        request: A tool call the middleware did not refuse.
+        access_of: ``MemoryAssembler.access_of``: whether a path is a memory or rule file
+            (``(None, None)`` for any other file, which is left alone).
 
     Returns:
-        The request to run (the same one when nothing was found) and what was redacted (None
-        when nothing was).
+        The request to run (the same one when it writes no memory file or nothing was found)
+        and what was redacted (None when nothing was).
     """
     call = request.tool_call
     names = REDACTED_ARGUMENTS.get(call.get("name", ""), ())
+    if not names:
+        return request, None
     args: dict[str, Any] = dict(call.get("args") or {})
+    paths = [args[key] for key in ("file_path", "path") if isinstance(args.get(key), str)]
+    if not any(access_of(path)[0] is not None for path in paths):
+        return request, None
     kinds: set[str] = set()
     count = 0
     for name in names:

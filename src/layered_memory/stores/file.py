@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 
+from layered_memory._atomic import atomic_write
 from layered_memory.errors import SessionStoreError
 from layered_memory.stores._common import (
     Clock,
@@ -113,17 +112,15 @@ class FileSessionStore:
         self._write_atomically(key, path, text)
 
     def _write_atomically(self, key: str, path: Path, text: str) -> None:
-        fd, temp_name = tempfile.mkstemp(dir=self.root, prefix=_TEMP_PREFIX, suffix=".json")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                if self._fsync:
-                    os.fsync(handle.fileno())
-            os.replace(temp_name, path)
+            atomic_write(
+                path,
+                text.encode("utf-8"),
+                mode=0o600,
+                durable=self._fsync,
+                temp_prefix=_TEMP_PREFIX,
+            )
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(temp_name)
             msg = f"cannot write session file {str(path)!r}: {exc.strerror or exc}"
             raise SessionStoreError(msg, key=key) from exc
 

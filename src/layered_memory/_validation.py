@@ -1,0 +1,129 @@
+"""Constructor argument checks: a wrong argument fails at construction, naming the parameter,
+what was given and what to pass, instead of misbehaving silently at the first run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from deepagents.backends.protocol import BackendProtocol
+
+
+def describe(value: object) -> str:
+    """A short description of a wrong argument for an error message (never its full repr)."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def is_backend(value: object) -> bool:
+    """A deepagents backend: a `BackendProtocol`, or an object with its download methods."""
+    if isinstance(value, BackendProtocol):
+        return True
+    if isinstance(value, type):  # the class itself, not an instance
+        return False
+    return callable(getattr(value, "download_files", None)) and callable(
+        getattr(value, "adownload_files", None)
+    )
+
+
+def check_backend(value: object) -> None:
+    """`backend` must be a deepagents backend or a factory `callable(runtime) -> backend`."""
+    if is_backend(value) or (callable(value) and not isinstance(value, type)):
+        return
+    hint = " (a class: pass an instance, e.g. FilesystemBackend(root_dir='.'))"
+    msg = (
+        f"backend must be a deepagents backend (FilesystemBackend, StateBackend, StoreBackend, "
+        f"CompositeBackend, ...) or a factory callable(runtime) -> backend; got {describe(value)}"
+        f"{hint if isinstance(value, type) else ''}"
+    )
+    raise TypeError(msg)
+
+
+def as_path(value: object, *, parameter: str) -> str:
+    """A path given as `str` or `os.PathLike[str]`, as a string."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        if isinstance(path, str):
+            return path
+    msg = f"{parameter} must be a str or os.PathLike path; got {describe(value)}"
+    raise TypeError(msg)
+
+
+def check_path_list(value: object, *, parameter: str) -> list[str] | None:
+    """`sources=` / `rules=`: None, or a list (or tuple) of str / PathLike paths."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes | os.PathLike):
+        msg = f"{parameter} takes a list of paths, not a single path: pass {parameter}=[{value!r}]"
+        raise TypeError(msg)
+    if not isinstance(value, Sequence):
+        msg = f"{parameter} must be a list of paths; got {describe(value)}"
+        raise TypeError(msg)
+    return [as_path(item, parameter=f"{parameter}[{index}]") for index, item in enumerate(value)]
+
+
+def check_layers(value: object, layer_type: type) -> list[Any] | None:
+    """`layers=`: None, or a list of `Layer` objects."""
+    if value is None:
+        return None
+    if isinstance(value, layer_type):
+        msg = "layers must be a list of Layer objects: pass layers=[Layer(...)], not one Layer"
+        raise TypeError(msg)
+    if isinstance(value, str | bytes | os.PathLike) or not isinstance(value, Sequence):
+        msg = (
+            f"layers must be a list of Layer objects; got {describe(value)}. "
+            "For plain paths use sources=[...]"
+        )
+        raise TypeError(msg)
+    for index, item in enumerate(value):
+        if not isinstance(item, layer_type):
+            msg = (
+                f"layers[{index}] must be a Layer, got {describe(item)}. For plain paths use "
+                "sources=[...], or wrap it: Layer('project', '/AGENTS.md')"
+            )
+            raise TypeError(msg)
+    return list(value)
+
+
+def check_match_keys(value: object) -> tuple[str | Callable[..., Any], ...]:
+    """`match_keys=`: names of context values or callables, never one bare string."""
+    if isinstance(value, str):
+        msg = (
+            f"match_keys takes a list of names, not one string (it would be read letter by "
+            f"letter): pass match_keys=[{value!r}]"
+        )
+        raise TypeError(msg)
+    if not isinstance(value, Sequence):
+        msg = f"match_keys must be a list of names or callables; got {describe(value)}"
+        raise TypeError(msg)
+    for index, item in enumerate(value):
+        if not (isinstance(item, str) or callable(item)):
+            msg = (
+                f"match_keys[{index}] must be a context name (str) or a callable "
+                f"(state, runtime) -> strings; got {describe(item)}"
+            )
+            raise TypeError(msg)
+    return tuple(value)
+
+
+def check_int(value: object, *, parameter: str, minimum: int = 0) -> int:
+    """A whole number of characters (a bool or a float is a mistake, not a number of chars)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{parameter} must be an int (a number of characters); got {describe(value)}"
+        raise TypeError(msg)
+    if value < minimum:
+        msg = f"{parameter} must be >= {minimum}; got {value}"
+        raise ValueError(msg)
+    return value
+
+
+def check_instance(value: object, expected: type, *, parameter: str, hint: str) -> None:
+    """`value` is None or an `expected`; else a `TypeError` naming the parameter and the fix."""
+    if value is not None and not isinstance(value, expected):
+        msg = f"{parameter} must be a {expected.__name__} or None; got {describe(value)}. {hint}"
+        raise TypeError(msg)

@@ -1,0 +1,179 @@
+"""A wrong constructor argument fails at once, naming the parameter, what came and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deepagents.backends import FilesystemBackend, StateBackend
+
+from layered_memory import HookRegistry, Layer, MemoryMiddleware
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> FilesystemBackend:
+    return FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+
+
+LAYERS = [Layer("project", "/AGENTS.md")]
+
+BAD_ARGUMENTS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
+    (
+        "layer-as-path",
+        {"layers": ["/AGENTS.md"]},
+        TypeError,
+        r"layers\[0\] must be a Layer.*sources=\[\.\.\.\]",
+    ),
+    (
+        "one-layer",
+        {"layers": Layer("project", "/AGENTS.md")},
+        TypeError,
+        r"layers must be a list of Layer objects.*not one Layer",
+    ),
+    (
+        "layers-string",
+        {"layers": "/AGENTS.md"},
+        TypeError,
+        r"layers must be a list.*sources=\[\.\.\.\]",
+    ),
+    (
+        "layers-dict",
+        {"layers": {"project": "/AGENTS.md"}},
+        TypeError,
+        r"layers must be a list of Layer objects; got dict",
+    ),
+    (
+        "match-keys-string",
+        {"layers": LAYERS, "match_keys": "entity_name"},
+        TypeError,
+        r"match_keys=\['entity_name'\]",
+    ),
+    (
+        "match-keys-number",
+        {"layers": LAYERS, "match_keys": [3]},
+        TypeError,
+        r"match_keys\[0\] must be a context name",
+    ),
+    (
+        "max-chars-str",
+        {"layers": LAYERS, "max_chars": "48000"},
+        TypeError,
+        r"max_chars must be an int.*got str",
+    ),
+    (
+        "max-chars-float",
+        {"layers": LAYERS, "max_chars": 4.8e4},
+        TypeError,
+        r"max_chars must be an int.*got float",
+    ),
+    (
+        "max-chars-bool",
+        {"layers": LAYERS, "max_chars": True},
+        TypeError,
+        r"max_chars must be an int.*got bool",
+    ),
+    (
+        "max-rules-chars",
+        {"layers": LAYERS, "max_rules_chars": None},
+        TypeError,
+        r"max_rules_chars must be an int",
+    ),
+    (
+        "max-rules-negative",
+        {"layers": LAYERS, "max_rules_chars": -1},
+        ValueError,
+        r"max_rules_chars must be >= 0",
+    ),
+    (
+        "hooks-list",
+        {"layers": LAYERS, "hooks": [print]},
+        TypeError,
+        r"hooks must be a HookRegistry or None; got list.*HookRegistry\(\)",
+    ),
+    ("sources-string", {"sources": "/AGENTS.md"}, TypeError, r"sources=\['/AGENTS.md'\]"),
+    ("rules-string", {"layers": LAYERS, "rules": "/rules"}, TypeError, r"rules=\['/rules'\]"),
+    (
+        "sources-item",
+        {"sources": ["/AGENTS.md", 7]},
+        TypeError,
+        r"sources\[1\] must be a str or os.PathLike",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [case[1:] for case in BAD_ARGUMENTS],
+    ids=[case[0] for case in BAD_ARGUMENTS],
+)
+def test_bad_argument_is_named(
+    backend: FilesystemBackend, arguments: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        MemoryMiddleware(backend=backend, **arguments)
+
+
+@pytest.mark.parametrize("value", ["/srv/project", 42, None, FilesystemBackend])
+def test_backend_must_be_a_backend_or_a_factory(value: Any) -> None:
+    with pytest.raises(TypeError, match=r"backend must be a deepagents backend .* or a factory"):
+        MemoryMiddleware(backend=value, layers=LAYERS)
+
+
+def test_backend_factory_is_resolved_per_run(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("From the factory's backend.")
+    seen: list[Any] = []
+
+    def factory(runtime: Any) -> FilesystemBackend:
+        seen.append(runtime)
+        return FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+
+    memory = MemoryMiddleware(backend=factory, layers=LAYERS)
+    state = memory.before_agent({"messages": []}, None, {"configurable": {"thread_id": "t"}})
+    assert state is not None
+    assert state["memory_contents"] == {"/AGENTS.md": "From the factory's backend."}
+    assert seen[0].config == {"configurable": {"thread_id": "t"}}
+    assert memory.read_only().before_agent({"messages": []}, None, {}) is not None
+
+
+def test_paths_may_be_path_objects(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("Project.")
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=False)
+    layer = Layer("project", tmp_path / "AGENTS.md")
+    assert layer.paths == (str(tmp_path / "AGENTS.md"),)
+    assert Layer("both", [tmp_path / "a.md", "/b.md"]).paths == (str(tmp_path / "a.md"), "/b.md")
+    memory = MemoryMiddleware(backend=backend, sources=[tmp_path / "AGENTS.md"])
+    state = memory.before_agent({}, None, {})
+    assert state is not None
+    assert list(state["memory_contents"].values()) == ["Project."]
+
+
+@pytest.mark.parametrize(
+    ("paths", "error", "message"),
+    [
+        (b"/AGENTS.md", TypeError, "paths must be a str, an os.PathLike or a list of them"),
+        ([1], TypeError, "path must be a str or os.PathLike path; got int"),
+        ([], ValueError, "needs at least one non-empty path"),
+        (["  "], ValueError, "needs at least one non-empty path"),
+    ],
+)
+def test_layer_paths_are_checked(paths: Any, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        Layer("project", paths)
+
+
+def test_layer_caps_reject_bools() -> None:
+    with pytest.raises(ValueError, match="max_lines must be a positive int"):
+        Layer("notes", "/MEMORY.md", max_lines=True)
+
+
+def test_valid_arguments_still_work(backend: FilesystemBackend) -> None:
+    MemoryMiddleware(
+        backend=backend,
+        layers=(Layer("project", "/AGENTS.md"),),
+        match_keys=("entity_name", lambda state, runtime: ["x"]),
+        hooks=HookRegistry(),
+        max_chars=10_000,
+        max_rules_chars=0,
+    )
+    MemoryMiddleware(backend=StateBackend(), sources=[])
