@@ -215,3 +215,24 @@ def test_the_note_goes_into_a_command_result_and_skips_errors() -> None:
     assert noted.update["files"] == {}
     assert note_redaction(failed, found) is failed
     assert note_redaction(ok, None) is ok
+
+
+@USE_ASYNC
+async def test_tiered_memory_pages_are_redacted_before_storing(use_async: bool) -> None:
+    from layered_memory.testing import LexicalEmbeddings
+    from layered_memory.tiers import TieredMemory
+
+    store = InMemoryStore()
+    memory = TieredMemory(store, embeddings=LexicalEmbeddings())
+    query, response = f"deploy with DB_PASSWORD={PASSWORD}", f"done; key {STRIPE}"
+    if use_async:
+        await memory.aadd_page("alice", query, response)
+        (page,) = await memory.ashort_term("alice")
+    else:
+        memory.add_page("alice", query, response)
+        (page,) = memory.short_term("alice")
+    assert page.query == "deploy with DB_PASSWORD=[REDACTED:password]"
+    assert page.response == "done; key [REDACTED:stripe_key]"
+    stored = repr([item.value for item in store.search(())])
+    assert PASSWORD not in stored
+    assert STRIPE not in stored
