@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -11,6 +12,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from layered_memory.errors import SessionStoreError
+from layered_memory.redaction import redact_json, redact_text
+
+logger = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
 """A session value: a JSON-serializable dict."""
@@ -56,10 +60,12 @@ def check_ttl(ttl: float | None) -> float | None:
 
 
 def encode_value(key: str, value: object) -> str:
-    """Serialize a session value to compact JSON text.
+    """Serialize a session value to compact JSON text, secrets redacted.
 
     Serializing on every write also gives each store value semantics: the caller mutating its
-    dict afterwards cannot change what is stored.
+    dict afterwards cannot change what is stored. Every string in the value, dict keys
+    included, goes through `layered_memory.redaction.redact_json` first; the session key
+    itself is the caller's identifier and is stored as given.
 
     Raises:
         SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
@@ -68,10 +74,21 @@ def encode_value(key: str, value: object) -> str:
         msg = f"a session value must be a dict, got {type(value).__name__}"
         raise SessionStoreError(msg, key=key)
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         msg = f"session value for key {key!r} is not JSON-serializable: {exc}"
         raise SessionStoreError(msg, key=key) from exc
+    # Every adapter writes through here: no secret reaches a store, whoever calls `set`.
+    clean, found = redact_json(value)
+    if not found.count:
+        return text
+    logger.warning(
+        "redacted %d secret(s) (%s) from the session value for key %s before storing it",
+        found.count,
+        ", ".join(found.kinds),
+        redact_text(key).text,
+    )
+    return json.dumps(clean, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def decode_value(key: str, text: str | bytes) -> JsonDict:
