@@ -230,3 +230,25 @@ def test_memory_changed_by_a_shell_or_a_subagent_is_in_the_next_prompt(
     agent.invoke({"messages": [{"role": "user", "content": "go"}]})
     assert "FACT_Z" in (project / "MEMORY.md").read_text()
     assert "FACT_Z" in model.system_prompts[-1]
+
+
+def test_a_subagent_writing_a_secret_into_writable_memory_is_redacted(project: Path) -> None:
+    """deepagents' general-purpose subagent has no memory middleware: the backend redacts."""
+    backend = FilesystemBackend(root_dir=project, virtual_mode=True)
+    memory = MemoryMiddleware(backend=backend, layers=[Layer("notes", "/MEMORY.md", writable=True)])
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
+    model = ScriptedChatModel(
+        script=[
+            tool_call("task", description="save the key", subagent_type="general-purpose"),
+            tool_call("write_file", file_path="/MEMORY.md", content=f"# Memory\n- key {secret}\n"),
+            "saved",
+            "done",
+        ]
+    )
+    agent = create_deep_agent(
+        model=model, backend=memory.protected_backend, memory=[], middleware=[memory]
+    )
+    agent.invoke({"messages": [{"role": "user", "content": "go"}]})
+    saved = (project / "MEMORY.md").read_text()
+    assert secret not in saved
+    assert "[REDACTED:" in saved

@@ -105,6 +105,24 @@ def _refused(view: Any, operation: Operation, path: str) -> str | None:
     return reason
 
 
+def _redacted(view: Any, path: str, text: str) -> str:
+    """`text` with secrets redacted when it is going into a writable memory file."""
+    from layered_memory.guard import writes_memory
+    from layered_memory.redaction import redact_text
+
+    if _BUSY.get() or not writes_memory(view, view._layered_memory_protected, path):
+        return text
+    result = redact_text(text)
+    if result.count:
+        logger.warning(
+            "redacted %d secret(s) (%s) written into memory file %s",
+            result.count,
+            ", ".join(sorted(result.kinds)),
+            path,
+        )
+    return result.text
+
+
 def _message(operation: str, reason: str) -> str:
     from layered_memory.guard import refusal_message
 
@@ -121,12 +139,14 @@ class _FileGuard:
         reason = _refused(self, "write", file_path)
         if reason is not None:
             return WriteResult(error=_message("write", reason))
+        content = _redacted(self, file_path, content)
         return _Own(self).write(file_path, content)  # type: ignore[no-any-return]
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
         reason = _refused(self, "write", file_path)
         if reason is not None:
             return WriteResult(error=_message("write", reason))
+        content = _redacted(self, file_path, content)
         return await _Own(self).awrite(file_path, content)  # type: ignore[no-any-return]
 
     def edit(
@@ -135,6 +155,7 @@ class _FileGuard:
         reason = _refused(self, "edit", file_path)
         if reason is not None:
             return EditResult(error=_message("edit", reason))
+        new_string = _redacted(self, file_path, new_string)
         return _Own(self).edit(file_path, old_string, new_string, replace_all)  # type: ignore[no-any-return]
 
     async def aedit(
@@ -143,6 +164,7 @@ class _FileGuard:
         reason = _refused(self, "edit", file_path)
         if reason is not None:
             return EditResult(error=_message("edit", reason))
+        new_string = _redacted(self, file_path, new_string)
         return await _Own(self).aedit(file_path, old_string, new_string, replace_all)  # type: ignore[no-any-return]
 
     def delete(self, file_path: str) -> DeleteResult:
@@ -172,7 +194,20 @@ def _split_uploads(
     view: Any, files: Sequence[tuple[str, bytes]]
 ) -> tuple[set[int], list[tuple[str, bytes]]]:
     refused = {i for i, (path, _) in enumerate(files) if _refused(view, "upload", path)}
-    return refused, [item for i, item in enumerate(files) if i not in refused]
+    return refused, [
+        (path, _redacted_bytes(view, path, data))
+        for i, (path, data) in enumerate(files)
+        if i not in refused
+    ]
+
+
+def _redacted_bytes(view: Any, path: str, data: bytes) -> bytes:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data  # not text: nothing a secret scanner could read
+    redacted = _redacted(view, path, text)
+    return data if redacted is text else redacted.encode("utf-8")
 
 
 def _merge_uploads(

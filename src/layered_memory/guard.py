@@ -50,6 +50,7 @@ __all__ = [
     "protected_paths_of",
     "refusal",
     "refusal_message",
+    "writes_memory",
 ]
 
 Operation = Literal["write", "edit", "delete", "upload"]
@@ -65,18 +66,23 @@ class ProtectedPaths:
     Attributes:
         files: Path -> owner ("the read-only memory layer 'project'").
         folders: Folder -> owner; everything inside is read-only, and so is the folder.
+        redacted: Writable memory files: writes are allowed, with secrets redacted first
+            (whoever writes: the agent, a subagent without the middleware).
     """
 
     files: Mapping[str, str] = field(default_factory=dict)
     folders: Mapping[str, str] = field(default_factory=dict)
+    redacted: frozenset[str] = frozenset()
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.folders)
+        return bool(self.files or self.folders or self.redacted)
 
     def __or__(self, other: ProtectedPaths) -> ProtectedPaths:
         """Both sets of protections (protection is only ever added, never replaced)."""
         return ProtectedPaths(
-            files={**other.files, **self.files}, folders={**other.folders, **self.folders}
+            files={**other.files, **self.files},
+            folders={**other.folders, **self.folders},
+            redacted=self.redacted | other.redacted,
         )
 
 
@@ -150,6 +156,19 @@ def _hard_link_into_folder(
     return None
 
 
+def writes_memory(backend: Any, protected: ProtectedPaths, path: str) -> bool:
+    """Whether `path` names one of the writable memory files (whose writes are redacted)."""
+    if not protected.redacted:
+        return False
+    target = locate(backend, path)
+    top = None if is_host_backend(backend) else lexical_path(path)
+    targets = {target} if target is not None else set()
+    return any(
+        relation(backend, targets, top, file, deleting=False) in ("is", "alias")
+        for file in protected.redacted
+    )
+
+
 def refusal_message(operation: str, reason: str) -> str:
     """The error text the model sees (the backend's error result, or the tool's message)."""
     return (
@@ -180,7 +199,8 @@ def protected_paths_of(
     declared = getattr(backend, "read_only_folders", None)
     if isinstance(declared, Mapping):
         folders.update({str(folder): str(owner) for folder, owner in declared.items()})
-    return ProtectedPaths(files=files, folders=folders)
+    writable = frozenset(path for layer in layers if layer.writable for path in layer.paths)
+    return ProtectedPaths(files=files, folders=folders, redacted=writable)
 
 
 def protect(backend: Any, protected: ProtectedPaths) -> Any:

@@ -79,6 +79,7 @@ from layered_memory.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.guard import SHELL_TOOLS, protect, protected_paths_of, refusal
 from layered_memory.hooks import HookEvent, HookRegistry
 from layered_memory.layers import Layer, layers_from_sources
+from layered_memory.redaction.memory_edits import note_redaction, redact_memory_edit
 from layered_memory.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS, MEMORY_SYSTEM_PROMPT
 
 if TYPE_CHECKING:
@@ -337,11 +338,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
     ) -> ToolResult:
-        """Refuse changes to read-only memory; run the tool; note what it did in the state."""
+        """Refuse changes to read-only memory; redact secrets from memory edits; run the tool;
+        note what it did in the state."""
         refusal_message, notes = self._before_tool(request)
         if refusal_message is not None:
             return refusal_message
-        result = handler(request)
+        request, redaction = redact_memory_edit(request, self.assembler.access_of)
+        result = note_redaction(handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         if request.tool_call.get("name") in SHELL_TOOLS:
@@ -357,7 +360,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         refusal_message, notes = self._before_tool(request)
         if refusal_message is not None:
             return refusal_message
-        result = await handler(request)
+        request, redaction = redact_memory_edit(request, self.assembler.access_of)
+        result = note_redaction(await handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         if request.tool_call.get("name") in SHELL_TOOLS:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from layered_memory.errors import SessionDataError, SessionStoreError
+from layered_memory.redaction import redact_json, redact_text
 from layered_memory.stores._urls import driver_detail, password_hint, redact_url, scrub
 
 __all__ = [
@@ -16,6 +18,7 @@ __all__ = [
     "JsonDict",
     "check_key",
     "check_ttl",
+    "clean_value",
     "decode_value",
     "driver_detail",
     "encode_value",
@@ -24,6 +27,8 @@ __all__ = [
     "scrub",
     "wall_clock",
 ]
+
+logger = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
 """A session value: a JSON-serializable dict."""
@@ -68,15 +73,7 @@ def check_ttl(ttl: float | None) -> float | None:
     return float(ttl)
 
 
-def encode_value(key: str, value: object) -> str:
-    """Serialize a session value to compact JSON text.
-
-    Serializing on every write also gives each store value semantics: the caller mutating its
-    dict afterwards cannot change what is stored.
-
-    Raises:
-        SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
-    """
+def _dumps(key: str, value: object) -> str:
     if not isinstance(value, dict):
         msg = f"a session value must be a dict, got {type(value).__name__}"
         raise SessionStoreError(msg, key=key)
@@ -85,6 +82,51 @@ def encode_value(key: str, value: object) -> str:
     except (TypeError, ValueError) as exc:
         msg = f"session value for key {key!r} is not JSON-serializable: {exc}"
         raise SessionStoreError(msg, key=key) from exc
+
+
+def _redacted(key: str, value: JsonDict) -> JsonDict | None:
+    """``value`` with its secrets redacted (one warning), or None when it holds none."""
+    clean, found = redact_json(value)
+    if not found.count:
+        return None
+    logger.warning(
+        "redacted %d secret(s) (%s) from the session value for key %s before storing it",
+        found.count,
+        ", ".join(found.kinds),
+        redact_text(key).text,
+    )
+    return dict(clean)
+
+
+def clean_value(key: str, value: object) -> JsonDict:
+    """``value`` checked like `encode_value` does, with its secrets redacted.
+
+    For a store that writes one value to several tiers (`HybridSessionStore`): redacted once,
+    so the tiers find nothing left to redact (and warn once, not once per tier).
+
+    Raises:
+        SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
+    """
+    _dumps(key, value)
+    checked = cast(JsonDict, value)  # a dict: `_dumps` checked it
+    return _redacted(key, checked) or checked
+
+
+def encode_value(key: str, value: object) -> str:
+    """Serialize a session value to compact JSON text, secrets redacted.
+
+    Serializing on every write also gives each store value semantics: the caller mutating its
+    dict afterwards cannot change what is stored. Every string in the value, dict keys
+    included, goes through `layered_memory.redaction.redact_json` first; the session key
+    itself is the caller's identifier and is stored as given.
+
+    Raises:
+        SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
+    """
+    text = _dumps(key, value)
+    # Every adapter writes through here: no secret reaches a store, whoever calls `set`.
+    clean = _redacted(key, cast(JsonDict, value))
+    return text if clean is None else _dumps(key, clean)
 
 
 def decode_value(key: str, text: str | bytes) -> JsonDict:

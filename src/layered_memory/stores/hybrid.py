@@ -46,7 +46,7 @@ from layered_memory.stores._common import (
     JsonDict,
     check_key,
     check_ttl,
-    encode_value,
+    clean_value,
     scrub,
     wall_clock,
 )
@@ -283,7 +283,8 @@ class HybridSessionStore:
         """Mark the key in L1, write L2 (errors raise), then put the value in L1."""
         check_key(key)
         check_ttl(ttl)
-        encode_value(key, value)  # reject a bad value before either tier is touched
+        # Checked, and its secrets redacted once, before either tier is touched.
+        value = clean_value(key, value)
         self._check_marker()
         tombstone = self._tombstone()
         if isinstance(
@@ -424,7 +425,7 @@ class HybridSessionStore:
         """Async twin of `set`."""
         check_key(key)
         check_ttl(ttl)
-        encode_value(key, value)
+        value = clean_value(key, value)
         await self._acheck_marker()
         tombstone = self._tombstone()
         marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
