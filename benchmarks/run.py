@@ -32,6 +32,7 @@ from benchmarks.scenarios import (
     end_to_end,
     graph,
     per_call,
+    redaction,
     rule_matching,
     scale,
     tiers,
@@ -53,6 +54,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "graph": ("9. Knowledge graph", graph.run),
     "tiers": ("10. Tiered memory", tiers.run),
     "checkpoint": ("11. Checkpoint cache", checkpoint.run),
+    "redaction": ("12. Redaction", redaction.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -34,8 +34,8 @@ from layered_memory._cli_store import (
     open_store,
     parse_namespace,
 )
+from layered_memory._cli_text import printable, printable_url
 from layered_memory.loading import MAX_FILE_BYTES
-from layered_memory.stores._common import redact_url
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -312,13 +312,15 @@ def run_sync(
             run = _push if direction == "push" else _pull
             actions = run(store, parts, folder, dry_run=dry_run, delete=delete)
     except CliStoreError as exc:
-        print(f"layered-memory sync: {exc}", file=sys.stderr)
+        print(f"layered-memory sync: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    # Keys and file names are data: escaped, so a key holding a newline or an ANSI escape
+    # cannot forge a line or reach the terminal.
     for action in sorted(actions, key=lambda a: a.key):
-        detail = f"  ({action.detail})" if action.detail else ""
-        print(f"{action.status:<9} {action.key}{detail}")
-    where = f"{folder} {'->' if direction == 'push' else '<-'} {redact_url(url)} {'/'.join(parts)}"
-    print(where)
+        detail = f"  ({printable(action.detail)})" if action.detail else ""
+        print(f"{action.status:<9} {printable(action.key)}{detail}")
+    arrow = "->" if direction == "push" else "<-"
+    print(f"{printable(folder)} {arrow} {printable_url(url)} {printable('/'.join(parts))}")
     print(_summary(direction, actions, dry_run=dry_run))
     failed = any(action.status in ("refused", "failed") for action in actions)
     return EXIT_PARTIAL if failed else EXIT_OK

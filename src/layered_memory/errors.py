@@ -60,8 +60,31 @@ class SessionStoreError(LayeredMemoryError):
         super().__init__(message)
 
 
+class SessionDataError(SessionStoreError):
+    """A stored session value cannot be read back (not JSON, not an object): corrupt or foreign.
+
+    Attributes:
+        key: The session key whose stored value is unreadable.
+    """
+
+
 class StoreUnavailableError(SessionStoreError):
     """The server behind a session store cannot be reached (URL given without its password)."""
+
+
+class StoreURLError(SessionStoreError, ValueError):
+    """A session store's connection URL is malformed.
+
+    The message and `url` never hold the password; the driver's exception is not chained, since
+    drivers echo the whole URL in their messages.
+
+    Attributes:
+        url: The URL with its password replaced by ``***``.
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        self.url = url
+        super().__init__(message)
 
 
 class MemoryWriteError(LayeredMemoryError):

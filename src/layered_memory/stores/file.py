@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from layered_memory._atomic import atomic_write
-from layered_memory.errors import SessionStoreError
+from layered_memory.errors import SessionDataError, SessionStoreError
 from layered_memory.stores._common import (
     Clock,
     JsonDict,
@@ -179,11 +179,11 @@ def _parse_file(key: str, path: Path, text: str) -> tuple[str, float | None, Jso
         value = data["value"]
     except (ValueError, KeyError, TypeError) as exc:
         msg = f"session file {str(path)!r} is corrupt: {exc}"
-        raise SessionStoreError(msg, key=key) from exc
+        raise SessionDataError(msg, key=key) from exc
     if not isinstance(value, dict) or not isinstance(stored_key, str):
         msg = f"session file {str(path)!r} is corrupt: unexpected layout"
-        raise SessionStoreError(msg, key=key)
+        raise SessionDataError(msg, key=key)
     if expires_at is not None and not isinstance(expires_at, int | float):
         msg = f"session file {str(path)!r} is corrupt: bad expires_at"
-        raise SessionStoreError(msg, key=key)
+        raise SessionDataError(msg, key=key)
     return stored_key, expires_at, value

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import re
 import sys
 from dataclasses import asdict
 from typing import Any
@@ -18,13 +16,13 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from layered_memory._cli_store import open_store, parse_namespace
+from layered_memory._cli_text import dumps_json, printable
 from layered_memory.errors import LayeredMemoryError, TierItemError
 from layered_memory.tiers._settings import DEFAULT_NAMESPACE, user_namespace
 from layered_memory.tiers._types import Page
 from layered_memory.tiers.memory import TieredMemory
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 DESCRIPTION = """\
 Show one user's tiered memory (MemoryOS) kept in a PostgreSQL store by
@@ -73,7 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _clean(text: str, limit: int = 100) -> str:
-    flat = _CONTROL_RE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+    flat = printable(text)  # the CLI's one escaping helper: controls, bidi, zero-width
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -105,7 +103,7 @@ def run_tiers(args: argparse.Namespace) -> int:
                 return _edit(memory, args)
             _show(memory, args.user, as_json=args.json)
     except LayeredMemoryError as exc:
-        print(f"layered-memory tiers: {exc}", file=sys.stderr)
+        print(f"layered-memory tiers: {printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
 
@@ -119,9 +117,9 @@ def _edit(memory: TieredMemory, args: argparse.Namespace) -> int:
             done = memory.restore(args.user, args.restore)
             verb = "restored"
     except TierItemError as exc:
-        print(f"layered-memory tiers: {exc}", file=sys.stderr)
+        print(f"layered-memory tiers: {printable(exc)}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    print(f"{verb} {done.kind} {done.id}")
+    print(f"{verb} {done.kind} {printable(done.id)}")
     return EXIT_OK
 
 
@@ -136,7 +134,7 @@ def _show(memory: TieredMemory, user_id: str, *, as_json: bool) -> None:
             "segments": [asdict(segment) for segment in segments],
             "long_term": [asdict(fact) for fact in facts],
         }
-        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+        print(dumps_json(data, default=str))
         return
     print(
         f"user {_clean(repr(user_id), 60)} ({'/'.join(user_namespace(memory.namespace, user_id))})"

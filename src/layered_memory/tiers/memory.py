@@ -21,6 +21,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langgraph.store.base import BaseStore
 
+from layered_memory.redaction import redact
 from layered_memory.tiers import _flows
 from layered_memory.tiers._flows import Ask, Embed, Failed, Flow, Op, StoreBatch
 from layered_memory.tiers._settings import (
@@ -290,7 +291,15 @@ class TieredMemory:
             lock.release()
 
     def _page_text(self, value: object, name: str, ctx: _flows.Context) -> str:
-        text = _text_arg(value, name)
+        # Redacted before the cap, so a cut never leaves a secret's unrecognizable tail.
+        text, kinds = redact(_text_arg(value, name))
+        if kinds:
+            logger.warning(
+                "tiered memory %s: redacted %s from the %s before storing it",
+                ctx.where,
+                ", ".join(kinds),
+                name,
+            )
         limit = self.settings.max_text_chars
         if len(text) <= limit:
             return text
