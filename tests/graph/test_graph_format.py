@@ -13,8 +13,8 @@ import pytest
 from deepagents.backends import FilesystemBackend
 
 from layered_memory.errors import KnowledgeGraphError, LayeredMemoryError
-from layered_memory.graph import KnowledgeGraph
-from layered_memory.graph._format import digest_of, dumps_compact, parse
+from layered_memory.graph import KnowledgeGraph, _source
+from layered_memory.graph._format import EntityRecord, digest_of, dumps_compact, parse
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reference_memory.jsonl"
 
@@ -210,3 +210,40 @@ def test_a_hostile_file_cannot_hang_or_exhaust_a_reader(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["2", "3"]
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1E+999"])
+def test_a_number_out_of_range_keeps_its_line_byte_for_byte(tmp_path: Path, number: str) -> None:
+    # Python reads 1e400 as inf, which could only be written back as `Infinity`: JSON.parse
+    # (the reference server, and this package in a fresh process) would reject the whole line.
+    overflow = (
+        '{"type":"entity","name":"Ada","entityType":"person","observations":["likes tea"],'
+        f'"score":{number}}}'
+    )
+    bob = '{"type":"entity","name":"Bob","entityType":"person","observations":[],"score":1.5}'
+    (tmp_path / "memory.jsonl").write_text(f"{overflow}\n{bob}", encoding="utf-8")
+    graph = _graph(tmp_path)
+
+    assert [e["name"] for e in graph.read_graph()["entities"]] == ["Bob"]
+    graph.add_observations([{"entityName": "Bob", "contents": ["likes coffee"]}])
+
+    text = (tmp_path / "memory.jsonl").read_text(encoding="utf-8")
+    assert "Infinity" not in text
+    assert text.split("\n") == [
+        '{"type":"entity","name":"Bob","entityType":"person","observations":["likes coffee"],'
+        '"score":1.5}',
+        overflow,
+    ]
+    # What this process cached is what the written text parses back to.
+    cached = _source.cached(digest_of(text.encode("utf-8")))
+    fresh = parse(text, "fresh")
+    assert cached is not None
+    assert [e.line() for e in cached.entities] == [e.line() for e in fresh.entities]
+    assert cached.unknown == fresh.unknown == (overflow,)
+
+
+def test_a_non_finite_number_is_never_written() -> None:
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        dumps_compact({"score": float("inf")})
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        EntityRecord("Ada", "person", (), (("score", float("nan")),)).line()

@@ -110,7 +110,7 @@ def test_the_session_key_entity_and_match_key_values_are_in_focus(tmp_path: Path
 
     from unittest.mock import patch
 
-    with patch("layered_memory.graph.middleware.get_config", return_value=config):
+    with patch("layered_memory._run_data.get_config", return_value=config):
         state.update(middleware.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]
 
     assert state["knowledge_graph_context"] == ["acme_corp", "Anthropic"]
@@ -277,8 +277,10 @@ def test_read_only_has_only_the_reading_tools_and_refuses_the_others(tmp_path: P
     [
         ({"max_chars": 100}, ValueError),
         ({"max_entities": 0}, ValueError),
-        ({"max_relations": True}, ValueError),
+        ({"max_relations": True}, TypeError),
         ({"match_keys": "entity_name"}, TypeError),
+        ({"match_keys": ["customer", 3]}, TypeError),  # named match_keys[1], not ignored
+        ({"max_chars": 3000.0}, TypeError),
         ({"path": ""}, ValueError),
     ],
 )

@@ -270,3 +270,72 @@ def test_other_backends_download_but_never_parse_the_same_content_twice(
         assert graph.read_graph()["entities"][0]["name"] == "Ada"
 
     assert parses == []
+
+
+def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    parses: list[str] = []
+    real_parse = _source.parse
+    monkeypatch.setattr(
+        _source, "parse", lambda text, digest: parses.append(digest) or real_parse(text, digest)
+    )
+    return parses
+
+
+@pytest.mark.parametrize("backend_kind", ["local", "store"])
+def test_many_graph_files_in_one_process_are_each_parsed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_kind: str
+) -> None:
+    # One graph per user: every model call of every user must find its version parsed.
+    store = InMemoryStore()
+    graphs = []
+    for user in range(12):
+        if backend_kind == "local":
+            backend: Any = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+        else:
+            backend = StoreBackend(namespace=lambda _, u=user: ("users", str(u)), store=store)
+        graph = KnowledgeGraph(backend, f"/u{user}.jsonl" if backend_kind == "local" else "/g")
+        graph.create_entities(
+            [
+                {"name": f"E{j}", "entityType": "t", "observations": [f"user {user}"]}
+                for j in range(50)
+            ]
+        )
+        graphs.append(graph)
+    for file in tmp_path.glob("*.jsonl"):
+        _backdate(file)
+    _source.clear_caches()
+    parses = _counting_parses(monkeypatch)
+
+    for _ in range(3):
+        for user, graph in enumerate(graphs):
+            assert graph.open_nodes(["E0"])["entities"][0]["observations"] == [f"user {user}"]
+
+    assert len(parses) == len(graphs)  # each version once, however many files
+
+
+def test_the_snapshot_cache_is_bounded_by_bytes_and_drops_replaced_versions_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _source.clear_caches()
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    big = [{"name": f"E{j}", "entityType": "t", "observations": ["x" * 100]} for j in range(20)]
+    one, two = KnowledgeGraph(backend, "/one.jsonl"), KnowledgeGraph(backend, "/two.jsonl")
+    one.create_entities(big)
+    two.create_entities(big[:10])
+    sizes = {p.name: p.stat().st_size for p in tmp_path.glob("*.jsonl")}
+    # Room for both files and a little more: not for one's version before the next write.
+    monkeypatch.setattr(_source, "SNAPSHOT_CACHE_BYTES", sum(sizes.values()) + 1_000)
+    _source.clear_caches()
+    first_two, first_one = two.snapshot(), one.snapshot()
+
+    one.add_observations([{"entityName": "E0", "contents": ["new"]}])
+
+    assert _source.cached(first_one.digest) is None  # replaced by the write: dropped first
+    assert _source.cached(first_two.digest) is first_two  # another file's current version stays
+    assert _source.cached(one.snapshot().digest) is not None
+    assert _source._snapshots.total_bytes <= _source.SNAPSHOT_CACHE_BYTES
+
+    monkeypatch.setattr(_source, "SNAPSHOT_CACHE_BYTES", 10)  # smaller than any file
+    _source.remember(first_one, sizes["one.jsonl"])
+    assert _source.cached(first_one.digest) is first_one  # the latest always stays
+    assert _source.cached(first_two.digest) is None

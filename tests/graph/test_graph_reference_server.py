@@ -282,3 +282,24 @@ def test_case_insensitive_search_agrees_on_tricky_letters(
             ("search_nodes", {"query": query.upper()}),
         ]
     )
+
+
+def test_a_number_out_of_range_never_makes_the_file_unreadable_to_the_server(
+    tmp_path: Path, mcp_server: Callable[[Path], McpStdioClient]
+) -> None:
+    file = tmp_path / "memory.jsonl"
+    file.write_text(
+        '{"type":"entity","name":"Ada","entityType":"person","observations":[],"score":1e400}\n'
+        '{"type":"entity","name":"Bob","entityType":"person","observations":[]}',
+        encoding="utf-8",
+    )
+    KnowledgeGraph(FilesystemBackend(root_dir=tmp_path, virtual_mode=True)).add_observations(
+        [{"entityName": "Bob", "contents": ["likes coffee"]}]
+    )
+
+    text, error = mcp_server(file).call_tool("read_graph", {})
+
+    assert not error, text
+    entities = {entity["name"]: entity for entity in json.loads(text)["entities"]}
+    assert entities["Bob"]["observations"] == ["likes coffee"]
+    assert "Ada" in entities  # the line it reads as a number is still there for the server

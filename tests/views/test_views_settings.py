@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
+from langchain_core.messages import HumanMessage
 
 from layered_memory.views import (
     MemoryProfile,
@@ -11,6 +15,7 @@ from layered_memory.views import (
     MessageView,
     MessageViewMiddleware,
 )
+from layered_memory.views.middleware import RUN_MARK_KEY
 from layered_memory.views.settings import resolve_settings
 
 
@@ -110,17 +115,24 @@ def test_middleware_validates_up_front() -> None:
         MessageViewMiddleware(profile="minimal", settings=MemorySettings("sent_to_me"))
 
 
-def test_only_run_scoped_profiles_add_a_run_end_hook() -> None:
-    from langchain.agents.middleware import AgentMiddleware
-
+@pytest.mark.parametrize("use_async", [False, True])
+def test_every_profile_is_the_class_asked_for_and_only_forgetting_ones_mark_a_run(
+    use_async: bool,
+) -> None:
+    # No hidden subclass: a middleware's type is what the user constructed.
     goldfish = MessageViewMiddleware(profile=MemoryProfile.GOLDFISH)
     focused = MessageViewMiddleware(profile=MemoryProfile.FOCUSED)
     custom = MessageViewMiddleware(
         profile="custom", settings=MemorySettings("sent_to_me", forget_earlier_runs=True)
     )
+    state: Any = {"messages": [HumanMessage("hi", id="m1")]}
 
-    assert type(focused).after_agent is AgentMiddleware.after_agent
-    assert type(goldfish).after_agent is not AgentMiddleware.after_agent
-    assert type(custom).after_agent is not AgentMiddleware.after_agent
-    assert isinstance(goldfish, MessageViewMiddleware)
+    def end(middleware: MessageViewMiddleware[Any, Any]) -> Any:
+        if use_async:
+            return asyncio.run(middleware.aafter_agent(state, None))  # type: ignore[arg-type]
+        return middleware.after_agent(state, None)  # type: ignore[arg-type]
+
+    assert type(goldfish) is type(focused) is type(custom) is MessageViewMiddleware
+    assert end(focused) is None
+    assert end(goldfish) == end(custom) == {RUN_MARK_KEY: {"last_id": "m1", "count": 1}}
     assert goldfish.name == focused.name == "MessageViewMiddleware"

@@ -17,12 +17,16 @@ Where this module does better than the server:
   fields) are written back after the known ones instead of being dropped.
 - Deeply nested or huge lines never crash the parser (`RecursionError` is caught: the line is
   kept as not understood).
+- A number out of the double range (`1e400`) would be read as infinity and could only be
+  written back as `Infinity`, which `JSON.parse` rejects: such a line is kept as not
+  understood, byte for byte, so every written file stays readable by the server.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -49,7 +53,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(name)
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+def _finite_float(text: str) -> float:
+    # `1e400` is valid JSON that Python reads as inf, which could only be written back as
+    # `Infinity`: a line JSON.parse rejects, making the whole file unreadable to the server.
+    # Such a line is not understood here either, so it is kept byte for byte.
+    value = float(text)
+    if not math.isfinite(value):
+        msg = f"number out of range: {text[:40]}"
+        raise ValueError(msg)
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def _escape_surrogate(match: re.Match[str]) -> str:
@@ -58,7 +73,9 @@ def _escape_surrogate(match: re.Match[str]) -> str:
 
 def dumps_compact(value: Any) -> str:
     """`JSON.stringify(value)`: compact, non-ASCII kept, lone surrogates escaped."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # allow_nan=False: a non-finite number cannot be parsed in (see `_finite_float`); should
+    # one reach a record anyway, failing the write beats a file JSON.parse rejects.
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     # A Python str holds a lone surrogate only where the JSON had one (a valid pair decodes to
     # one code point); written raw it could not even be encoded as UTF-8.
     return _LONE_SURROGATE_RE.sub(_escape_surrogate, text) if _has_surrogate(text) else text
@@ -66,7 +83,7 @@ def dumps_compact(value: Any) -> str:
 
 def dumps_pretty(value: Any) -> str:
     """`JSON.stringify(value, null, 2)`: the server's tool-result text."""
-    text = json.dumps(value, ensure_ascii=False, indent=2)
+    text = json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
     return _LONE_SURROGATE_RE.sub(_escape_surrogate, text) if _has_surrogate(text) else text
 
 

@@ -1,8 +1,10 @@
 """Reading a graph file through its backend without parsing the same content twice.
 
-Parsed snapshots are cached by content digest (a small LRU shared by the process), so a cache
-hit is by definition the content just read: it can never be stale. What a read still costs
-depends on the backend:
+Parsed snapshots are cached by content digest, shared by the process, so a cache hit is by
+definition the content just read: it can never be stale. The cache is bounded by the total size
+of the files it holds (`SNAPSHOT_CACHE_BYTES`), not by a count, so an agent per user, each
+with its own graph file, keeps every current version parsed; a version a write replaced is the
+first to go. What a read still costs depends on the backend:
 
 - a file on local disk (`FilesystemBackend`, also behind a `CompositeBackend` route) is first
   `lstat`ed: while its signature (mtime, ctime, size, inode, device) matches the one its
@@ -38,16 +40,29 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 """Largest graph file read (64 MiB: a few hundred thousand entities)."""
 
-SNAPSHOT_CACHE_SIZE = 4
-"""Parsed versions kept per process: the current one, the one before a write, a few others."""
+SNAPSHOT_CACHE_BYTES = 64 * 1024 * 1024
+"""Total size (as file bytes) of the parsed versions kept per process. A parsed, indexed
+snapshot takes about 6 times its file size in memory. The version used last is always kept,
+even alone over this bound, so a file up to `max_bytes` is never parsed twice in a row."""
 
 EMPTY_DIGEST = digest_of(b"")
 
 Signature = tuple[int, int, int, int, int]
 
+_SIGNATURES_KEEP = 4096
+
+
+class _Snapshots:
+    """Parsed versions by digest, least recently used first, with their files' total size."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[str, tuple[GraphSnapshot, int]] = OrderedDict()
+        self.total_bytes = 0
+
+
 _lock = threading.Lock()
-_snapshots: OrderedDict[str, GraphSnapshot] = OrderedDict()
-_signatures: dict[str, tuple[Signature, str]] = {}
+_snapshots = _Snapshots()
+_signatures: OrderedDict[str, tuple[Signature, str]] = OrderedDict()
 _warned: OrderedDict[tuple[str, int], None] = OrderedDict()
 _WARNED_KEEP = 256
 
@@ -55,25 +70,41 @@ _WARNED_KEEP = 256
 def cached(digest: str) -> GraphSnapshot | None:
     """The parsed snapshot of `digest`, if this process still has it."""
     with _lock:
-        found = _snapshots.get(digest)
-        if found is not None:
-            _snapshots.move_to_end(digest)
-        return found
+        found = _snapshots.entries.get(digest)
+        if found is None:
+            return None
+        _snapshots.entries.move_to_end(digest)
+        return found[0]
 
 
-def remember(snapshot: GraphSnapshot) -> None:
-    """Keep `snapshot` for later readers of the same content."""
+def remember(snapshot: GraphSnapshot, size: int, *, replaces: str | None = None) -> None:
+    """Keep `snapshot` (of a `size`-byte file) for later readers of the same content.
+
+    Args:
+        snapshot: The parsed version.
+        size: Its file's size in bytes: what it counts against `SNAPSHOT_CACHE_BYTES`.
+        replaces: The digest of the version a write just replaced: it goes first when room
+            is needed (a reader still asking for it gets it parsed again, never wrongly).
+    """
     with _lock:
-        _snapshots[snapshot.digest] = snapshot
-        _snapshots.move_to_end(snapshot.digest)
-        while len(_snapshots) > SNAPSHOT_CACHE_SIZE:
-            _snapshots.popitem(last=False)
+        entries = _snapshots.entries
+        previous = entries.pop(snapshot.digest, None)
+        if previous is not None:
+            _snapshots.total_bytes -= previous[1]
+        entries[snapshot.digest] = (snapshot, size)
+        _snapshots.total_bytes += size
+        if replaces is not None and replaces != snapshot.digest and replaces in entries:
+            entries.move_to_end(replaces, last=False)
+        while _snapshots.total_bytes > SNAPSHOT_CACHE_BYTES and len(entries) > 1:
+            _digest, (_snapshot, evicted) = entries.popitem(last=False)
+            _snapshots.total_bytes -= evicted
 
 
 def clear_caches() -> None:
     """Forget every parsed snapshot and stat signature (benchmarks of a cold process)."""
     with _lock:
-        _snapshots.clear()
+        _snapshots.entries.clear()
+        _snapshots.total_bytes = 0
         _signatures.clear()
 
 
@@ -113,7 +144,7 @@ def snapshot_of_bytes(
     snapshot = parse(text, digest)
     if snapshot.unknown:
         _warn_unknown(path, snapshot.unknown)
-    remember(snapshot)
+    remember(snapshot, len(data))
     return snapshot
 
 
@@ -192,6 +223,26 @@ def unchanged_local(local: LocalFile | None) -> GraphSnapshot | None:
     return cached(entry[1])
 
 
+def changed_since(local: LocalFile | None, digest: str | None) -> bool:
+    """Whether a local file's stat signature shows content other than `digest` (one `lstat`).
+
+    False when it cannot tell: not local, not a regular file, or last read within the racy
+    window (those are read again at the next run, or after a tool that may have changed them).
+    """
+    if local is None or digest is None:
+        return False  # not local, or unreadable at the last load (retried at the next run)
+    signature = _signature(local.real_path)
+    if signature is None:
+        # Gone (a missing file reads as empty), or a symlink or device: not judged by stat.
+        missing = not os.path.lexists(local.real_path)
+        return missing and digest != EMPTY_DIGEST
+    with _lock:
+        entry = _signatures.get(local.real_path)
+    if entry is None:
+        return False
+    return entry[0] != signature or entry[1] != digest
+
+
 def before_read(local: LocalFile | None) -> tuple[Signature | None, int]:
     """The signature to file a read under, taken before the read (a racing write shows)."""
     if local is None:
@@ -208,6 +259,9 @@ def after_read(
     with _lock:
         if signature is not None and started_ns - signature[0] > RACY_WINDOW_NS:
             _signatures[local.real_path] = (signature, digest)
+            _signatures.move_to_end(local.real_path)
+            while len(_signatures) > _SIGNATURES_KEEP:
+                _signatures.popitem(last=False)
         else:
             _signatures.pop(local.real_path, None)
 

@@ -248,8 +248,9 @@ class KnowledgeGraph:
             content, result = mutation(graph)
             updated = GraphSnapshot(content.entities, content.relations, graph.unknown, "")
             text = updated.text()
-            updated.digest = digest_of(text.encode("utf-8"))
-            _source.remember(updated)
+            data = text.encode("utf-8")
+            updated.digest = digest_of(data)
+            _source.remember(updated, len(data), replaces=graph.digest)
             # The server rewrites the file on every mutation; the same bytes need no write,
             # but a missing file is created (empty) as the server creates it.
             return ({} if text == old else {path: text}), result

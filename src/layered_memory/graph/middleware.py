@@ -7,9 +7,14 @@
   word of the message: the graph's size does not enter), render what the graph knows about
   the entities in focus within `max_chars`, and append it to the system message. Renders are
   cached by (content digest, focus): a warm call neither reads nor parses nor renders. After
-  one of the graph tools changed the file, the call first reloads it, so the very next model
-  call sees the change; the new digest rides back on the model response.
-- `wrap_tool_call` (read-only mode only): refuse the six mutating tools, whoever provides them.
+  a tool that may have changed the file (a graph tool, a file tool writing it, `execute`, a
+  subagent), or when a local file's stat signature changed (another process), the call first
+  reloads it, so the very next model call sees the change; the new digest rides back on the
+  model response.
+- `wrap_tool_call`: in read-only mode, refuse the six mutating tools, whoever provides them,
+  and `write_file` / `edit_file` / `delete` of the graph file (`guard.refusal`); on a graph
+  kept in the agent state, refuse a second change of the file in one model turn (parallel
+  tool calls there overwrite each other). See `_tool_guard`.
 
 Everything a later step needs is in the state (digest, focus context) or in the messages
 (which tools ran), never in the instance: a run resumed in another process behaves the same.
@@ -21,7 +26,7 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from langchain.agents.middleware.types import (
@@ -35,12 +40,12 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
     ResponseT,
 )
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.config import get_config
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.types import Command
 
-from layered_memory._run_data import context_value
+from layered_memory._run_data import context_strings, current_config
 from layered_memory._system_message import append_block
+from layered_memory._validation import check_int, check_match_keys
 from layered_memory.errors import LayeredMemoryError, SessionKeyError
 from layered_memory.graph import _source
 from layered_memory.graph._focus import (
@@ -56,8 +61,17 @@ from layered_memory.graph._focus import (
 )
 from layered_memory.graph._format import GraphSnapshot
 from layered_memory.graph._index import MAX_SCAN_CHARS
-from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, MUTATING_TOOLS, graph_tools
+from layered_memory.graph._tool_guard import (
+    GraphFile,
+    graph_may_have_changed,
+    kept_in_state,
+    parallel_refusal,
+    read_only_refusal,
+)
+from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, graph_tools
 from layered_memory.graph.knowledge_graph import DEFAULT_PATH, KnowledgeGraph
+from layered_memory.guard import ProtectedPaths, protect
+from layered_memory.middleware import MatchKeySource
 from layered_memory.sessions import parse_session_key
 
 if TYPE_CHECKING:
@@ -66,9 +80,6 @@ if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
 logger = logging.getLogger(__name__)
-
-MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
-"""A context name read from runtime.context / state / config, or a callable(state, runtime)."""
 
 _RENDER_CACHE_SIZE = 256
 
@@ -104,6 +115,14 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         redact_secrets: Cut credentials out of observations before storing them.
         strict: Raise when the graph file cannot be read instead of logging and going on.
 
+    Attributes:
+        protected_paths: What the agent may not change: the graph file when `read_only`,
+            else nothing.
+        protected_backend: The backend to give the agent's file tools, shell and subagents
+            (`create_deep_agent(backend=graph_middleware.protected_backend, ...)`): the same
+            storage, refusing every change to a read-only graph file (`guard.protect`). The
+            middleware's own tool hook refuses the file tools on it either way.
+
     Example:
         KnowledgeGraphMiddleware(backend=FilesystemBackend(root_dir=".", virtual_mode=True))
     """
@@ -130,25 +149,28 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         self.graph = KnowledgeGraph(
             backend, path, max_bytes=max_bytes, redact_secrets=redact_secrets
         )
-        _check_positive(
-            max_entities=max_entities,
-            max_relations=max_relations,
-            max_observation_chars=max_observation_chars,
-            max_result_chars=max_result_chars,
-        )
-        _check_positive(max_chars=max_chars)
+        for parameter, value in (
+            ("max_entities", max_entities),
+            ("max_relations", max_relations),
+            ("max_observation_chars", max_observation_chars),
+            ("max_result_chars", max_result_chars),
+            ("max_chars", max_chars),
+        ):
+            check_int(value, parameter=parameter, minimum=1)
         floor = minimum_chars(path)
         if max_chars < floor:
             msg = f"max_chars must be at least {floor} (header and guidelines), got {max_chars}"
             raise ValueError(msg)
-        if isinstance(match_keys, str):
-            msg = "match_keys takes a list of context names, not a single string"
-            raise TypeError(msg)
+        self.match_keys = check_match_keys(match_keys)
         super().__init__()
-        self.match_keys = tuple(match_keys)
         self.session_entity = session_entity
         self.strict = strict
         self.writable = not read_only
+        self._file = GraphFile.of(backend, path)
+        self.protected_paths = ProtectedPaths() if self.writable else self._file.protected
+        self.protected_backend: Any = protect(backend, self.protected_paths)
+        # Parallel tool calls on a graph kept in the agent state overwrite each other's writes.
+        self._one_change_per_turn = self.writable and kept_in_state(backend, path)
         self.settings = FocusSettings(
             path=path,
             max_chars=max_chars,
@@ -224,7 +246,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         state = request.state
         digest = state.get("knowledge_graph_digest")
         snapshot = _source.cached(str(digest)) if digest else None
-        if not (_graph_changed(request.messages) or (digest and snapshot is None)):
+        if not self._must_reload(request, digest, snapshot):
             return handler(self._inject(request, state, snapshot))
         try:
             snapshot, problem = self.graph.snapshot(), None
@@ -241,7 +263,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         state = request.state
         digest = state.get("knowledge_graph_digest")
         snapshot = _source.cached(str(digest)) if digest else None
-        if not (_graph_changed(request.messages) or (digest and snapshot is None)):
+        if not self._must_reload(request, digest, snapshot):
             return await handler(self._inject(request, state, snapshot))
         try:
             snapshot, problem = await self.graph.asnapshot(), None
@@ -267,14 +289,15 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
             return response
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
-    # -- wrap_tool_call (refusals in read-only mode) --------------------------------------
+    # -- wrap_tool_call (refusals) --------------------------------------------------------
 
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        """In read-only mode, refuse the graph's mutating tools; else run the tool."""
+        """Refuse a change of a read-only graph, or a second change of a state-kept graph in
+        one model turn; else run the tool."""
         refusal = self._refusal(request)
         return refusal if refusal is not None else handler(request)
 
@@ -288,6 +311,17 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         return refusal if refusal is not None else await handler(request)
 
     # -- pure helpers shared by both halves -----------------------------------------------
+
+    def _must_reload(
+        self, request: ModelRequest[ContextT], digest: Any, snapshot: GraphSnapshot | None
+    ) -> bool:
+        """Whether the file may differ from the state's version: a tool may have changed it,
+        this process lacks the parsed version, or a local file's signature changed."""
+        return (
+            bool(digest and snapshot is None)
+            or graph_may_have_changed(request.messages, self._file)
+            or _source.changed_since(self.graph._local, digest)
+        )
 
     def _problem(self, exc: LayeredMemoryError) -> str:
         if self.strict:
@@ -304,7 +338,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         runtime: Any,
     ) -> dict[str, Any] | None:
         update = _digest_update(state, snapshot, problem)
-        context = self._context(state, runtime, _current_config())
+        context = self._context(state, runtime, current_config())
         if state.get("knowledge_graph_context") != context:
             update["knowledge_graph_context"] = context
         return update or None
@@ -319,7 +353,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
                 # A thread id that only looks like a session key gives no focus.
                 with contextlib.suppress(SessionKeyError):
                     found[parse_session_key(thread_id).entity] = None
-        for value in _context_values(self.match_keys, state, runtime, config):
+        for value in context_strings(self.match_keys, state, runtime, config):
             found.setdefault(value, None)
         return list(found)
 
@@ -354,25 +388,13 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         return block
 
     def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
-        name = request.tool_call.get("name", "")
-        if self.writable or name not in MUTATING_TOOLS:
-            return None
-        return ToolMessage(
-            content=(
-                f"Error: {name} refused: the knowledge graph is read-only for this agent. "
-                "Nothing was changed; report what should be recorded instead."
-            ),
-            tool_call_id=request.tool_call.get("id") or "",
-            name=name,
-            status="error",
-        )
-
-
-def _check_positive(**values: Any) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            msg = f"{name} must be a positive int, got {value!r}"
-            raise ValueError(msg)
+        call = request.tool_call
+        if not self.writable:
+            return read_only_refusal(call, self._file)
+        if self._one_change_per_turn:
+            state = getattr(request, "state", None) or {}
+            return parallel_refusal(call, state, self._file)
+        return None
 
 
 def _digest_update(
@@ -387,57 +409,9 @@ def _digest_update(
     return update
 
 
-_RELOAD_AFTER = MUTATING_TOOLS | {"task"}
-"""Tools after which the file may have changed: ours, and a subagent that may hold them."""
-
-
-def _graph_changed(messages: Sequence[Any]) -> bool:
-    """Whether a tool may have changed the file since the model last spoke (reload first)."""
-    for message in reversed(messages):
-        if isinstance(message, AIMessage):
-            return False
-        if (
-            isinstance(message, ToolMessage)
-            and message.name in _RELOAD_AFTER
-            and message.status != "error"
-        ):
-            return True
-    return False
-
-
 def _latest_user_text(messages: Sequence[Any]) -> str:
     """The latest user message's text, as much of it as the name scan reads."""
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
             return message.text[:MAX_SCAN_CHARS]
     return ""
-
-
-def _context_values(
-    sources: Sequence[MatchKeySource], state: Mapping[str, Any], runtime: Any, config: Any
-) -> list[str]:
-    """The context strings named by `match_keys` (as `MemoryMiddleware` reads them)."""
-    found: list[str] = []
-    context = getattr(runtime, "context", None)
-    configurable = (config or {}).get("configurable") or {}
-    for source in sources:
-        if callable(source):
-            values: Any = source(state, runtime)
-        else:
-            values = context_value(context, source)
-            if values is None:
-                values = state.get(source)
-            if values is None:
-                values = configurable.get(source)
-        if isinstance(values, str):
-            found.append(values)
-        elif isinstance(values, Iterable):
-            found.extend(value for value in values if isinstance(value, str))
-    return [value for value in found if value]
-
-
-def _current_config() -> RunnableConfig | None:
-    try:
-        return get_config()
-    except RuntimeError:  # a hook called outside a graph (a test calling it directly)
-        return None

@@ -11,6 +11,8 @@ Everything else passes through as the very same objects.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -21,10 +23,48 @@ from layered_memory.views._speakers import as_speaker, as_tool_report
 _CALL_BLOCK_TYPES = frozenset({"tool_use", "tool_call"})
 
 
-def assemble(conv: Conversation, indices: list[int]) -> list[BaseMessage]:
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """How far a view of every message is final, for a later call over the same prefix.
+
+    The view of `conv.messages[:index]` is the first `out_length` messages of the output, and
+    it depends on nothing but `conv.messages[:covered]` (a turn of the person's own pulls its
+    results up from after it). Only a turn of the person with an unanswered call can change
+    when messages are added (its result may still come), so `index` is the first such turn.
+
+    Attributes:
+        index: Messages before it are final in the view.
+        out_length: How many output messages they make.
+        used_ids: Call ids those messages used (a call id goes out once per request).
+        covered: The prefix of the conversation that final part depends on.
+    """
+
+    index: int
+    out_length: int
+    used_ids: frozenset[str]
+    covered: int
+
+
+def assemble(conv: Conversation, indices: Iterable[int]) -> list[BaseMessage]:
     """The messages at `indices` (ascending), repaired for the provider and the speaker."""
     out: list[BaseMessage] = []
-    used_ids: set[str] = set()  # a call id goes out once per request (Anthropic demands it)
+    _assemble_into(conv, indices, out, set())
+    return out
+
+
+def assemble_rest(
+    conv: Conversation, start: int, out: list[BaseMessage], used_ids: frozenset[str]
+) -> Resume:
+    """Every message from `start` on, appended to `out`, which holds the view of the messages
+    before `start` (that used `used_ids`); returns where a later call may resume."""
+    return _assemble_into(conv, range(start, conv.n), out, set(used_ids))
+
+
+def _assemble_into(
+    conv: Conversation, indices: Iterable[int], out: list[BaseMessage], used_ids: set[str]
+) -> Resume:
+    resume: Resume | None = None
+    covered = 0  # 1 + the furthest result an own turn before `resume` pulled up
     for index in indices:
         message = conv.message(index)
         message_kind = kind(message)
@@ -37,14 +77,25 @@ def assemble(conv: Conversation, indices: list[int]) -> list[BaseMessage]:
             out.append(as_tool_report(result, conv.sender(caller), tool))
         elif message_kind == AI:
             if conv.mine(index):
-                _own_turn(conv, index, cast("AIMessage", message), out, used_ids)
+                length = len(out)
+                complete, furthest, answered = _own_turn(
+                    conv, index, cast("AIMessage", message), out, used_ids
+                )
+                if resume is None:
+                    covered = max(covered, furthest + 1)
+                    if not complete:
+                        # Final up to here: the ids in use before this turn, not its own.
+                        before = frozenset(used_ids.difference(answered))
+                        resume = Resume(index, length, before, max(covered, index))
             else:
                 spoken = as_speaker(cast("AIMessage", message), conv.sender(index))
                 if spoken is not None:
                     out.append(spoken)
         else:
             out.append(message)
-    return out
+    if resume is None:
+        resume = Resume(conv.n, len(out), frozenset(used_ids), max(covered, conv.n))
+    return resume
 
 
 def _call_name(caller: BaseMessage, call_id: str) -> str | None:
@@ -61,11 +112,13 @@ def _own_turn(
     message: AIMessage,
     out: list[BaseMessage],
     used_ids: set[str],
-) -> None:
+) -> tuple[bool, int, Iterable[str]]:
+    """Append the person's turn with its results; return whether every call was answered,
+    the index of the furthest result pulled up (`index` when none) and the ids it used."""
     ids = call_ids(message)
     if not ids:
         out.append(message)
-        return
+        return True, index, ()
     results = conv.results_of(index)
     answered: dict[str, None] = {}  # ordered set: calls of huge hostile messages stay O(n)
     complete = True
@@ -81,7 +134,9 @@ def _own_turn(
         stripped = _without_unanswered_calls(message, set(answered))
         if stripped is not None:
             out.append(stripped)
-    out.extend(conv.messages[j] for j in sorted(results[call_id] for call_id in answered))
+    pulled = sorted(results[call_id] for call_id in answered)
+    out.extend(conv.messages[j] for j in pulled)
+    return complete, pulled[-1] if pulled else index, answered
 
 
 def _without_unanswered_calls(message: AIMessage, answered: set[str]) -> AIMessage | None:

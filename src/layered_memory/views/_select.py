@@ -133,11 +133,18 @@ def _pair_units(
         yield unit
 
 
+def shows_everything(settings: MemorySettings, run_start: int | None) -> bool:
+    """Whether the view shows every message (FULL): no filter, no window, no run reset."""
+    if settings.view is not MessageView.ALL_MESSAGES or settings.max_messages is not None:
+        return False
+    return not (settings.forget_earlier_runs and run_start is not None)
+
+
 def select(conv: Conversation, settings: MemorySettings, run_start: int | None) -> list[int]:
     """Indices of the messages the view shows, in conversation order."""
     n = conv.n
     forget = settings.forget_earlier_runs and run_start is not None
-    if settings.view is MessageView.ALL_MESSAGES and settings.max_messages is None and not forget:
+    if shows_everything(settings, run_start):
         return list(range(n))
     shown_by_view = VISIBLE[settings.view]
 

@@ -3,9 +3,10 @@
 It changes only the `messages` of the `ModelRequest` a model call sees (`wrap_model_call`),
 never the graph state: the conversation stays complete and auditable, as `ContextEditing`-
 and `Summarization`-style middleware in LangChain leave history to the checkpointer. A profile
-that forgets earlier runs (GOLDFISH) keeps one private state key, written when a run ends;
-the middleware instance holds no per-thread data, so a run resumed in another process behaves
-the same.
+that forgets earlier runs (GOLDFISH) keeps one private state key, written when a run ends
+(`after_agent`, a hook every instance has, so `MessageViewMiddleware(...)` is always that very
+class; other profiles write nothing there); the middleware instance holds no per-thread data,
+so a run resumed in another process behaves the same.
 """
 
 from __future__ import annotations
@@ -112,23 +113,6 @@ class MessageViewMiddleware(AgentMiddleware[MessageViewState, ContextT, Response
 
     state_schema = MessageViewState
 
-    def __new__(cls, *_args: Any, **kwargs: Any) -> MessageViewMiddleware[Any, Any]:
-        """Only a profile that forgets earlier runs gets the hook that marks a run's end.
-
-        LangChain adds a graph node for every `after_agent` a middleware class defines; the
-        other profiles need none.
-        """
-        if cls is MessageViewMiddleware:
-            try:
-                settings = resolve_settings(
-                    kwargs.get("profile", MemoryProfile.FULL), kwargs.get("settings")
-                )
-            except (TypeError, ValueError):
-                settings = None  # __init__ raises the same error with the same message
-            if settings is not None and settings.forget_earlier_runs:
-                return super().__new__(_RunScopedMessageViewMiddleware)
-        return super().__new__(cls)
-
     def __init__(
         self,
         *,
@@ -139,18 +123,6 @@ class MessageViewMiddleware(AgentMiddleware[MessageViewState, ContextT, Response
         super().__init__()
         self.person = check_person(person)
         self.settings = resolve_settings(profile, settings)
-        run_scoped = isinstance(self, _RunScopedMessageViewMiddleware)
-        if self.settings.forget_earlier_runs and not run_scoped:
-            msg = (
-                "settings.forget_earlier_runs needs the run-end hook: construct "
-                "MessageViewMiddleware itself, not a subclass without it"
-            )
-            raise TypeError(msg)
-
-    @property
-    def name(self) -> str:
-        """One name for every variant (LangChain refuses two middlewares of the same name)."""
-        return "MessageViewMiddleware"
 
     def view(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         """The request with the job's view of the conversation in place of all messages."""
@@ -179,18 +151,21 @@ class MessageViewMiddleware(AgentMiddleware[MessageViewState, ContextT, Response
         """Async twin of `wrap_model_call`."""
         return await handler(self.view(request))
 
-
-class _RunScopedMessageViewMiddleware(MessageViewMiddleware[Any, Any]):
-    """The variant for profiles that forget earlier runs: marks where each run ends."""
-
     def after_agent(
         self, state: MessageViewState, runtime: Runtime[ContextT]
     ) -> dict[str, Any] | None:
-        """Remember where this run ended: the next run shows nothing before it."""
-        return {RUN_MARK_KEY: run_mark(state.get("messages") or [])}
+        """Under a profile that forgets earlier runs, remember where this run ended: the next
+        run shows nothing before it. Other profiles change nothing here."""
+        return _run_end_update(self.settings, state)
 
     async def aafter_agent(
         self, state: MessageViewState, runtime: Runtime[ContextT]
     ) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
-        return {RUN_MARK_KEY: run_mark(state.get("messages") or [])}
+        return _run_end_update(self.settings, state)
+
+
+def _run_end_update(settings: MemorySettings, state: Mapping[str, Any]) -> dict[str, Any] | None:
+    if not settings.forget_earlier_runs:
+        return None
+    return {RUN_MARK_KEY: run_mark(state.get("messages") or [])}

@@ -12,7 +12,8 @@ from langchain_core.messages import BaseMessage
 
 from layered_memory.views._assemble import assemble
 from layered_memory.views._conversation import Conversation
-from layered_memory.views._select import select
+from layered_memory.views._full import view_all
+from layered_memory.views._select import select, shows_everything
 from layered_memory.views.routing import check_person
 from layered_memory.views.settings import MemorySettings
 
@@ -59,5 +60,7 @@ def view_messages(
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         msg = f"messages must be a sequence of messages, not {type(messages).__name__}"
         raise TypeError(msg)
+    if shows_everything(settings, run_start):
+        return view_all(messages, person)  # extended from the last call's, when unchanged
     conversation = Conversation(messages, person)
     return assemble(conversation, select(conversation, settings, run_start))
