@@ -128,6 +128,12 @@ def _route(backend: BackendProtocol, path: str) -> tuple[BackendProtocol, str]:
     return backend, path
 
 
+def _special_file_kind(path: str) -> str | None:
+    from layered_memory._disk_cache import special_file_kind  # it imports this module
+
+    return special_file_kind(path)
+
+
 def _real_path(backend: FilesystemBackend, key: str) -> Path:
     """Resolve `key` to the file `FilesystemBackend` itself would open (same rules)."""
     root = Path(backend.cwd)
@@ -259,6 +265,10 @@ class FileLockStrategy:
 
     def _read(self, path: str) -> str | None:
         real = self._real_paths[path]
+        # Opening a FIFO waits for a writer, forever if none comes: never open one.
+        kind = _special_file_kind(str(real))
+        if kind is not None:
+            raise MemoryWriteError(path, f"not a regular file ({kind}): never opened")
         try:
             data = real.read_bytes()
         except FileNotFoundError:

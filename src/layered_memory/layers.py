@@ -16,7 +16,7 @@ from typing import Any
 
 from deepagents.backends.filesystem import FilesystemBackend
 
-from layered_memory._validation import as_path
+from layered_memory._validation import as_path, invalid_path_reason
 
 MEMORY_FILE_NAME = "MEMORY.md"
 MEMORY_FILE_DEFAULT_MAX_LINES = 200
@@ -132,8 +132,12 @@ def normalize_backend_path(
 
     Returns:
         `(normalized_path, None)` when the path stays inside the backend's root, else
-        `(None, reason)`.
+        `(None, reason)`. A path no file can have (a NUL byte, an unencodable character, past
+        4096 characters) is refused here, whoever wrote it: the agent, a file, the user.
     """
+    invalid = invalid_path_reason(path)
+    if invalid is not None:
+        return None, f"invalid path: {invalid}"
     expanded = expand_user(path)
     if isinstance(backend, FilesystemBackend):
         from_home = path.startswith("~")
@@ -190,7 +194,7 @@ def _normalize_for_filesystem(
         candidate = Path(path) if os.path.isabs(path) else root / path
     try:
         real = candidate.resolve()
-    except (OSError, RuntimeError) as exc:  # a symlink loop
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long
         return None, f"cannot resolve the path: {type(exc).__name__}: {exc}"
     if not virtual:
         # A host-path backend reads any absolute path (deepagents' own docs put a user layer at

@@ -56,6 +56,7 @@ from layered_memory._validation import (
     check_layers,
     check_match_keys,
     check_path_list,
+    invalid_path_reason,
     is_backend,
 )
 from layered_memory.assembler import MemoryAssembler, MemorySnapshot
@@ -491,6 +492,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         tool_name = call.get("name", "")
         args = call.get("args") or {}
         paths = {args[name] for name in PATH_ARGUMENTS if isinstance(args.get(name), str)}
+        invalid = _invalid_path_refusal(call, tool_name, paths)
+        if invalid is not None:
+            return invalid, set(), False
         edits_memory = False
         if tool_name in MUTATING_TOOLS:
             unreadable = (getattr(request, "state", None) or {}).get("memory_unreadable") or {}
@@ -597,6 +601,22 @@ def _refusal(
         name=tool_name,
         status="error",
     )
+
+
+def _invalid_path_refusal(
+    call: Mapping[str, Any], tool_name: str, paths: Iterable[str]
+) -> ToolMessage | None:
+    """An error for a path no file can have: file tools raise on it and would end the run."""
+    for path in sorted(paths):
+        reason = invalid_path_reason(path)
+        if reason is not None:
+            return ToolMessage(
+                content=f"Error: {tool_name} refused: the path {reason}. Nothing was done.",
+                tool_call_id=call.get("id") or "",
+                name=tool_name,
+                status="error",
+            )
+    return None
 
 
 def _unreadable_refusal(call: Mapping[str, Any], path: str, reason: str) -> ToolMessage:
