@@ -29,9 +29,11 @@ from benchmarks._report import Row, ScenarioResult, results_markdown, table
 from benchmarks.scenarios import (
     cold_load,
     end_to_end,
+    graph,
     per_call,
     rule_matching,
     scale,
+    views,
     warm,
     write_back,
 )
@@ -45,6 +47,8 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "write_back": ("5. Write-back", write_back.run),
     "end_to_end": ("6. End to end", end_to_end.run),
     "scale": ("7. Scale", scale.run),
+    "views": ("8. Message views", views.run),
+    "graph": ("9. Knowledge graph", graph.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

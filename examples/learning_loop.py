@@ -107,7 +107,7 @@ def build_agent(model: Any, root: Path) -> tuple[Any, MemoryWriter, list[dict[st
     agent = create_deep_agent(
         model=model,
         tools=[record_insight_tool(notebook)],
-        backend=backend,
+        backend=memory.protected_backend,
         memory=[],  # our middleware takes deepagents' memory slot
         middleware=[memory],
         checkpointer=InMemorySaver(),

@@ -139,7 +139,7 @@ def run_worker(url: str, run_id: str, index: int, model_name: str | None) -> dic
         )
         agent = create_deep_agent(
             model=model,
-            backend=backend,
+            backend=memory.protected_backend,  # /org/ and /project/ read-only as a whole
             memory=[],
             middleware=[memory],
             checkpointer=checkpointer,

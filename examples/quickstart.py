@@ -78,7 +78,9 @@ def build_agent(model: Any, root: Path) -> Any:
     # puts the memory block after the prompt-caching breakpoint on the static system prompt.
     return create_deep_agent(
         model=model,
-        backend=backend,
+        # The same files, but every change to read-only memory is refused, for the agent's
+        # tools, its subagents and its shell alike.
+        backend=memory.protected_backend,
         memory=[],
         middleware=[memory],
         checkpointer=InMemorySaver(),

@@ -35,6 +35,10 @@ def test_every_scenario_runs_and_reports_numbers() -> None:
     assert sum(warm["ours"]["steps"].values()) == 0  # no re-parse, no re-render
     assert warm["builtin"]["formats"] >= 1  # deepagents formats its block on every call
 
+    graph = results["graph"].rows[-1]
+    assert graph.facts["warm_reads"] == 0  # warm model calls never read the graph file
+    assert graph.facts["warm_parses"] == 0
+
     write_back = results["write_back"].rows
     if write_back[0].verdict != "unavailable":
         assert write_back[-1].facts["lost"] == 0

@@ -553,6 +553,10 @@ async def test_hand_built_graph_final_state_is_written_and_memory_written_fires(
                 "runtime_context": {"entity_name": "ctx"},
                 "config": {"configurable": {"entity_name": "cfg"}},
             },
+            "ctx",
+        ),
+        (
+            {"entity_name": "state", "config": {"configurable": {"entity_name": "cfg"}}},
             "state",
         ),
         (

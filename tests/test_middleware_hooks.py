@@ -10,6 +10,7 @@ import pytest
 from deepagents.backends import FilesystemBackend
 from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import SystemMessage, ToolMessage
+from langgraph.types import Command
 
 from layered_memory import InMemorySessionStore, Layer, MemoryMiddleware
 from layered_memory.render import SessionEntry
@@ -68,23 +69,46 @@ def test_mutations_of_read_only_memory_are_refused(
     assert (root / "AGENTS.md").read_text() == "project"
 
 
-def test_writable_memory_edit_marks_a_reload_and_reads_pass(root: Path) -> None:
+def test_tool_notes_ride_on_the_tool_result_as_a_state_update(root: Path) -> None:
     mw = middleware(root)
     ok = ToolMessage("ok", tool_call_id="call-1")
-    assert mw.wrap_tool_call(tool_request("read_file", file_path="/AGENTS.md"), lambda r: ok) is ok
-    assert mw.wrap_tool_call(tool_request("edit_file", file_path="/MEMORY.md"), lambda r: ok) is ok
-    pending = mw._take_pending({"configurable": {"thread_id": "t1"}})
-    assert pending is not None
-    assert pending.touched == {"/AGENTS.md", "/MEMORY.md"}
-    assert pending.memory_edited is True
+    read = mw.wrap_tool_call(tool_request("read_file", file_path="/AGENTS.md"), lambda r: ok)
+    assert isinstance(read, Command)
+    assert read.update == {"messages": [ok], "memory_touched_paths": ["/AGENTS.md"]}
+    edit = mw.wrap_tool_call(tool_request("edit_file", file_path="/MEMORY.md"), lambda r: ok)
+    assert isinstance(edit, Command)
+    assert edit.update == {
+        "messages": [ok],
+        "memory_touched_paths": ["/MEMORY.md"],
+        "memory_edits": 1,
+    }
+    # A path the thread already touched adds nothing: the tool's own message comes back.
+    request = tool_request("ls", path="/AGENTS.md")
+    request.state = {"memory_touched_paths": ["/AGENTS.md"]}
+    assert mw.wrap_tool_call(request, lambda r: ok) is ok
+
+
+def test_a_tools_own_command_keeps_its_update(root: Path) -> None:
+    mw = middleware(root)
+    ok = ToolMessage("ok", tool_call_id="call-1")
+    own = Command(update={"messages": [ok], "files": {"/MEMORY.md": {"content": "x"}}})
+    result = mw.wrap_tool_call(tool_request("write_file", file_path="/MEMORY.md"), lambda r: own)
+    assert isinstance(result, Command)
+    assert result.update == {
+        "messages": [ok],
+        "files": {"/MEMORY.md": {"content": "x"}},
+        "memory_touched_paths": ["/MEMORY.md"],
+        "memory_edits": 1,
+    }
 
 
 def test_rules_writable_allows_rule_edits(root: Path) -> None:
     ok = ToolMessage("ok", tool_call_id="call-1")
     mw = middleware(root, rules_writable=True)
-    assert (
-        mw.wrap_tool_call(tool_request("write_file", file_path="/rules/r.md"), lambda r: ok) is ok
-    )
+    result = mw.wrap_tool_call(tool_request("write_file", file_path="/rules/r.md"), lambda r: ok)
+    assert isinstance(result, Command)
+    assert result.update["messages"] == [ok]  # the tool ran
+    assert result.update["memory_edits"] == 1  # and the rules reload before the next call
 
 
 def test_context_keys_come_from_runtime_state_config_and_callables(root: Path) -> None:
@@ -94,7 +118,7 @@ def test_context_keys_come_from_runtime_state_config_and_callables(root: Path) -
     )
     update = mw.before_agent({"messages": [], "phase": "evaluation"}, RUNTIME)  # type: ignore[arg-type]
     assert update is not None
-    assert update["memory_match_context"] == [
+    assert update["memory_loaded"]["match_context"] == [
         "acme_corp",
         "billing",
         "evaluation",
@@ -134,21 +158,20 @@ def test_unchanged_memory_writes_no_state_and_renders_once(
     assert len(renders) == 1
 
 
-def test_model_call_folds_in_touched_paths_and_returns_the_state_update(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+def test_model_call_reloads_after_a_memory_edit_and_returns_the_state_update(
+    root: Path,
 ) -> None:
     from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
     from langchain_core.messages import AIMessage
 
-    import layered_memory.middleware as module
-
-    monkeypatch.setattr(module, "_current_config", lambda: {"configurable": {"thread_id": "t1"}})
     (root / "rules" / "py.md").write_text('---\npaths: ["**/*.py"]\n---\nPY_RULE')
     mw = middleware(root)
-    state: dict[str, Any] = {"messages": [], "memory_touched_paths": ["/a.txt"]}
-    state.update(mw.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]
-    ok = ToolMessage("ok", tool_call_id="call-1")
-    mw.wrap_tool_call(tool_request("read_file", file_path="/src/b.py"), lambda r: ok)
+    state: dict[str, Any] = {"messages": []}
+    state.update(mw.before_agent(state, RUNTIME, {}) or {})  # type: ignore[arg-type]
+    # What LangGraph applies from the tool calls' commands (reducers: union, sum).
+    state["memory_touched_paths"] = ["/MEMORY.md", "/src/b.py"]
+    state["memory_edits"] = 1
+    (root / "MEMORY.md").write_text("notes\n- EDITED")
     seen: list[str] = []
 
     def handler(request: Any) -> ModelResponse[Any]:
@@ -165,23 +188,26 @@ def test_model_call_folds_in_touched_paths_and_returns_the_state_update(
     result = mw.wrap_model_call(request, handler)
     assert isinstance(result, ExtendedModelResponse)
     assert result.command is not None
-    assert result.command.update == {"memory_touched_paths": ["/a.txt", "/src/b.py"]}
-    assert "PY_RULE" in seen[0]  # this very call already has the rule
+    assert result.command.update["memory_edits"] == -1  # the reload caught up
+    assert "EDITED" in result.command.update["memory_contents"]["/MEMORY.md"]
+    assert "PY_RULE" in seen[0]  # this very call has the rule and the edit
+    assert "EDITED" in seen[0]
+    state.update(result.command.update)
     # Nothing new since: a plain response, no state update.
-    assert isinstance(mw.wrap_model_call(request, handler), ModelResponse)
+    assert isinstance(mw.wrap_model_call(request.override(state=state), handler), ModelResponse)
 
 
-def test_no_hooks_means_no_end_of_run_node(root: Path) -> None:
-    from langchain.agents.middleware.types import AgentMiddleware
-
+def test_the_class_is_what_the_user_asked_for(root: Path) -> None:
     from layered_memory import HookRegistry
 
-    plain = middleware(root)
-    hooked = middleware(root, hooks=HookRegistry())
-    assert isinstance(plain, MemoryMiddleware)
-    assert plain.name == hooked.name == "MemoryMiddleware"
-    assert type(plain).after_agent is AgentMiddleware.after_agent
-    assert type(hooked).after_agent is not AgentMiddleware.after_agent
+    class Custom(MemoryMiddleware):  # type: ignore[type-arg]
+        pass
+
+    assert type(middleware(root)) is MemoryMiddleware
+    assert type(middleware(root, hooks=HookRegistry())) is MemoryMiddleware
+    custom = Custom(backend=FilesystemBackend(root_dir=root), sources=["/AGENTS.md"])
+    assert type(custom) is Custom
+    assert custom.name == "Custom"
 
 
 def test_session_store_entry_is_the_top_layer(root: Path) -> None:

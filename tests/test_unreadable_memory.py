@@ -87,7 +87,7 @@ def test_unreadable_source_in_compatible_mode_is_named_not_dropped(tmp_path: Pat
     state = memory.before_agent({"messages": []}, None, {})
     assert state is not None
     assert state["memory_contents"] == {}
-    assert "not valid UTF-8" in state["memory_unreadable"]["/AGENTS.md"]
+    assert "not valid UTF-8" in state["memory_loaded"]["unreadable"]["/AGENTS.md"]
     model = ScriptedChatModel(
         script=[tool_call("write_file", file_path="/AGENTS.md", content="replaced"), "ok"]
     )

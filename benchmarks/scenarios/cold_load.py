@@ -50,7 +50,7 @@ def _counted_load(project: Project, *, builtin: bool) -> dict[str, int]:
 
 def _first_call(middleware: Any, update: dict[str, Any] | None, touched: list[str]) -> None:
     state = {**_fresh_state(), **(update or {})}
-    if touched and "memory_rule_files" in state:
+    if touched and "memory_loaded" in state:
         state["memory_touched_paths"] = touched
     middleware.modify_request(model_request(state))
 

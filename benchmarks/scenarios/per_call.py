@@ -61,7 +61,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
     # The first call parses the rules, matches them and renders; every later call is a hit.
     first_call_ns = time_once(lambda: layered.wrap_model_call(requests["layered"], _handler))
     match = layered.assembler.match_rules(
-        layered_state["memory_rule_files"], layered_state["memory_touched_paths"]
+        layered_state["memory_loaded"]["rule_files"], layered_state["memory_touched_paths"]
     )
 
     cases = [

@@ -16,7 +16,7 @@ from layered_memory.errors import (
 from layered_memory.hooks import HookEvent, HookRegistry
 from layered_memory.insights import MemoryWriter, register_write_back
 from layered_memory.layers import Layer
-from layered_memory.middleware import MemoryMiddleware
+from layered_memory.middleware import LeanMemoryMiddleware, MemoryMiddleware
 from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
 from layered_memory.stores import (
     FileSessionStore,
@@ -37,6 +37,7 @@ __all__ = [
     "InMemorySessionStore",
     "Layer",
     "LayeredMemoryError",
+    "LeanMemoryMiddleware",
     "MemoryAssembler",
     "MemoryMiddleware",
     "MemorySnapshot",

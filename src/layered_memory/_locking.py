@@ -48,6 +48,7 @@ from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FILE_NOT_FOUND, BackendProtocol
 from deepagents.backends.store import StoreBackend
 
+from layered_memory._disk_cache import special_file_kind
 from layered_memory.errors import MemoryWriteError
 
 T = TypeVar("T")
@@ -126,12 +127,6 @@ def _route(backend: BackendProtocol, path: str) -> tuple[BackendProtocol, str]:
         else:
             backend = backend.default
     return backend, path
-
-
-def _special_file_kind(path: str) -> str | None:
-    from layered_memory._disk_cache import special_file_kind  # it imports this module
-
-    return special_file_kind(path)
 
 
 def _real_path(backend: FilesystemBackend, key: str) -> Path:
@@ -266,7 +261,7 @@ class FileLockStrategy:
     def _read(self, path: str) -> str | None:
         real = self._real_paths[path]
         # Opening a FIFO waits for a writer, forever if none comes: never open one.
-        kind = _special_file_kind(str(real))
+        kind = special_file_kind(str(real))
         if kind is not None:
             raise MemoryWriteError(path, f"not a regular file ({kind}): never opened")
         try:

@@ -7,8 +7,13 @@ reader agrees on where a value may come from and what counts as true.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langgraph.config import get_config
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
@@ -30,13 +35,65 @@ def configurable(data: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def run_value(data: Mapping[str, Any], key: str) -> Any:
-    """`key` from the state, then the runtime context, then `config["configurable"]`."""
-    value = data.get(key)
+    """`key` from the runtime context, then the state, then `config["configurable"]`.
+
+    The one lookup order of the package (match keys, write-back entity, dry run): what the
+    caller passed for this run wins over what the thread accumulated.
+    """
+    value = context_value(data.get("runtime_context"), key)
     if value is None:
-        value = context_value(data.get("runtime_context"), key)
+        value = data.get(key)
     if value is None:
         value = configurable(data).get(key)
     return value
+
+
+def run_data(
+    state: Mapping[str, Any], runtime: Any, config: RunnableConfig | None
+) -> dict[str, Any]:
+    """The state with the run's `config`, `runtime_context` and `thread_id` beside it: what
+    hooks receive and what `run_value` reads."""
+    return {
+        **state,
+        "config": config or {},
+        "runtime_context": getattr(runtime, "context", None),
+        "thread_id": thread_id(config),
+    }
+
+
+def context_strings(
+    sources: Sequence[str | Callable[[Mapping[str, Any], Any], Iterable[str]]],
+    state: Mapping[str, Any],
+    runtime: Any,
+    config: RunnableConfig | None,
+) -> list[str]:
+    """The strings named by `match_keys` for this run (names looked up with `run_value`, or
+    callables `(state, runtime)`), sorted and unique."""
+    data = run_data(state, runtime, config)
+    found: set[str] = set()
+    for source in sources:
+        values = source(state, runtime) if callable(source) else run_value(data, source)
+        if isinstance(values, str):
+            found.add(values)
+        elif isinstance(values, Iterable):
+            found.update(value for value in values if isinstance(value, str))
+    return sorted(value for value in found if value)
+
+
+def current_config(config: RunnableConfig | None = None) -> RunnableConfig | None:
+    """The config LangGraph (or a direct caller) passed, else the running graph's own."""
+    if config is not None:
+        return config
+    try:
+        return get_config()
+    except RuntimeError:  # called outside a graph (a hook invoked directly in a test)
+        return None
+
+
+def thread_id(config: RunnableConfig | None) -> str | None:
+    """The run's `thread_id` from its config."""
+    found = ((config or {}).get("configurable") or {}).get("thread_id")
+    return str(found) if found is not None else None
 
 
 def truthy(value: Any) -> bool:

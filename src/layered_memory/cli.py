@@ -1,4 +1,4 @@
-"""The `layered-memory` console script: `lint`, `inspect` and `sync` subcommands.
+"""The `layered-memory` console script: `lint`, `inspect`, `sync` and `graph` subcommands.
 
 Each subcommand is one `_add_<name>` function declaring its arguments and one `_run_<name>`
 function doing the work (or a module of its own, like `_cli_lint`), so owners of different
@@ -189,10 +189,17 @@ def _run_sync(args: argparse.Namespace) -> int:
     )
 
 
+def _add_graph(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from layered_memory.graph._cli import add_parser
+
+    add_parser(subparsers)
+
+
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     _add_lint,
     _add_inspect,
     _add_sync,
+    _add_graph,
 )
 
 

@@ -89,3 +89,48 @@ class MemoryWriteError(LayeredMemoryError):
         self.path = path
         self.reason = reason
         super().__init__(f"could not write memory file {path!r}: {reason}")
+
+
+class KnowledgeGraphError(LayeredMemoryError):
+    """A knowledge-graph file or operation could not be used; the file is left as it was.
+
+    Attributes:
+        path: The graph file's backend path.
+        reason: What went wrong, in words fit for a log line or a tool result.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"knowledge graph {path!r}: {reason}")
+
+
+class EntityNotFoundError(KnowledgeGraphError, KeyError):
+    """`add_observations` named an entity the graph does not hold (nothing was written).
+
+    Attributes:
+        path: The graph file's backend path.
+        name: The unknown entity name.
+    """
+
+    def __init__(self, path: str, name: str) -> None:
+        self.name = name
+        # The MCP memory server's own wording, so a tool result reads the same from both.
+        super().__init__(path, f"Entity with name {name} not found")
+
+    def __str__(self) -> str:
+        # KeyError would repr() the message; keep the plain sentence.
+        return self.reason
+
+
+class KnowledgeGraphInputError(KnowledgeGraphError, ValueError):
+    """An argument of a knowledge-graph operation has the wrong shape.
+
+    Attributes:
+        path: The graph file's backend path.
+        parameter: The offending argument, e.g. ``entities[2].observations``.
+    """
+
+    def __init__(self, path: str, parameter: str, reason: str) -> None:
+        self.parameter = parameter
+        super().__init__(path, f"invalid argument {parameter}: {reason}")

@@ -394,7 +394,7 @@ def register_write_back(
     2. builds the text with `formatter(data)` (default: `default_formatter`), plus the notes the
        agent recorded with `record_insight_tool` for this `thread_id`, joined with `; `;
        no text: nothing written;
-    3. takes the entity from `entity_name` in the state, `runtime_context`, then
+    3. takes the entity from `entity_name` in `runtime_context`, the state, then
        `config["configurable"]`;
     4. adds the insight with `writer` (redacted, deduplicated, rotated) and, when a line was
        written, fires `HookEvent.MEMORY_WRITTEN` with a `MemoryWrittenData` dict.

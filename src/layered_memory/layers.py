@@ -156,6 +156,14 @@ def normalize_backend_path(
     return virtual_path, None
 
 
+def lexical_path(path: str) -> str | None:
+    """`path` as a `/`-anchored POSIX path with `.`, `..` and `//` folded (no I/O), or None
+    when `..` would climb above `/` or the path holds a NUL byte."""
+    if "\x00" in path:
+        return None
+    return _normalize_virtual(path)
+
+
 def _resolved(root: Path) -> Path:
     """A backend root with symlinks resolved (the backend fixes its root when it is built)."""
     return root.resolve()

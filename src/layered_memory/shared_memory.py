@@ -28,7 +28,8 @@ Example:
         register_write_back(registry, writer)
         memory = MemoryMiddleware(backend=backend, layers=shared_memory_layers(),
                                   rules=[ORG_RULES], hooks=registry)
-        agent = create_deep_agent(model, backend=backend, memory=[], middleware=[memory])
+        agent = create_deep_agent(model, backend=memory.protected_backend, memory=[],
+                                  middleware=[memory])
         agent.invoke(inputs, build_thread_config("acme", "report"), context={"user_id": "ada"})
 """
 
@@ -53,6 +54,7 @@ __all__ = [
     "PROJECT_AGENTS",
     "PROJECT_MEMORY",
     "USER_MEMORY",
+    "SharedMemoryBackend",
     "UserIdError",
     "shared_memory_backend",
     "shared_memory_layers",
@@ -124,6 +126,25 @@ def _fixed(namespace: Namespace | NamespaceFactory) -> NamespaceFactory:
     return lambda _runtime: fixed
 
 
+class SharedMemoryBackend(CompositeBackend):
+    """The `CompositeBackend` of `shared_memory_backend`, naming its read-only folders.
+
+    `MemoryMiddleware` reads `read_only_folders`: its `protected_backend` refuses every change
+    inside them (writes, new files, `delete /org`), for every user and subagent. The
+    write-back writes through the plain backend (locked, on `PostgresStore`), not the agent's.
+    """
+
+    def __init__(
+        self,
+        *,
+        default: BackendProtocol,
+        routes: dict[str, BackendProtocol],
+        read_only_folders: Mapping[str, str],
+    ) -> None:
+        super().__init__(default=default, routes=routes)
+        self.read_only_folders = dict(read_only_folders)
+
+
 def shared_memory_backend(
     store: BaseStore,
     *,
@@ -131,7 +152,8 @@ def shared_memory_backend(
     project_namespace: Namespace | NamespaceFactory = ("memory", "project"),
     user_namespace_factory: NamespaceFactory | None = None,
     default: BackendProtocol | None = None,
-) -> CompositeBackend:
+    project_writable: bool = False,
+) -> SharedMemoryBackend:
     """A backend keeping `/org/`, `/user/` and `/project/` files in `store`.
 
     Args:
@@ -142,18 +164,25 @@ def shared_memory_backend(
         user_namespace_factory: Namespace factory of `/user/` files; default:
             `user_namespace()` (`("memory", "users", context["user_id"])`).
         default: Backend of every other path (default: a `StateBackend`, the run's own files).
+        project_writable: Let agents change `/project/` (as `shared_memory_layers`).
 
     Returns:
-        The `CompositeBackend`; pass it to the middleware, the agent and `MemoryWriter`.
+        The backend; pass it to the middleware and to `MemoryWriter`, and give the agent the
+        middleware's `protected_backend`, in which `/org/` (and `/project/`, unless
+        `project_writable`) are read-only as a whole.
     """
     users = user_namespace_factory or user_namespace()
-    return CompositeBackend(
+    read_only = {"/org/": "the organization's shared memory (read-only as a whole)"}
+    if not project_writable:
+        read_only["/project/"] = "the project's shared memory (read-only as a whole)"
+    return SharedMemoryBackend(
         default=default if default is not None else StateBackend(),
         routes={
             "/org/": StoreBackend(namespace=_fixed(org_namespace), store=store),
             "/user/": StoreBackend(namespace=users, store=store),
             "/project/": StoreBackend(namespace=_fixed(project_namespace), store=store),
         },
+        read_only_folders=read_only,
     )
 
 

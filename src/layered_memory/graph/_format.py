@@ -1,0 +1,342 @@
+"""The MCP memory server's file format: JSON Lines, parsed and written exactly as it does.
+
+The server (`@modelcontextprotocol/server-memory`, `KnowledgeGraphManager`) reads the file as
+UTF-8, splits it on `\\n`, drops lines that JavaScript's `trim()` leaves empty, `JSON.parse`s the
+rest and keeps `type: "entity"` and `type: "relation"` items. It writes every entity, then every
+relation, one `JSON.stringify` line each with the keys in a fixed order
+(`type,name,entityType,observations` / `type,from,to,relationType`), joined by `\\n` with no
+newline at the end. `JSON.stringify` keeps non-ASCII as is and escapes control characters and
+lone surrogates (`\\ud800`); `canonical_line` does the same, so both write the same bytes.
+
+Where this module does better than the server:
+
+- A line the server would choke on (malformed JSON: the server fails every operation) or drop
+  on its next write (another `type`, an entity whose fields are not strings) is kept byte for
+  byte, after the relations, on every rewrite; the caller logs one warning per file version.
+- Keys an entity or relation line carries beyond the server's (a newer server's or a fork's
+  fields) are written back after the known ones instead of being dropped.
+- Deeply nested or huge lines never crash the parser (`RecursionError` is caught: the line is
+  kept as not understood).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from layered_memory.graph._types import Entity, GraphData, Relation
+
+if TYPE_CHECKING:
+    from layered_memory.graph._index import NameMatcher
+
+# ECMAScript `String.prototype.trim`: WhiteSpace (TAB, VT, FF, ZWNBSP, every Zs) and
+# LineTerminator (LF, CR, LS, PS). Python's `str.strip()` differs (it strips \x1c-\x1f, \x85
+# and keeps \ufeff), so the set is spelled out.
+_JS_WHITESPACE = (
+    "\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+    "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+_LONE_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_ENTITY_KEYS = frozenset({"type", "name", "entityType", "observations"})
+_RELATION_KEYS = frozenset({"type", "from", "to", "relationType"})
+
+
+def _reject_constant(name: str) -> Any:
+    # Python accepts NaN / Infinity; JSON.parse does not, so neither do we.
+    raise ValueError(name)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def dumps_compact(value: Any) -> str:
+    """`JSON.stringify(value)`: compact, non-ASCII kept, lone surrogates escaped."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # A Python str holds a lone surrogate only where the JSON had one (a valid pair decodes to
+    # one code point); written raw it could not even be encoded as UTF-8.
+    return _LONE_SURROGATE_RE.sub(_escape_surrogate, text) if _has_surrogate(text) else text
+
+
+def dumps_pretty(value: Any) -> str:
+    """`JSON.stringify(value, null, 2)`: the server's tool-result text."""
+    text = json.dumps(value, ensure_ascii=False, indent=2)
+    return _LONE_SURROGATE_RE.sub(_escape_surrogate, text) if _has_surrogate(text) else text
+
+
+def _has_surrogate(text: str) -> bool:
+    # Fast path: pure-ASCII or surrogate-free text (the usual case) skips the regex.
+    return not text.isascii() and _LONE_SURROGATE_RE.search(text) is not None
+
+
+class EntityRecord:
+    """One entity line, parsed. Immutable by convention: operations build new records.
+
+    Attributes:
+        name: The entity's name (its identity).
+        entity_type: Its `entityType`.
+        observations: Its observations, in file order.
+        extra: Keys beyond the server's, in file order, written back after the known ones.
+    """
+
+    __slots__ = ("_line", "entity_type", "extra", "name", "observations")
+
+    def __init__(
+        self,
+        name: str,
+        entity_type: str,
+        observations: tuple[str, ...],
+        extra: tuple[tuple[str, Any], ...] = (),
+    ) -> None:
+        self.name = name
+        self.entity_type = entity_type
+        self.observations = observations
+        self.extra = extra
+        self._line: str | None = None
+
+    def line(self) -> str:
+        """The line the server would write for this entity (computed once)."""
+        if self._line is None:
+            record: dict[str, Any] = {
+                "type": "entity",
+                "name": self.name,
+                "entityType": self.entity_type,
+                "observations": list(self.observations),
+            }
+            record.update(self.extra)
+            self._line = dumps_compact(record)
+        return self._line
+
+    def as_dict(self) -> Entity:
+        """A fresh dict in the server's shape (safe for the caller to change)."""
+        return {
+            "name": self.name,
+            "entityType": self.entity_type,
+            "observations": list(self.observations),
+        }
+
+    def with_observations(self, observations: tuple[str, ...]) -> EntityRecord:
+        """A copy with other observations."""
+        return EntityRecord(self.name, self.entity_type, observations, self.extra)
+
+
+class RelationRecord:
+    """One relation line, parsed (immutable by convention)."""
+
+    __slots__ = ("_line", "extra", "relation_type", "source", "target")
+
+    def __init__(
+        self,
+        source: str,
+        target: str,
+        relation_type: str,
+        extra: tuple[tuple[str, Any], ...] = (),
+    ) -> None:
+        self.source = source
+        self.target = target
+        self.relation_type = relation_type
+        self.extra = extra
+        self._line: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """`(from, to, relationType)`: what makes two relations the same."""
+        return (self.source, self.target, self.relation_type)
+
+    def line(self) -> str:
+        """The line the server would write for this relation (computed once)."""
+        if self._line is None:
+            record: dict[str, Any] = {
+                "type": "relation",
+                "from": self.source,
+                "to": self.target,
+                "relationType": self.relation_type,
+            }
+            record.update(self.extra)
+            self._line = dumps_compact(record)
+        return self._line
+
+    def as_dict(self) -> Relation:
+        """A fresh dict in the server's shape."""
+        return {"from": self.source, "to": self.target, "relationType": self.relation_type}
+
+
+class GraphSnapshot:
+    """One version of a graph file, parsed; indexes are built on first use and kept.
+
+    Snapshots are shared by every reader of the same content (they are cached by digest), so
+    nothing here changes after construction except the lazily built indexes, which are pure
+    functions of the content.
+
+    Attributes:
+        entities: Entity records in file order (duplicates of a name kept, as the server does).
+        relations: Relation records in file order.
+        unknown: Lines not understood, byte for byte (as decoded text), in file order.
+        digest: Content digest of the text this snapshot was parsed from or serializes to.
+    """
+
+    __slots__ = (
+        "_adjacency",
+        "_haystacks",
+        "_matcher",
+        "_positions",
+        "_relation_keys",
+        "digest",
+        "entities",
+        "relations",
+        "unknown",
+    )
+
+    def __init__(
+        self,
+        entities: Sequence[EntityRecord],
+        relations: Sequence[RelationRecord],
+        unknown: Sequence[str],
+        digest: str,
+    ) -> None:
+        self.entities = tuple(entities)
+        self.relations = tuple(relations)
+        self.unknown = tuple(unknown)
+        self.digest = digest
+        positions: dict[str, list[int]] = {}
+        for index, entity in enumerate(self.entities):
+            positions.setdefault(entity.name, []).append(index)
+        self._positions = positions
+        self._relation_keys: frozenset[tuple[str, str, str]] | None = None
+        self._adjacency: dict[str, list[int]] | None = None
+        self._haystacks: list[str] | None = None
+        self._matcher: NameMatcher | None = None
+
+    # --- lookups ------------------------------------------------------------------------
+
+    def positions(self, name: str) -> Sequence[int]:
+        """Indexes of the entities named `name` (usually one), in file order."""
+        return self._positions.get(name, ())
+
+    def first(self, name: str) -> EntityRecord | None:
+        """The first entity named `name` (the one the server's `find` returns)."""
+        found = self._positions.get(name)
+        return self.entities[found[0]] if found else None
+
+    @property
+    def names(self) -> Iterable[str]:
+        """Every distinct entity name."""
+        return self._positions.keys()
+
+    def relation_keys(self) -> frozenset[tuple[str, str, str]]:
+        """Every `(from, to, relationType)` present."""
+        if self._relation_keys is None:
+            self._relation_keys = frozenset(relation.key for relation in self.relations)
+        return self._relation_keys
+
+    def adjacency(self) -> dict[str, list[int]]:
+        """Entity name -> indexes of the relations starting or ending there, in file order."""
+        if self._adjacency is None:
+            adjacency: dict[str, list[int]] = {}
+            for index, relation in enumerate(self.relations):
+                adjacency.setdefault(relation.source, []).append(index)
+                if relation.target != relation.source:
+                    adjacency.setdefault(relation.target, []).append(index)
+            self._adjacency = adjacency
+        return self._adjacency
+
+    def relations_touching(self, names: Iterable[str]) -> list[RelationRecord]:
+        """Relations with an endpoint in `names`, in file order (each once)."""
+        adjacency = self.adjacency()
+        indexes: set[int] = set()
+        for name in names:
+            indexes.update(adjacency.get(name, ()))
+        return [self.relations[index] for index in sorted(indexes)]
+
+    def haystacks(self) -> list[str]:
+        """Per entity: name, type and observations lowercased, `\\x00`-separated (search)."""
+        if self._haystacks is None:
+            self._haystacks = [
+                "\x00".join((e.name, e.entity_type, *e.observations)).lower() for e in self.entities
+            ]
+        return self._haystacks
+
+    def matcher(self) -> NameMatcher:
+        """The index finding entity names in free text (built on first use)."""
+        if self._matcher is None:
+            from layered_memory.graph._index import NameMatcher
+
+            self._matcher = NameMatcher(self.names)
+        return self._matcher
+
+    # --- whole-graph views ---------------------------------------------------------------
+
+    def data(self) -> GraphData:
+        """`read_graph`'s result: every entity and relation, as fresh dicts."""
+        return {
+            "entities": [entity.as_dict() for entity in self.entities],
+            "relations": [relation.as_dict() for relation in self.relations],
+        }
+
+    def text(self) -> str:
+        """The file as the server would write it, plus the lines it would not understand."""
+        lines = [entity.line() for entity in self.entities]
+        lines.extend(relation.line() for relation in self.relations)
+        lines.extend(self.unknown)
+        return "\n".join(lines)
+
+
+def digest_of(data: bytes) -> str:
+    """The content digest snapshots are cached under."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def parse(text: str, digest: str) -> GraphSnapshot:
+    """Parse a graph file's text (never raises: what is not understood goes to `unknown`)."""
+    entities: list[EntityRecord] = []
+    relations: list[RelationRecord] = []
+    unknown: list[str] = []
+    for raw in text.split("\n"):
+        if not raw.strip(_JS_WHITESPACE):
+            continue  # the server drops blank lines too
+        record = _parse_line(raw)
+        if isinstance(record, EntityRecord):
+            entities.append(record)
+        elif isinstance(record, RelationRecord):
+            relations.append(record)
+        else:
+            unknown.append(raw)
+    return GraphSnapshot(entities, relations, unknown, digest)
+
+
+def _parse_line(raw: str) -> EntityRecord | RelationRecord | None:
+    try:
+        item = _DECODER.decode(raw)
+    except (ValueError, RecursionError):
+        # RecursionError: nesting deeper than the interpreter's limit (a hostile line).
+        return None
+    if not isinstance(item, dict):
+        return None
+    kind = item.get("type")
+    if kind == "entity":
+        name, entity_type, observations = (
+            item.get("name"),
+            item.get("entityType"),
+            item.get("observations"),
+        )
+        if (
+            isinstance(name, str)
+            and isinstance(entity_type, str)
+            and isinstance(observations, list)
+            and all(isinstance(o, str) for o in observations)
+        ):
+            extra = tuple((k, v) for k, v in item.items() if k not in _ENTITY_KEYS)
+            return EntityRecord(name, entity_type, tuple(observations), extra)
+        return None
+    if kind == "relation":
+        source, target, relation_type = item.get("from"), item.get("to"), item.get("relationType")
+        if isinstance(source, str) and isinstance(target, str) and isinstance(relation_type, str):
+            extra = tuple((k, v) for k, v in item.items() if k not in _RELATION_KEYS)
+            return RelationRecord(source, target, relation_type, extra)
+    return None

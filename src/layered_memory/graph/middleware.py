@@ -1,0 +1,443 @@
+"""`KnowledgeGraphMiddleware`: the MCP memory server's tools, plus the facts in focus.
+
+- `before_agent`: read the graph file (unchanged local files are not read again, unchanged
+  content is never parsed again), keep its content digest and the run's focus context (the
+  session key's entity, `match_keys` values) in the agent state.
+- `wrap_model_call`: find the entities named in the latest user message (an index lookup per
+  word of the message: the graph's size does not enter), render what the graph knows about
+  the entities in focus within `max_chars`, and append it to the system message. Renders are
+  cached by (content digest, focus): a warm call neither reads nor parses nor renders. After
+  one of the graph tools changed the file, the call first reloads it, so the very next model
+  call sees the change; the new digest rides back on the model response.
+- `wrap_tool_call` (read-only mode only): refuse the six mutating tools, whoever provides them.
+
+Everything a later step needs is in the state (digest, focus context) or in the messages
+(which tools ran), never in the instance: a run resumed in another process behaves the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ContextT,
+    ExtendedModelResponse,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+    ResponseT,
+)
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.config import get_config
+from langgraph.types import Command
+
+from layered_memory._run_data import context_value
+from layered_memory._system_message import append_block
+from layered_memory.errors import LayeredMemoryError, SessionKeyError
+from layered_memory.graph import _source
+from layered_memory.graph._focus import (
+    DEFAULT_MAX_CHARS,
+    DEFAULT_MAX_ENTITIES,
+    DEFAULT_MAX_OBSERVATION_CHARS,
+    DEFAULT_MAX_RELATIONS,
+    FocusSettings,
+    focus_names,
+    minimum_chars,
+    render_focus,
+    render_unavailable,
+)
+from layered_memory.graph._format import GraphSnapshot
+from layered_memory.graph._index import MAX_SCAN_CHARS
+from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, MUTATING_TOOLS, graph_tools
+from layered_memory.graph.knowledge_graph import DEFAULT_PATH, KnowledgeGraph
+from layered_memory.sessions import parse_session_key
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware.types import ToolCallRequest
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
+"""A context name read from runtime.context / state / config, or a callable(state, runtime)."""
+
+_RENDER_CACHE_SIZE = 256
+
+
+class KnowledgeGraphState(AgentState):  # type: ignore[type-arg]
+    """State keys of `KnowledgeGraphMiddleware` (private: not in the agent's input or output)."""
+
+    knowledge_graph_digest: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    """Content digest of the graph file as last loaded (None: it could not be read)."""
+    knowledge_graph_problem: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    """Why the file could not be read, when it could not."""
+    knowledge_graph_context: NotRequired[Annotated[list[str], PrivateStateAttr]]
+    """Focus context of this invocation: the session key's entity, then `match_keys` values."""
+
+
+class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, ResponseT]):
+    """Knowledge-graph memory in the MCP memory server's format, for any LangChain agent.
+
+    Args:
+        backend: The deepagents backend the graph file lives in.
+        path: The graph file's path in that backend.
+        max_chars: Upper bound on the injected block, guidelines included.
+        max_entities: Entities in focus shown at most.
+        max_relations: Relations shown per entity in focus.
+        max_observation_chars: An observation longer than this is cut in the prompt.
+        match_keys: Context names (read from `runtime.context`, the state, then
+            `config["configurable"]`) or callables `(state, runtime) -> strings` whose values
+            name entities to focus on, besides the session key's entity and the message.
+        session_entity: Focus on the entity of a `entity:{name}:...` thread id.
+        read_only: Only the reading tools; the mutating ones are refused (for subagents).
+        max_result_chars: Tool results longer than this are cut with a note.
+        max_bytes: Larger graph files are not read (bounded memory).
+        redact_secrets: Cut credentials out of observations before storing them.
+        strict: Raise when the graph file cannot be read instead of logging and going on.
+
+    Example:
+        KnowledgeGraphMiddleware(backend=FilesystemBackend(root_dir=".", virtual_mode=True))
+    """
+
+    state_schema = KnowledgeGraphState
+
+    def __init__(
+        self,
+        *,
+        backend: Any,
+        path: str = DEFAULT_PATH,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        max_entities: int = DEFAULT_MAX_ENTITIES,
+        max_relations: int = DEFAULT_MAX_RELATIONS,
+        max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS,
+        match_keys: Sequence[MatchKeySource] = (),
+        session_entity: bool = True,
+        read_only: bool = False,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        max_bytes: int = _source.DEFAULT_MAX_BYTES,
+        redact_secrets: bool = True,
+        strict: bool = False,
+    ) -> None:
+        self.graph = KnowledgeGraph(
+            backend, path, max_bytes=max_bytes, redact_secrets=redact_secrets
+        )
+        _check_positive(
+            max_entities=max_entities,
+            max_relations=max_relations,
+            max_observation_chars=max_observation_chars,
+            max_result_chars=max_result_chars,
+        )
+        _check_positive(max_chars=max_chars)
+        floor = minimum_chars(path)
+        if max_chars < floor:
+            msg = f"max_chars must be at least {floor} (header and guidelines), got {max_chars}"
+            raise ValueError(msg)
+        if isinstance(match_keys, str):
+            msg = "match_keys takes a list of context names, not a single string"
+            raise TypeError(msg)
+        super().__init__()
+        self.match_keys = tuple(match_keys)
+        self.session_entity = session_entity
+        self.strict = strict
+        self.writable = not read_only
+        self.settings = FocusSettings(
+            path=path,
+            max_chars=max_chars,
+            max_entities=max_entities,
+            max_relations=max_relations,
+            max_observation_chars=max_observation_chars,
+            writable=self.writable,
+        )
+        self._max_result_chars = max_result_chars
+        self.tools = graph_tools(
+            self.graph, writable=self.writable, max_result_chars=max_result_chars
+        )
+        # Derived data only (a pure function of its key), so sharing it across threads and
+        # runs is safe; the state decides which digest is current.
+        self._renders: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+        self._renders_lock = threading.Lock()
+
+    def read_only(self) -> KnowledgeGraphMiddleware[Any, Any]:
+        """A twin for subagents: the same graph and focus, only the reading tools."""
+        return KnowledgeGraphMiddleware[Any, Any](
+            backend=self.graph.backend,
+            path=self.graph.path,
+            max_chars=self.settings.max_chars,
+            max_entities=self.settings.max_entities,
+            max_relations=self.settings.max_relations,
+            max_observation_chars=self.settings.max_observation_chars,
+            match_keys=self.match_keys,
+            session_entity=self.session_entity,
+            read_only=True,
+            max_result_chars=self._max_result_chars,
+            max_bytes=self.graph.max_bytes,
+            redact_secrets=self.graph.redact_secrets,
+            strict=self.strict,
+        )
+
+    # -- before_agent ---------------------------------------------------------------------
+
+    def before_agent(
+        self, state: KnowledgeGraphState, runtime: Runtime[ContextT]
+    ) -> dict[str, Any] | None:
+        """Load the graph (if changed) and fix this invocation's focus context."""
+        try:
+            snapshot: GraphSnapshot | None = self.graph.snapshot()
+            problem = None
+        except LayeredMemoryError as exc:
+            snapshot, problem = None, self._problem(exc)
+        return self._state_update(state, snapshot, problem, runtime)
+
+    async def abefore_agent(
+        self, state: KnowledgeGraphState, runtime: Runtime[ContextT]
+    ) -> dict[str, Any] | None:
+        """Async twin of `before_agent`."""
+        try:
+            snapshot: GraphSnapshot | None = await self.graph.asnapshot()
+            problem = None
+        except LayeredMemoryError as exc:
+            snapshot, problem = None, self._problem(exc)
+        return self._state_update(state, snapshot, problem, runtime)
+
+    # -- wrap_model_call ------------------------------------------------------------------
+
+    def modify_request(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
+        """The request with the focus block appended (from cached state: no I/O)."""
+        snapshot = _source.cached(str(request.state.get("knowledge_graph_digest") or ""))
+        return self._inject(request, request.state, snapshot)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]],
+    ) -> ModelCallResult[ResponseT]:
+        """Reload after a graph edit (or in a process that lacks the snapshot), inject, call."""
+        state = request.state
+        digest = state.get("knowledge_graph_digest")
+        snapshot = _source.cached(str(digest)) if digest else None
+        if not (_graph_changed(request.messages) or (digest and snapshot is None)):
+            return handler(self._inject(request, state, snapshot))
+        try:
+            snapshot, problem = self.graph.snapshot(), None
+        except LayeredMemoryError as exc:
+            snapshot, problem = None, self._problem(exc)
+        return self._call_with_update(request, handler, snapshot, problem)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
+    ) -> ModelCallResult[ResponseT]:
+        """Async twin of `wrap_model_call`."""
+        state = request.state
+        digest = state.get("knowledge_graph_digest")
+        snapshot = _source.cached(str(digest)) if digest else None
+        if not (_graph_changed(request.messages) or (digest and snapshot is None)):
+            return await handler(self._inject(request, state, snapshot))
+        try:
+            snapshot, problem = await self.graph.asnapshot(), None
+        except LayeredMemoryError as exc:
+            snapshot, problem = None, self._problem(exc)
+        update = _digest_update(request.state, snapshot, problem)
+        merged = {**request.state, **update}
+        response = await handler(self._inject(request, merged, snapshot))
+        if not update:
+            return response
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    def _call_with_update(
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]],
+        snapshot: GraphSnapshot | None,
+        problem: str | None,
+    ) -> ModelCallResult[ResponseT]:
+        update = _digest_update(request.state, snapshot, problem)
+        response = handler(self._inject(request, {**request.state, **update}, snapshot))
+        if not update:
+            return response
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    # -- wrap_tool_call (refusals in read-only mode) --------------------------------------
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """In read-only mode, refuse the graph's mutating tools; else run the tool."""
+        refusal = self._refusal(request)
+        return refusal if refusal is not None else handler(request)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async twin of `wrap_tool_call`."""
+        refusal = self._refusal(request)
+        return refusal if refusal is not None else await handler(request)
+
+    # -- pure helpers shared by both halves -----------------------------------------------
+
+    def _problem(self, exc: LayeredMemoryError) -> str:
+        if self.strict:
+            raise exc
+        reason = str(getattr(exc, "reason", None) or exc)
+        logger.warning("knowledge graph %s not injected: %s", self.graph.path, reason)
+        return reason
+
+    def _state_update(
+        self,
+        state: Mapping[str, Any],
+        snapshot: GraphSnapshot | None,
+        problem: str | None,
+        runtime: Any,
+    ) -> dict[str, Any] | None:
+        update = _digest_update(state, snapshot, problem)
+        context = self._context(state, runtime, _current_config())
+        if state.get("knowledge_graph_context") != context:
+            update["knowledge_graph_context"] = context
+        return update or None
+
+    def _context(
+        self, state: Mapping[str, Any], runtime: Any, config: RunnableConfig | None
+    ) -> list[str]:
+        found: dict[str, None] = {}
+        if self.session_entity:
+            thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
+            if isinstance(thread_id, str) and thread_id.startswith("entity:"):
+                # A thread id that only looks like a session key gives no focus.
+                with contextlib.suppress(SessionKeyError):
+                    found[parse_session_key(thread_id).entity] = None
+        for value in _context_values(self.match_keys, state, runtime, config):
+            found.setdefault(value, None)
+        return list(found)
+
+    def _inject(
+        self,
+        request: ModelRequest[ContextT],
+        state: Mapping[str, Any],
+        snapshot: GraphSnapshot | None,
+    ) -> ModelRequest[ContextT]:
+        block = self._block(state, snapshot, _latest_user_text(request.messages))
+        return request.override(system_message=append_block(request.system_message, block))
+
+    def _block(self, state: Mapping[str, Any], snapshot: GraphSnapshot | None, message: str) -> str:
+        if snapshot is None:
+            problem = state.get("knowledge_graph_problem") or "not loaded yet"
+            return render_unavailable(self.settings, str(problem))
+        context = tuple(state.get("knowledge_graph_context") or ())
+        key = (snapshot.digest, context, message)
+        with self._renders_lock:
+            block = self._renders.get(key)
+            if block is not None:
+                self._renders.move_to_end(key)
+                return block
+        names = focus_names(
+            snapshot, context=context, message=message, limit=self.settings.max_entities
+        )
+        block = render_focus(snapshot, names, self.settings)
+        with self._renders_lock:
+            self._renders[key] = block
+            while len(self._renders) > _RENDER_CACHE_SIZE:
+                self._renders.popitem(last=False)
+        return block
+
+    def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
+        name = request.tool_call.get("name", "")
+        if self.writable or name not in MUTATING_TOOLS:
+            return None
+        return ToolMessage(
+            content=(
+                f"Error: {name} refused: the knowledge graph is read-only for this agent. "
+                "Nothing was changed; report what should be recorded instead."
+            ),
+            tool_call_id=request.tool_call.get("id") or "",
+            name=name,
+            status="error",
+        )
+
+
+def _check_positive(**values: Any) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            msg = f"{name} must be a positive int, got {value!r}"
+            raise ValueError(msg)
+
+
+def _digest_update(
+    state: Mapping[str, Any], snapshot: GraphSnapshot | None, problem: str | None
+) -> dict[str, Any]:
+    digest = snapshot.digest if snapshot is not None else None
+    update: dict[str, Any] = {}
+    if state.get("knowledge_graph_digest") != digest or "knowledge_graph_digest" not in state:
+        update["knowledge_graph_digest"] = digest
+    if state.get("knowledge_graph_problem") != problem:
+        update["knowledge_graph_problem"] = problem
+    return update
+
+
+_RELOAD_AFTER = MUTATING_TOOLS | {"task"}
+"""Tools after which the file may have changed: ours, and a subagent that may hold them."""
+
+
+def _graph_changed(messages: Sequence[Any]) -> bool:
+    """Whether a tool may have changed the file since the model last spoke (reload first)."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return False
+        if (
+            isinstance(message, ToolMessage)
+            and message.name in _RELOAD_AFTER
+            and message.status != "error"
+        ):
+            return True
+    return False
+
+
+def _latest_user_text(messages: Sequence[Any]) -> str:
+    """The latest user message's text, as much of it as the name scan reads."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return message.text[:MAX_SCAN_CHARS]
+    return ""
+
+
+def _context_values(
+    sources: Sequence[MatchKeySource], state: Mapping[str, Any], runtime: Any, config: Any
+) -> list[str]:
+    """The context strings named by `match_keys` (as `MemoryMiddleware` reads them)."""
+    found: list[str] = []
+    context = getattr(runtime, "context", None)
+    configurable = (config or {}).get("configurable") or {}
+    for source in sources:
+        if callable(source):
+            values: Any = source(state, runtime)
+        else:
+            values = context_value(context, source)
+            if values is None:
+                values = state.get(source)
+            if values is None:
+                values = configurable.get(source)
+        if isinstance(values, str):
+            found.append(values)
+        elif isinstance(values, Iterable):
+            found.extend(value for value in values if isinstance(value, str))
+    return [value for value in found if value]
+
+
+def _current_config() -> RunnableConfig | None:
+    try:
+        return get_config()
+    except RuntimeError:  # a hook called outside a graph (a test calling it directly)
+        return None

@@ -1,0 +1,79 @@
+"""`layered-memory graph`: counts, search and the focus block, as the middleware renders it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from layered_memory.cli import main
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reference_memory.jsonl"
+
+
+@pytest.fixture
+def graph_file(tmp_path: Path) -> Path:
+    target = tmp_path / "memory.jsonl"
+    shutil.copyfile(FIXTURE, target)
+    with target.open("a", encoding="utf-8") as stream:
+        stream.write('\n{"type":"meta","from":"another tool"}')
+    return target
+
+
+def test_counts_and_types(graph_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["graph", str(graph_file)]) == 0
+    out = capsys.readouterr().out
+    assert "6 entities, 5 relations, 1 lines not in the MCP memory format" in out
+    assert "entity types: person 3, organization 2, project 1" in out
+
+
+def test_search_and_focus_as_json(graph_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "graph",
+            str(graph_file),
+            "--search",
+            "MÜLLER",
+            "--message",
+            "Is John Smith around?",
+            "--session-key",
+            "entity:project_atlas:planning",
+            "--max-chars",
+            "2500",
+            "--json",
+        ]
+    )
+
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [e["name"] for e in report["search"]["entities"]] == ["Müller_GmbH"]
+    assert report["focus"]["names"] == ["Project_Atlas", "John_Smith"]
+    assert len(report["focus"]["block"]) <= 2500
+    assert '"name":"Project_Atlas"' in report["focus"]["block"]
+    assert report["unknown_lines"] == 1
+
+
+def test_the_text_form_prints_the_block(
+    graph_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["graph", str(graph_file), "--message", "what about anthropic"]) == 0
+    out = capsys.readouterr().out
+    assert "in focus: Anthropic" in out
+    assert "<knowledge_graph>" in out
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["missing.jsonl"], "no such file"),
+        (["{file}", "--session-key", "not a key"], "session key"),
+    ],
+)
+def test_usage_errors_exit_2(
+    graph_file: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    argv = ["graph", *(a.format(file=graph_file) for a in arguments)]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

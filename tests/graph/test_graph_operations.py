@@ -1,0 +1,272 @@
+"""Every operation on every kind of backend, sync and async; argument checks; caching."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deepagents.backends import CompositeBackend, FilesystemBackend, StateBackend, StoreBackend
+from langgraph.store.memory import InMemoryStore
+
+from layered_memory.errors import EntityNotFoundError, KnowledgeGraphInputError
+from layered_memory.graph import KnowledgeGraph, _source
+
+BackendFactory = Callable[[Path], tuple[Any, str]]
+
+
+def _fs_virtual(root: Path) -> tuple[Any, str]:
+    return FilesystemBackend(root_dir=root, virtual_mode=True), "/memory.jsonl"
+
+
+def _fs_host(root: Path) -> tuple[Any, str]:
+    return FilesystemBackend(root_dir=root, virtual_mode=False), str(root / "kg" / "memory.jsonl")
+
+
+def _store(root: Path) -> tuple[Any, str]:
+    return StoreBackend(namespace=lambda _: ("graph",), store=InMemoryStore()), "/memory.jsonl"
+
+
+def _composite_store(root: Path) -> tuple[Any, str]:
+    store = StoreBackend(namespace=lambda _: ("graph",), store=InMemoryStore())
+    backend = CompositeBackend(
+        default=FilesystemBackend(root_dir=root, virtual_mode=True), routes={"/memories/": store}
+    )
+    return backend, "/memories/memory.jsonl"
+
+
+def _composite_disk(root: Path) -> tuple[Any, str]:
+    disk = FilesystemBackend(root_dir=root, virtual_mode=True)
+    return CompositeBackend(default=StateBackend(), routes={"/disk/": disk}), "/disk/memory.jsonl"
+
+
+BACKENDS = {
+    "filesystem-virtual": _fs_virtual,
+    "filesystem-host-path": _fs_host,
+    "store": _store,
+    "composite-store-route": _composite_store,
+    "composite-disk-route": _composite_disk,
+}
+
+
+async def _call(graph: KnowledgeGraph, use_async: bool, name: str, *args: Any) -> Any:
+    if use_async:
+        return await getattr(graph, f"a{name}")(*args)
+    return getattr(graph, name)(*args)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("kind", list(BACKENDS))
+async def test_every_operation_with_the_servers_semantics(
+    tmp_path: Path, kind: str, use_async: bool
+) -> None:
+    backend, path = BACKENDS[kind](tmp_path)
+    graph = KnowledgeGraph(backend, path)
+
+    async def call(name: str, *args: Any) -> Any:
+        return await _call(graph, use_async, name, *args)
+
+    assert await call("read_graph") == {"entities": [], "relations": []}
+    created = await call(
+        "create_entities",
+        [
+            {"name": "Ada", "entityType": "person", "observations": ["Wrote notes"], "x": 1},
+            {"name": "Babbage", "entityType": "person", "observations": []},
+        ],
+    )
+    assert created == [
+        {"name": "Ada", "entityType": "person", "observations": ["Wrote notes"]},
+        {"name": "Babbage", "entityType": "person", "observations": []},
+    ]
+    assert (
+        await call("create_entities", [{"name": "Ada", "entityType": "robot", "observations": []}])
+        == []
+    )
+    relations = [
+        {"from": "Ada", "to": "Babbage", "relationType": "corresponded_with"},
+        {"from": "Babbage", "to": "Engine", "relationType": "designed"},
+    ]
+    assert await call("create_relations", relations) == relations
+    assert await call("create_relations", relations[:1]) == []
+    assert await call(
+        "add_observations",
+        [{"entityName": "Ada", "contents": ["Wrote notes", "First program", "First program"]}],
+    ) == [{"entityName": "Ada", "addedObservations": ["First program", "First program"]}]
+    with pytest.raises(EntityNotFoundError) as raised:
+        await call("add_observations", [{"entityName": "Nobody", "contents": ["x"]}])
+    assert raised.value.name == "Nobody"
+    assert raised.value.path == path
+
+    found = await call("search_nodes", "FIRST")
+    assert [e["name"] for e in found["entities"]] == ["Ada"]
+    assert found["relations"] == relations[:1]
+    opened = await call("open_nodes", ["Babbage"])
+    assert opened["relations"] == relations  # one endpoint among the names is enough
+
+    assert (
+        await call(
+            "delete_observations", [{"entityName": "Ada", "observations": ["First program"]}]
+        )
+        is None
+    )
+    assert await call("delete_relations", relations[1:]) is None
+    assert await call("delete_entities", ["Babbage", "Nobody"]) is None
+    assert await call("read_graph") == {
+        "entities": [{"name": "Ada", "entityType": "person", "observations": ["Wrote notes"]}],
+        "relations": [],
+    }
+    # Another instance on the same backend sees the same file.
+    assert KnowledgeGraph(backend, path).read_graph() == await call("read_graph")
+
+
+@pytest.mark.parametrize(
+    ("method", "argument", "parameter"),
+    [
+        ("create_entities", [{"name": "a", "entityType": "t"}], "entities[0].observations"),
+        (
+            "create_entities",
+            [{"name": 1, "entityType": "t", "observations": []}],
+            "entities[0].name",
+        ),
+        ("create_entities", {"name": "a"}, "entities"),
+        ("create_relations", [{"from": "a", "to": "b"}], "relations[0].relationType"),
+        ("add_observations", [{"entityName": "a", "contents": "text"}], "observations[0].contents"),
+        ("delete_entities", "Ada", "entityNames"),
+        (
+            "delete_observations",
+            [{"entityName": "a", "observations": [3]}],
+            "deletions[0].observations[0]",
+        ),
+        ("search_nodes", None, "query"),
+        ("open_nodes", [None], "names[0]"),
+    ],
+)
+def test_bad_arguments_name_the_parameter_and_write_nothing(
+    tmp_path: Path, method: str, argument: Any, parameter: str
+) -> None:
+    graph = KnowledgeGraph(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+
+    with pytest.raises(KnowledgeGraphInputError) as raised:
+        getattr(graph, method)(argument)
+
+    assert raised.value.parameter == parameter
+    assert isinstance(raised.value, ValueError)
+    assert not (tmp_path / "memory.jsonl").exists()
+
+
+def test_constructor_checks_its_arguments(tmp_path: Path) -> None:
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    with pytest.raises(ValueError, match="path"):
+        KnowledgeGraph(backend, "")
+    with pytest.raises(ValueError, match="max_bytes"):
+        KnowledgeGraph(backend, max_bytes=0)
+    with pytest.raises(TypeError, match="backend"):
+        KnowledgeGraph(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_secrets_are_redacted_from_observations(
+    tmp_path: Path, use_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    graph = KnowledgeGraph(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    secret = "sk-proj-abcdefghijklmnopqrstuvwxyz123456"
+
+    created = await _call(
+        graph,
+        use_async,
+        "create_entities",
+        [{"name": "Ops", "entityType": "team", "observations": [f"deploy key {secret}"]}],
+    )
+    added = await _call(
+        graph,
+        use_async,
+        "add_observations",
+        [{"entityName": "Ops", "contents": ["password=hunter22"]}],
+    )
+
+    text = (tmp_path / "memory.jsonl").read_text(encoding="utf-8")
+    assert secret not in text
+    assert "hunter22" not in text
+    assert created[0]["observations"] == ["deploy key [REDACTED:openai_api_key]"]
+    assert added[0]["addedObservations"] == ["password=[REDACTED:password]"]
+    assert secret not in caplog.text
+    assert "hunter22" not in caplog.text
+
+
+def _backdate(path: Path, seconds: float = 60) -> None:
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+class _CountingBackend(FilesystemBackend):
+    downloads = 0
+
+    def download_files(self, paths: list[str]) -> Any:
+        type(self).downloads += 1
+        return super().download_files(paths)
+
+    async def adownload_files(self, paths: list[str]) -> Any:
+        type(self).downloads += 1
+        return await super().adownload_files(paths)
+
+
+def test_an_unchanged_local_file_is_neither_read_nor_parsed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _source.clear_caches()
+    graph = KnowledgeGraph(_CountingBackend(root_dir=tmp_path, virtual_mode=True))
+    graph.create_entities([{"name": "Ada", "entityType": "person", "observations": []}])
+    _backdate(tmp_path / "memory.jsonl")
+    parses: list[str] = []
+    real_parse = _source.parse
+    monkeypatch.setattr(
+        _source, "parse", lambda text, digest: parses.append(digest) or real_parse(text, digest)
+    )
+    _CountingBackend.downloads = 0
+
+    first = graph.snapshot()
+    assert [graph.snapshot() for _ in range(5)] == [first] * 5
+    assert asyncio.run(graph.asnapshot()) is first
+    assert _CountingBackend.downloads == 1  # the first read after the write, then stat only
+    assert parses == []  # the write already left the parsed content in the cache
+
+    # Another writer changes the file behind our back, keeping its size: seen at once.
+    text = (tmp_path / "memory.jsonl").read_text(encoding="utf-8")
+    (tmp_path / "memory.jsonl").write_text(text.replace("Ada", "Eve"), encoding="utf-8")
+    _backdate(tmp_path / "memory.jsonl", seconds=30)
+    assert graph.read_graph()["entities"][0]["name"] == "Eve"
+    assert len(parses) == 1
+
+
+def test_a_file_changed_within_the_racy_window_is_read_again(tmp_path: Path) -> None:
+    _source.clear_caches()
+    graph = KnowledgeGraph(_CountingBackend(root_dir=tmp_path, virtual_mode=True))
+    graph.create_entities([{"name": "Ada", "entityType": "person", "observations": []}])
+    _CountingBackend.downloads = 0
+
+    graph.snapshot()
+    graph.snapshot()
+
+    assert _CountingBackend.downloads == 2  # modified just now: the signature is not trusted
+
+
+def test_other_backends_download_but_never_parse_the_same_content_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _source.clear_caches()
+    graph = KnowledgeGraph(StoreBackend(namespace=lambda _: ("g",), store=InMemoryStore()))
+    graph.create_entities([{"name": "Ada", "entityType": "person", "observations": []}])
+    parses: list[str] = []
+    real_parse = _source.parse
+    monkeypatch.setattr(
+        _source, "parse", lambda text, digest: parses.append(digest) or real_parse(text, digest)
+    )
+
+    for _ in range(3):
+        assert graph.read_graph()["entities"][0]["name"] == "Ada"
+
+    assert parses == []
