@@ -99,12 +99,13 @@ def _opener(gap: str, hidden: str, flags: int = 0) -> re.Pattern[str]:
     """The `<` of a guarded closing tag or chat token.
 
     `gap` may repeat between the `<`, the `/` (or `|`) and the name, `hidden` between the
-    letters of the name. Every repetition is possessive and each piece is a small class, so
-    the match at one `<` never backtracks: the whole search is linear.
+    letters of the name and after a `|` (a chat token has no blank inside: `f <| g` is code).
+    Every repetition is possessive and each piece is a small class, so the match at one `<`
+    never backtracks: the whole search is linear.
     """
     names = "|".join(hidden.join(_char_class(char) for char in name) for name in GUARDED_NAMES)
     slash, pipe = _char_class("/", letters=False), _char_class("|", letters=False)
-    return re.compile(f"<(?={gap}(?:{slash}{gap}(?:{names})|{pipe}{gap}\\w))", flags)
+    return re.compile(f"<(?={gap}(?:{slash}{gap}(?:{names})|{pipe}{hidden}\\w))", flags)
 
 
 _LESS_THAN = re.compile("[" + re.escape("<" + LOOKALIKES["<"]) + "]")

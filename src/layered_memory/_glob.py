@@ -5,7 +5,8 @@ Semantics (documented in the README's "Rule files" section):
 - `*` matches any run of characters except `/`; `?` one character except `/`.
 - `**` as a whole path segment matches zero or more folders (`a/**/b`, `**/*.py`, `src/**`);
   `**` inside a segment (`a**b`) behaves as `*`.
-- `[abc]`, `[a-z]`, `[!abc]` / `[^abc]` match one character (never `/`).
+- `[abc]`, `[a-z]`, `[!abc]` / `[^abc]`, `[[:alpha:]]` (POSIX names) match one character
+  (never `/`).
 - `{a,b}` alternatives, nestable, and `{1..3}` ranges, expanded as deepagents' `glob` tool
   expands them (by `bracex`, wcmatch's brace expander), up to `MAX_BRACE_EXPANSION` patterns.
 - `\\x` matches `x` literally. A trailing `/` means "everything below" (`docs/` == `docs/**`).
@@ -15,24 +16,27 @@ Semantics (documented in the README's "Rule files" section):
 - Patterns and keys are compared in Unicode NFC, so a decomposed `é` from macOS matches.
 
 This is wcmatch's `GLOBSTAR | BRACE | DOTGLOB` dialect, the one deepagents' `glob` tool and its
-filesystem permissions speak (without `DOTGLOB`), with three differences that
-`tests/hostile/test_hostile_glob_dialect.py` pins against wcmatch itself: `src/**` does not
-match `src`; a trailing `/` means everything below; and a pattern wcmatch would take
-literally (an unclosed `[` or `{`, a stray `}`, a leading `!`, a `..` segment) is refused as an
-error so `layered-memory lint` can report the typo.
+filesystem permissions speak (they leave dot files out), and `tests/hostile/
+test_hostile_glob.py` checks our verdicts against `wcmatch.glob.globmatch` on random patterns
+and keys. Two differences, on purpose: a trailing `/` means everything below (to wcmatch it
+matches folders only, and a match key names a file); and what wcmatch would take literally
+when it looks like a typo (an unclosed `[` or `{`, a stray `}`, a leading `!`, a `..` segment)
+is refused, so `layered-memory lint` reports it. wcmatch also supplies the POSIX class table
+and bracex the brace expansion; the segments and `**` are translated here.
 
 Why matching does not use wcmatch's regexes: they backtrack. Measured on a 200-character path,
 `wcmatch.glob.globmatch` takes 43 s for `**/a/**/a/**/a/**/a/**/b` (every choice of folders for
-each `**` is tried), and our previous translation took 60 s and more for
-`**/**/**/**/*a*a*a*a*a*b`. The regexes built here commit to the leftmost match of each piece
-between two wildcards, inside a segment (`*a*b`: the first `a`) and across folders (`**/a/**`:
-the first folder run matching `a`), with atomic groups `(?>...)`. Leftmost is always right
-there: whatever the rest of the key must still match, an earlier piece leaves more room for it.
-So no regex ever revisits a choice, and matching costs O(key length x pattern length). A
-segment-wise matcher on top of wcmatch's per-segment regexes would be linear too, but costs one
-regex call per (segment, state) instead of one per glob: matching the `rule_matching`
-benchmark's 100 fresh paths against its 1,000 rules took 35 ms of CPU with it, against 3.2 ms
-with these regexes (the same as the previous, backtracking ones).
+each `**` is tried), and our previous translation took 1.9 s for `**/**/**/**/*a*a*a*a*a*b` on
+a 240-character path, growing with the fourth power of its length. The regexes built here
+commit to the leftmost match of each piece between two wildcards, inside a segment (`*a*b`: the
+first `a`) and across folders (`**/a/**`: the first folder run matching `a`), with atomic
+groups `(?>...)`. Leftmost is always right there: whatever the rest of the key must still
+match, an earlier piece leaves more room for it. So no regex ever revisits a choice, and
+matching costs O(key length x pattern length). A segment-wise matcher on top of wcmatch's
+per-segment regexes would be linear too, but costs one regex call per (segment, state) instead of
+one per glob: matching the `rule_matching` benchmark's 100 fresh paths against its 1,000 rules
+took 35 ms of CPU with it, against 3.2 ms with these regexes (the same as the previous,
+backtracking ones).
 
 Python's regex engine costs about a microsecond per call, so testing every glob against every
 key is far too slow for a thousand rules; `GlobIndex` buckets globs by their literal prefix,
@@ -47,6 +51,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import bracex
+from wcmatch import posix
 
 from layered_memory.errors import GlobError
 
@@ -74,6 +79,11 @@ MAX_GLOB_LENGTH = 1024
 
 _BUCKET_CHARS = 16
 """Globs are bucketed by at most this many leading (or trailing) literal characters."""
+
+_POSIX_CLASS = re.compile(
+    r"\[:(alnum|alpha|ascii|blank|cntrl|digit|graph|lower|print|punct|space|upper|word|xdigit):\]"
+)
+"""`[:alpha:]` inside `[...]`, with wcmatch's names (its table gives the characters)."""
 
 _STAR = object()
 """A `*` run inside a segment, among the fixed-width atoms of `_segment_atoms`."""
@@ -220,6 +230,12 @@ def _class_atom(segment: str, start: int) -> tuple[_Atom, int]:
         if char == "]" and not first:
             break
         first = False
+        named = _POSIX_CLASS.match(segment, i) if char == "[" else None
+        if named is not None:
+            # A regex class body, as wcmatch embeds it (its `\\` escapes keep ranges exact).
+            members.append(posix.get_posix_property(named.group(1), False))
+            i = named.end()
+            continue
         if char == "\\":
             if i + 1 >= len(segment):
                 msg = "trailing backslash"
