@@ -31,12 +31,13 @@ text always gives the same bytes.
 
 from __future__ import annotations
 
+import functools
 import re
 from html import escape
 
 from layered_memory._lookalikes import INVISIBLE, LOOKALIKES
 
-__all__ = ["GUARDED_NAMES", "defuse", "defuse_attribute"]
+__all__ = ["GUARDED_NAMES", "defuse", "defuse_attribute", "defuse_name"]
 
 GUARDED_NAMES = (
     "agent_memory",
@@ -142,6 +143,16 @@ def defuse(text: str) -> str:
     return "".join(parts)
 
 
+@functools.lru_cache(maxsize=4096)
 def defuse_attribute(value: str) -> str:
-    """An attribute value: one line (whitespace runs collapsed), HTML-escaped, defused."""
+    """An attribute value: one line (whitespace runs collapsed), HTML-escaped, defused.
+
+    Remembered, as `defuse_name`: the same names and paths come back at every render.
+    """
     return defuse(escape(" ".join(value.split()), quote=True))
+
+
+@functools.lru_cache(maxsize=4096)
+def defuse_name(value: str) -> str:
+    """`defuse` for a path or name shown in running text (a marker, a list line)."""
+    return defuse(value)

@@ -6,7 +6,7 @@ one defusing function (`_defuse.defuse`), so a rule cannot close the tags around
 
 from __future__ import annotations
 
-from layered_memory._defuse import defuse, defuse_attribute
+from layered_memory._defuse import defuse, defuse_attribute, defuse_name
 from layered_memory._rule_types import Rule, RuleMatch
 from layered_memory.render import defuse_within
 
@@ -33,7 +33,7 @@ def _rule_block(rule: Rule, room: int) -> str | None:
         return block
     total = len(body)
     # The marker's length depends on the number cut; size it for the worst case (all cut).
-    path = defuse(rule.path)
+    path = defuse_name(rule.path)
     marker_room = len(TRUNCATION_MARKER.format(cut=total, total=total, path=path))
     keep = room - len(head) - len(tail) - marker_room
     if keep <= 0:
@@ -43,8 +43,8 @@ def _rule_block(rule: Rule, room: int) -> str | None:
 
 
 def _requested_line(rule: Rule) -> str:
-    description = defuse(" ".join(rule.description.split()))
-    name, path = defuse(" ".join(rule.name.split())), defuse(" ".join(rule.path.split()))
+    description = defuse_name(" ".join(rule.description.split()))
+    name, path = defuse_name(" ".join(rule.name.split())), defuse_name(" ".join(rule.path.split()))
     return f"- {name}: {description} (path: {path})\n"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import posixpath
 from collections.abc import Iterable, Sequence
@@ -21,18 +22,22 @@ MAX_KEY_CHARS = 4096
 kept in every memo and tested at every model call."""
 
 
-def _key_forms(key: str, root: str) -> list[str]:
-    """The strings a key is tested as: itself (normalized, NFC) and, if under `root`, relative."""
+@functools.lru_cache(maxsize=4096)
+def _key_forms(key: str, root: str) -> tuple[str, ...]:
+    """The strings a key is tested as: itself (normalized, NFC) and, if under `root`, relative.
+
+    Remembered: the same touched paths are matched again at every model call of a thread.
+    """
     text = key.strip()
     if not text:
-        return []
+        return ()
     text = nfc(text)
     if "/" in text:
         text = posixpath.normpath(text)
         if text.startswith("//"):
             text = "/" + text.lstrip("/")
         if text == ".":
-            return []
+            return ()
     forms = [text]
     if text.startswith("/"):
         if root == "/":
@@ -43,7 +48,7 @@ def _key_forms(key: str, root: str) -> list[str]:
             relative = ""
         if relative:
             forms.append(relative)
-    return forms
+    return tuple(forms)
 
 
 def _normalize_root(root: str) -> str:
@@ -145,7 +150,7 @@ class RuleSet:
         for key in keys:
             if key in seen:
                 continue
-            if len(key) > MAX_KEY_CHARS:
+            if key[MAX_KEY_CHARS:]:  # longer than any path (slicing: no call per key)
                 self._warn_long_key(key)
                 continue
             seen.add(key)

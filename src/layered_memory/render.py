@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layered_memory._defuse import defuse, defuse_attribute
+from layered_memory._defuse import defuse, defuse_attribute, defuse_name
 from layered_memory.layers import Layer
 from layered_memory.loading import strip_html_comments
 
@@ -129,19 +129,17 @@ def truncate_text(text: str, limit: int, path: str) -> str:
 def cap_lines(text: str, max_lines: int | None, path: str) -> str:
     """`text` limited to its first `max_lines` lines, with a marker when lines were cut.
 
-    Finds the cut with `str.find` instead of splitting every line: a file of millions of
-    empty lines costs what its first `max_lines` lines cost.
+    Splits off only the first `max_lines` lines: a file of millions of empty lines costs what
+    its head costs, not a list of millions of strings.
     """
     if max_lines is None:
         return text
-    end = -1
-    for _ in range(max_lines):
-        end = text.find("\n", end + 1)
-        if end < 0:
-            return text
-    cut = text.count("\n", end) if max_lines else text.count("\n") + 1
-    kept = text[:end] if max_lines else ""
-    shown = defuse(path)
+    parts = text.split("\n", max_lines)
+    if len(parts) <= max_lines:
+        return text
+    cut = parts[-1].count("\n") + 1
+    kept = "\n".join(parts[:-1])
+    shown = defuse_name(path)
     return (
         f"{kept}\n[... {cut} more lines of {shown} not shown (first {max_lines} lines kept); "
         f"read_file {shown} for the rest]"
@@ -264,7 +262,7 @@ def _layer_pieces(
             text = clean_memory_text(raw) if raw is not None else ""
             if not text:
                 if layer.writable:
-                    note = EMPTY_WRITABLE_NOTE.format(path=defuse(path))
+                    note = EMPTY_WRITABLE_NOTE.format(path=defuse_name(path))
                     pieces.append(_element_piece(layer, path, note, shrinkable=False))
                 continue
             text = defuse_within(cap_lines(text, layer.line_cap(path), path), available)
@@ -305,7 +303,7 @@ def _compat_pieces(
         for path in layer.paths:
             if path in unreadable:
                 # deepagents would have aborted the run here; say what is wrong instead.
-                note = f"{defuse(path)}\n\n{_unreadable_note(unreadable[path])}"
+                note = f"{defuse_name(path)}\n\n{_unreadable_note(unreadable[path])}"
                 pieces.append(_Piece(note, _fixed(note), len(note)))
                 continue
             raw = files.get(path)
@@ -313,7 +311,7 @@ def _compat_pieces(
             if not text:
                 continue  # deepagents drops empty and comment-only sources
             text = defuse_within(cap_lines(text, layer.line_cap(path), path), available)
-            head = f"{defuse(path)}\n\n"
+            head = f"{defuse_name(path)}\n\n"
 
             def shrink(limit: int, head: str = head, text: str = text, path: str = path) -> str:
                 return f"{head}{truncate_text(text, max(limit - len(head), 0), path)}"
@@ -348,7 +346,7 @@ def _session_piece(session: SessionEntry, available: int) -> _Piece:
 
 
 def _cut_marker(path: str, cut_chars: int, cut_lines: int) -> str:
-    shown = defuse(path)
+    shown = defuse_name(path)
     return (
         f"\n[... truncated: {cut_chars} more chars ({cut_lines} lines) of {shown} not shown; "
         f"read_file {shown} for the rest]"

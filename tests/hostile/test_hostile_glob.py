@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from wcmatch import glob as wcglob
 from wcmatch import posix
@@ -58,6 +58,10 @@ keys = st.lists(
 @settings(max_examples=250, deadline=None)
 @given(globs(), st.lists(keys, min_size=1, max_size=8))
 def test_same_verdicts_as_wcmatch(glob: str, tried: list[str]) -> None:
+    try:
+        compile_glob(glob)
+    except GlobError:
+        assume(False)  # too many brace expansions: refused (tested below)
     for key in tried:
         assert ours(glob, key) == theirs(glob, key), (glob, key)
 
