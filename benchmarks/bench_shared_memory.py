@@ -35,7 +35,8 @@ from langgraph.store.postgres import PostgresStore
 from psycopg.conninfo import make_conninfo
 
 from layered_memory import MemoryWriter
-from layered_memory._locking import InProcessLockStrategy, _route
+from layered_memory._internals import final_route
+from layered_memory._locking import InProcessLockStrategy
 from layered_memory.shared_memory import PROJECT_MEMORY, shared_memory_backend
 
 DAY = dt.date(2025, 1, 1)
@@ -116,7 +117,7 @@ def _worker(conninfo: str, index: int, force_in_process: bool, barrier: Any) -> 
         if force_in_process:
             paths = [writer.path, writer.archive_path]
             writer._strategy = InProcessLockStrategy(
-                backend, paths, lock_key=_route(backend, writer.path)
+                backend, paths, lock_key=final_route(backend, writer.path)
             )
         barrier.wait()
         for n in range(PER_PROCESS):

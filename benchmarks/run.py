@@ -27,12 +27,15 @@ if __package__ in (None, ""):
 from benchmarks._plan import FULL, QUICK, Plan
 from benchmarks._report import Row, ScenarioResult, results_markdown, table
 from benchmarks.scenarios import (
+    checkpoint,
     cold_load,
     end_to_end,
     graph,
     per_call,
+    redaction,
     rule_matching,
     scale,
+    tiers,
     views,
     warm,
     write_back,
@@ -49,6 +52,9 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "scale": ("7. Scale", scale.run),
     "views": ("8. Message views", views.run),
     "graph": ("9. Knowledge graph", graph.run),
+    "tiers": ("10. Tiered memory", tiers.run),
+    "checkpoint": ("11. Checkpoint cache", checkpoint.run),
+    "redaction": ("12. Redaction", redaction.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

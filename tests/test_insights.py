@@ -22,6 +22,7 @@ from layered_memory import (
     HookRegistry,
     MemoryWriteError,
     MemoryWriter,
+    _atomic,
     _locking,
     register_write_back,
 )
@@ -362,7 +363,7 @@ async def test_a_failed_temp_write_leaves_the_original_intact(
         stream.flush()
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(_locking, "_write_all", half_then_fail)
+    monkeypatch.setattr(_atomic, "_write_all", half_then_fail)
     with pytest.raises(MemoryWriteError, match="No space left"):
         await add(writer, "lost?", "acme", use_async=use_async)
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from deepagents.backends import FilesystemBackend
 
-from layered_memory import MemoryWriter, _locking
+from layered_memory import MemoryWriter, _atomic
 
 PROCESSES = 8
 INSIGHTS_PER_PROCESS = 25
@@ -112,7 +112,7 @@ def _crash_midway(root: str) -> None:
         stream.flush()
         os._exit(70)
 
-    _locking._write_all = half_then_die
+    _atomic._write_all = half_then_die
     _writer(root).add_insight("never lands", entity="crash")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from layered_memory._cli_store import CliStoreError, list_file_items, open_store, parse_namespace
+from layered_memory._cli_text import printable
 from layered_memory._rule_types import RuleDecision
 from layered_memory.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.layers import Layer
@@ -404,7 +405,7 @@ def run_inspect(args: Any, *, render: Any) -> int:
             max_rules_chars=args.max_rules_chars,
         )
     except (UsageError, CliStoreError) as exc:
-        print(f"layered-memory inspect: {exc}", file=sys.stderr)
+        print(f"layered-memory inspect: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     render(report, args)
     return EXIT_OK

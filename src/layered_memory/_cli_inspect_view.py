@@ -20,13 +20,13 @@ Tokens are approximate: characters / 4, rounded up.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
 from typing import Any, TextIO
 
 from layered_memory._cli_inspect import FileReport, InspectReport, LayerReport, tokens
+from layered_memory._cli_text import dumps_json, printable
 
 WIDTH = 80
 BAR_CELLS = 20
@@ -105,12 +105,13 @@ def _row(label: str, chars: int, budget: int, paint: _Painter, style: str | None
 
 
 def _file_line(file: FileReport, layer: LayerReport) -> str:
+    path = printable(file.path)
     if file.status == "missing":
         state = "missing"
         shown = "nothing shown" if not layer.layer.writable else "the block says where to write"
-        return f"{file.path}: {state}; {shown}"
+        return f"{path}: {state}; {shown}"
     if file.status == "skipped":
-        return f"{file.path}: skipped: {file.reason}"
+        return f"{path}: skipped: {printable(file.reason)}"
     size = f"{file.chars:,} chars, {file.lines:,} lines"
     cap = layer.layer.line_cap(file.path)
     shown = {
@@ -123,7 +124,7 @@ def _file_line(file: FileReport, layer: LayerReport) -> str:
     }[file.shown]
     if file.shown == "truncated" and file.cut_by_lines:
         shown = f"first {cap} lines kept, then cut to fit the budget"
-    return f"{file.path}: {size}; {shown}"
+    return f"{path}: {size}; {shown}"
 
 
 def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
@@ -136,7 +137,7 @@ def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
         )
     for layer in report.layers:
         access = "writable" if layer.layer.writable else "read-only"
-        label = f"{layer.layer.name} ({access})"
+        label = f"{printable(layer.layer.name)} ({access})"
         lines.append(_row(label, layer.block_chars, budget, paint, "bold"))
         for file in layer.files:
             lines.extend(_wrap(_file_line(file, layer), 4, 6))
@@ -157,17 +158,18 @@ def _rules_section(report: InspectReport, paint: _Painter) -> list[str]:
             *_wrap("none: no rule folder found; pass --rules FOLDER", 2),
         ]
     lines = [paint("RULES", "bold") + " (folders lowest precedence first)"]
-    lines.extend(_wrap(", ".join(report.rule_folders), 2))
-    keys = ", ".join(repr(key) for key in report.keys) if report.keys else "none"
+    lines.extend(_wrap(", ".join(printable(folder) for folder in report.rule_folders), 2))
+    keys = ", ".join(printable(repr(key)) for key in report.keys) if report.keys else "none"
     lines.extend(_wrap(f"match keys: {keys}", 2, 4))
     if not report.decisions:
         lines.append("  no rule files")
     for decision in report.decisions:
         style = _STATUS_STYLE.get(decision.status, "dim")
-        head = _wrap(f"{decision.status:<9} {decision.name}  {decision.path}", 2, 12)
+        name, path = printable(decision.name), printable(decision.path)
+        head = _wrap(f"{decision.status:<9} {name}  {path}", 2, 12)
         head[0] = head[0].replace(decision.status, paint(decision.status, style), 1)
         lines.extend(head)
-        lines.extend(_wrap(decision.reason, 12))
+        lines.extend(_wrap(printable(decision.reason), 12))
     return lines
 
 
@@ -177,7 +179,8 @@ def _problems_section(report: InspectReport, paint: _Painter) -> list[str]:
     lines = [paint("PROBLEMS", "bold") + " (files skipped, or used with a warning)"]
     for problem in report.problems:
         severity = paint(problem.severity, "red" if problem.severity == "error" else "yellow")
-        wrapped = _wrap(f"{problem.path}: {problem.severity}: {problem.reason}", 2, 4)
+        path, reason = printable(problem.path), printable(problem.reason)
+        wrapped = _wrap(f"{path}: {problem.severity}: {reason}", 2, 4)
         lines.extend(line.replace(problem.severity, severity, 1) for line in wrapped)
     return lines
 
@@ -187,10 +190,11 @@ def render_text(report: InspectReport, *, colour: bool) -> str:
     paint = _Painter(colour)
     source = report.source
     if source["kind"] == "folder":
-        where = f"folder {source['root']}"
+        where = f"folder {printable(source['root'])}"
     else:
-        namespace = "/".join(source["namespace"])
-        where = f"store {source['store']}, namespace {namespace} ({source['items']} items)"
+        namespace = printable("/".join(source["namespace"]))
+        store = printable(source["store"])
+        where = f"store {store}, namespace {namespace} ({source['items']} items)"
     block_chars = len(report.block)
     used = 100 * block_chars / report.max_chars
     lines = [
@@ -206,7 +210,8 @@ def render_text(report: InspectReport, *, colour: bool) -> str:
         "",
         paint("MEMORY BLOCK", "bold") + " (exactly what the model receives)",
         paint("-" * 30 + " begin memory block " + "-" * 30, "dim"),
-        report.block,
+        # Escaped too (tabs and newlines kept): memory is data. --json gives the exact text.
+        printable(report.block, multiline=True),
         paint("-" * 31 + " end memory block " + "-" * 31, "dim"),
     ]
     return "\n".join(lines) + "\n"
@@ -289,6 +294,6 @@ def report_data(report: InspectReport) -> dict[str, Any]:
 def print_report(report: InspectReport, args: Any) -> None:
     """Print the report to stdout as text (`--json`: as JSON)."""
     if args.json:
-        sys.stdout.write(json.dumps(report_data(report), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(dumps_json(report_data(report)) + "\n")
         return
     sys.stdout.write(render_text(report, colour=use_colour(sys.stdout)))

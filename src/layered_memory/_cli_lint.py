@@ -9,6 +9,7 @@ from pathlib import Path
 
 from deepagents.backends import FilesystemBackend
 
+from layered_memory._cli_text import printable
 from layered_memory._rule_backend import list_rule_files
 from layered_memory._rule_parse import decode_rule_file, is_rule_file
 from layered_memory._rule_set import build_rule_set
@@ -17,12 +18,12 @@ from layered_memory.loading import download_files_safely
 
 
 def _display(path: str) -> str:
-    """`path` relative to the working folder when it is below it (shorter lint lines)."""
+    """`path` relative to the working folder when below it (shorter lines), fit to print."""
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive on Windows
-        return path
-    return path if relative.startswith("..") else relative
+        return printable(path)
+    return printable(path if relative.startswith("..") else relative)
 
 
 def _count(number: int, noun: str) -> str:
@@ -67,7 +68,7 @@ def run_lint(paths: Sequence[str], *, explain: Sequence[str] = (), root: str = "
     backend = FilesystemBackend(virtual_mode=False)
     files, problems, missing = _collect_files(paths, backend)
     for raw in missing:
-        print(f"{raw}: error: no such file or directory", file=sys.stderr)
+        print(f"{printable(raw)}: error: no such file or directory", file=sys.stderr)
     if missing:
         return 2
     # One batched read, exactly as the middleware loads rule files.
@@ -78,7 +79,7 @@ def run_lint(paths: Sequence[str], *, explain: Sequence[str] = (), root: str = "
     ]
     rule_set = build_rule_set([*parsed, (None, problems)], log=False)
     for problem in rule_set.problems:
-        print(f"{_display(problem.path)}: {problem.severity}: {problem.reason}")
+        print(f"{_display(problem.path)}: {problem.severity}: {printable(problem.reason)}")
     invalid = {p.path for p in rule_set.problems if p.severity == "error"}
     warnings = sum(p.severity == "warning" for p in rule_set.problems)
     errors = len(rule_set.problems) - warnings
@@ -89,7 +90,6 @@ def run_lint(paths: Sequence[str], *, explain: Sequence[str] = (), root: str = "
     )
     if explain:
         for decision in rule_set.explain(explain, root=root):
-            print(
-                f"{decision.status}: {decision.name} ({_display(decision.path)}): {decision.reason}"
-            )
+            name, reason = printable(decision.name), printable(decision.reason)
+            print(f"{decision.status}: {name} ({_display(decision.path)}): {reason}")
     return 1 if invalid else 0

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from layered_memory.errors import LayeredMemoryError
-from layered_memory.stores._common import redact_url, scrub
+from layered_memory.stores._common import driver_detail, password_hint, redact_url
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -73,20 +73,30 @@ def _conninfo(url: str) -> str:
     except ImportError as exc:
         msg = f"--store needs psycopg: {INSTALL_HINT}"
         raise CliStoreError(msg) from exc
+    hint = password_hint(url)
+    if hint is not None:
+        raise CliStoreError(f"invalid store URL {redact_url(url)}: {hint}")
+    failure: CliStoreError | None = None
     try:
         if "connect_timeout" in conninfo_to_dict(url):
             return url
         return make_conninfo(url, connect_timeout=CONNECT_TIMEOUT_SECONDS)
     except Exception as exc:  # psycopg.ProgrammingError: a malformed URL
-        reason = scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, url)
-        msg = f"invalid store URL {redact_url(url)}: {reason}"
-        raise CliStoreError(msg) from None
+        reason = _first_line(exc, url)
+        failure = CliStoreError(f"invalid store URL {redact_url(url)}: {reason}")
+    # Raised outside the `except`: psycopg's exception quotes the whole URL, password included,
+    # and must not even ride along as `__context__`.
+    raise failure
+
+
+def _first_line(exc: BaseException, url: str) -> str:
+    text = str(exc).strip()
+    return driver_detail(text.splitlines()[0], url) if text else type(exc).__name__
 
 
 def store_failure(url: str, exc: BaseException) -> CliStoreError:
     """A one-line error naming the URL without its password and the driver's first line."""
-    text = str(exc).strip()
-    reason = scrub(text.splitlines()[0] if text else type(exc).__name__, url)
+    reason = _first_line(exc, url)
     if type(exc).__name__ == "UndefinedTable":
         reason = "it has no memory tables yet (run `layered-memory sync push` first)"
     return CliStoreError(f"cannot use the store at {redact_url(url)}: {reason}")
@@ -98,7 +108,8 @@ def open_store(url: str) -> Iterator[BaseStore]:
 
     Raises:
         CliStoreError: psycopg is missing, the URL is malformed, or the server does not answer
-            (also when it fails later, inside the `with` block).
+            (also when it fails later, inside the `with` block). Never chained to the driver's
+            exception, whose text may hold the password.
     """
     try:
         import psycopg
@@ -107,11 +118,16 @@ def open_store(url: str) -> Iterator[BaseStore]:
         msg = f"--store needs langgraph-checkpoint-postgres: {INSTALL_HINT}"
         raise CliStoreError(msg) from exc
     conninfo = _conninfo(url)
+    failure: CliStoreError | None = None
     try:
         with PostgresStore.from_conn_string(conninfo) as store:
             yield store
     except psycopg.Error as exc:
-        raise store_failure(url, exc) from None
+        failure = store_failure(url, exc)
+    if failure is not None:
+        # Inside `with open_store(...)` the driver's exception is still being handled here, so
+        # Python attaches it as `__context__` anyway; `from None` keeps it out of tracebacks.
+        raise failure from None
 
 
 def file_item(key: str, value: Any) -> FileItem:

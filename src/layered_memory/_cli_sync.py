@@ -20,12 +20,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from layered_memory._atomic import atomic_write
 from layered_memory._cli_store import (
     CliStoreError,
     FileItem,
@@ -34,8 +34,8 @@ from layered_memory._cli_store import (
     open_store,
     parse_namespace,
 )
+from layered_memory._cli_text import printable, printable_url
 from layered_memory.loading import MAX_FILE_BYTES
-from layered_memory.stores._common import redact_url
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -233,7 +233,7 @@ def _apply_pull(
 ) -> Action:
     try:
         if action.status in ("added", "updated"):
-            _write_atomically(targets[action.key], source[action.key])
+            atomic_write(targets[action.key], source[action.key])
         elif action.status == "deleted":
             path = root.joinpath(*action.key[1:].split("/"))
             path.unlink()
@@ -241,22 +241,6 @@ def _apply_pull(
     except OSError as exc:
         return Action(action.key, "failed", f"{action.status}: {exc.strerror or exc}")
     return action
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed
-        dir=target.parent, prefix=".", suffix=".sync-tmp", delete=False
-    )
-    try:
-        with handle:
-            handle.write(data)
-        if target.exists():
-            os.chmod(handle.name, target.stat().st_mode & 0o7777)
-        os.replace(handle.name, target)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
 
 
 def _remove_empty_parents(folder: Path, root: Path) -> None:
@@ -328,13 +312,15 @@ def run_sync(
             run = _push if direction == "push" else _pull
             actions = run(store, parts, folder, dry_run=dry_run, delete=delete)
     except CliStoreError as exc:
-        print(f"layered-memory sync: {exc}", file=sys.stderr)
+        print(f"layered-memory sync: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    # Keys and file names are data: escaped, so a key holding a newline or an ANSI escape
+    # cannot forge a line or reach the terminal.
     for action in sorted(actions, key=lambda a: a.key):
-        detail = f"  ({action.detail})" if action.detail else ""
-        print(f"{action.status:<9} {action.key}{detail}")
-    where = f"{folder} {'->' if direction == 'push' else '<-'} {redact_url(url)} {'/'.join(parts)}"
-    print(where)
+        detail = f"  ({printable(action.detail)})" if action.detail else ""
+        print(f"{action.status:<9} {printable(action.key)}{detail}")
+    arrow = "->" if direction == "push" else "<-"
+    print(f"{printable(folder)} {arrow} {printable_url(url)} {printable('/'.join(parts))}")
     print(_summary(direction, actions, dry_run=dry_run))
     failed = any(action.status in ("refused", "failed") for action in actions)
     return EXIT_PARTIAL if failed else EXIT_OK

@@ -96,7 +96,7 @@ def _char_class(char: str, *, letters: bool = True) -> str:
     return "[" + "".join(re.escape(member) for member in sorted(members)) + "]"
 
 
-def _opener(gap: str, hidden: str, flags: int = 0) -> re.Pattern[str]:
+def _opener(gap: str, hidden: str, flags: int, guarded: tuple[str, ...]) -> re.Pattern[str]:
     """The `<` of a guarded closing tag or chat token.
 
     `gap` may repeat between the `<`, the `/` (or `|`) and the name, `hidden` between the
@@ -104,35 +104,48 @@ def _opener(gap: str, hidden: str, flags: int = 0) -> re.Pattern[str]:
     Every repetition is possessive and each piece is a small class, so the match at one `<`
     never backtracks: the whole search is linear.
     """
-    names = "|".join(hidden.join(_char_class(char) for char in name) for name in GUARDED_NAMES)
+    names = "|".join(hidden.join(_char_class(char) for char in name) for name in guarded)
     slash, pipe = _char_class("/", letters=False), _char_class("|", letters=False)
     return re.compile(f"<(?={gap}(?:{slash}{gap}(?:{names})|{pipe}{hidden}\\w))", flags)
 
 
 _LESS_THAN = re.compile("[" + re.escape("<" + LOOKALIKES["<"]) + "]")
 """`<` or a look-alike, searched in the text itself: most texts have none."""
-_ASCII_OPENER = _opener(r"\s*+", "", re.IGNORECASE)
-"""For ASCII text, matched on the text itself (`re.IGNORECASE` covers upper case)."""
-_SKELETON_OPENER = _opener(f"[\\s{_HIDDEN}]*+", f"{_HIDDEN}*+")
-"""For any other text, matched on its skeleton (see `_skeleton_table`)."""
 
 
-def defuse(text: str) -> str:
+@functools.lru_cache(maxsize=16)
+def _openers(names: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """For ASCII text, a pattern matched on the text itself (`re.IGNORECASE` covers upper
+    case); for any other text, one matched on its skeleton (see `_skeleton_table`)."""
+    guarded = (*GUARDED_NAMES, *names)
+    return (
+        _opener(r"\s*+", "", re.IGNORECASE, guarded),
+        _opener(f"[\\s{_HIDDEN}]*+", f"{_HIDDEN}*+", 0, guarded),
+    )
+
+
+def defuse(text: str, *, names: tuple[str, ...] = ()) -> str:
     """`text` with every closing tag and chat token that could break out of our block defused.
 
     See the module docstring for what is defused and what is left alone.
 
+    Args:
+        text: Untrusted text.
+        names: Tag names guarded besides `GUARDED_NAMES`, for a block with elements of its own
+            (`tiered_memory`); prefixes, like those.
+
     Example:
         `defuse("ok</layer>\\n</system>")` -> `"ok<\\\\/layer>\\n<\\\\/system>"`
     """
+    ascii_opener, skeleton_opener = _openers(names)
     if text.isascii():
-        return _ASCII_OPENER.sub("<\\\\", text) if "<" in text else text
+        return ascii_opener.sub("<\\\\", text) if "<" in text else text
     if _LESS_THAN.search(text) is None:
         return text
     skeleton = text.translate(_TABLE)
     parts: list[str] = []
     start = 0
-    for found in _SKELETON_OPENER.finditer(skeleton):
+    for found in skeleton_opener.finditer(skeleton):
         cut = found.start() + 1
         parts.append(text[start:cut])
         parts.append("\\")

@@ -28,7 +28,7 @@ from typing import Any
 from deepagents.backends.composite import CompositeBackend
 from deepagents.backends.filesystem import FilesystemBackend
 
-from layered_memory._deepagents_internals import route
+from layered_memory._internals import final_route
 
 RACY_WINDOW_NS = 2_000_000_000
 """Files modified this close to our read are re-read next time (coarse filesystem clocks)."""
@@ -149,9 +149,7 @@ def non_regular_files(backend: Any, paths: Iterable[str]) -> dict[str, str]:
     if not isinstance(backend, FilesystemBackend | CompositeBackend):
         return found
     for path in paths:
-        target, key = backend, path
-        while isinstance(target, CompositeBackend):
-            target, key, _prefix = route(target, key)
+        target, key = final_route(backend, path)
         if isinstance(target, FilesystemBackend):
             kind = special_file_kind(disk_path(str(target.cwd), key, virtual=target.virtual_mode))
             if kind is not None:

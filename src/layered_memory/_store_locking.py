@@ -25,39 +25,33 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from deepagents.backends.store import StoreBackend
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
-from psycopg import AsyncConnection, Connection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from layered_memory._locking import Transform, _KeyedLock, _lock_for_backend
+from layered_memory._internals import (
+    STORE_UPSERT_SQL,
+    async_store_connection,
+    namespace_of,
+    store_default_ttl,
+    store_of,
+    store_prefix,
+    store_select_sql,
+    sync_store_connection,
+)
+from layered_memory._transactions import KeyedLock, T, Transform, lock_for_backend
 from layered_memory.errors import MemoryWriteError
-
-T = TypeVar("T")
 
 _LOCK_DOMAIN = b"layered-memory/write-back\x00"
 
 _LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
-_SELECT_SQL = "SELECT key, value FROM store WHERE prefix = %s AND key = ANY(%s::text[]){expiry}"
-_UPSERT_SQL = """
-    INSERT INTO store (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
-    VALUES (%s, %s, %s, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP,
-            NOW() + make_interval(secs => %s::float8 * 60), %s)
-    ON CONFLICT (prefix, key) DO UPDATE
-    SET value = EXCLUDED.value,
-        updated_at = CURRENT_TIMESTAMP,
-        expires_at = EXCLUDED.expires_at,
-        ttl_minutes = EXCLUDED.ttl_minutes
-"""
 
 
 def is_postgres_store(store: object) -> bool:
@@ -86,7 +80,7 @@ class PostgresStoreLockStrategy:
     def __init__(
         self, backend: StoreBackend, keys: Sequence[str], *, display_paths: Sequence[str]
     ) -> None:
-        store = backend._store  # private: the store it was built with
+        store = store_of(backend)
         if not is_postgres_store(store):
             msg = "PostgresStoreLockStrategy needs a StoreBackend over a PostgresStore"
             raise TypeError(msg)
@@ -131,14 +125,14 @@ class PostgresStoreLockStrategy:
 
     def _sync_transaction(self, store: PostgresStore, prefix: str, transform: Transform[T]) -> T:
         try:
-            with _sync_connection(store) as conn, conn.transaction():
+            with sync_store_connection(store) as conn, conn.transaction():
                 with conn.cursor(row_factory=dict_row) as cur:
                     cur.execute(_LOCK_SQL, (self._lock_id(prefix),))
-                    cur.execute(self._select_sql(store), (prefix, list(self._keys.values())))
+                    cur.execute(store_select_sql(store), (prefix, list(self._keys.values())))
                     rows = {row["key"]: row["value"] for row in cur.fetchall()}
                     changes, result = transform(self._texts(rows))
                     for params in self._upserts(store, prefix, rows, changes):
-                        cur.execute(_UPSERT_SQL, params)
+                        cur.execute(STORE_UPSERT_SQL, params)
                 return result
         except psycopg.Error as exc:
             raise MemoryWriteError(self._display[0], f"PostgreSQL error: {exc}") from exc
@@ -147,14 +141,14 @@ class PostgresStoreLockStrategy:
         self, store: AsyncPostgresStore, prefix: str, transform: Transform[T]
     ) -> T:
         try:
-            async with _async_connection(store) as conn, conn.transaction():
+            async with async_store_connection(store) as conn, conn.transaction():
                 async with conn.cursor(row_factory=dict_row) as cur:
                     await cur.execute(_LOCK_SQL, (self._lock_id(prefix),))
-                    await cur.execute(self._select_sql(store), (prefix, list(self._keys.values())))
+                    await cur.execute(store_select_sql(store), (prefix, list(self._keys.values())))
                     rows = {row["key"]: row["value"] for row in await cur.fetchall()}
                     changes, result = transform(self._texts(rows))
                     for params in self._upserts(store, prefix, rows, changes):
-                        await cur.execute(_UPSERT_SQL, params)
+                        await cur.execute(STORE_UPSERT_SQL, params)
                 return result
         except psycopg.Error as exc:
             raise MemoryWriteError(self._display[0], f"PostgreSQL error: {exc}") from exc
@@ -163,20 +157,13 @@ class PostgresStoreLockStrategy:
 
     def _prefix(self) -> str:
         # Resolved per transaction: a per-user namespace comes from the run's runtime context.
-        namespace = self._backend._get_namespace()  # private: as its own I/O
-        return ".".join(namespace)
+        return store_prefix(namespace_of(self._backend))
 
-    def _local_lock(self, prefix: str) -> _KeyedLock:
-        return _lock_for_backend(self._store, f"{prefix}\x00{self._keys[self._display[0]]}")
+    def _local_lock(self, prefix: str) -> KeyedLock:
+        return lock_for_backend(self._store, f"{prefix}\x00{self._keys[self._display[0]]}")
 
     def _lock_id(self, prefix: str) -> int:
         return advisory_lock_id(prefix, self._keys[self._display[0]])
-
-    @staticmethod
-    def _select_sql(store: PostgresStore | AsyncPostgresStore) -> str:
-        omit_expired = bool(store.ttl_config and store.ttl_config.get("omit_expired"))
-        expiry = " AND (expires_at IS NULL OR expires_at > NOW())" if omit_expired else ""
-        return _SELECT_SQL.format(expiry=expiry)
 
     def _texts(self, rows: Mapping[str, Any]) -> dict[str, str | None]:
         texts: dict[str, str | None] = {}
@@ -192,7 +179,7 @@ class PostgresStoreLockStrategy:
         rows: Mapping[str, Any],
         changes: Mapping[str, str],
     ) -> Iterator[tuple[Any, ...]]:
-        ttl = store.ttl_config.get("default_ttl") if store.ttl_config else None
+        ttl = store_default_ttl(store)
         now = datetime.now(UTC).isoformat()
         for path, text in changes.items():
             key = self._keys[path]
@@ -228,27 +215,3 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-@contextlib.contextmanager
-def _sync_connection(store: PostgresStore) -> Iterator[Connection[Any]]:
-    conn = store.conn
-    if isinstance(conn, ConnectionPool):
-        with conn.connection() as pooled:
-            yield pooled
-    else:
-        # The store's single connection: its lock keeps the store's own statements out of
-        # this transaction (a pipelined store's connection is shared without that lock).
-        with store.lock:
-            yield conn
-
-
-@contextlib.asynccontextmanager
-async def _async_connection(store: AsyncPostgresStore) -> AsyncIterator[AsyncConnection[Any]]:
-    conn = store.conn
-    if isinstance(conn, AsyncConnectionPool):
-        async with conn.connection() as pooled:
-            yield pooled
-    else:
-        async with store.lock:
-            yield conn

@@ -3,14 +3,14 @@ or carry the call's notes back into the graph state with the tool's own result."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from layered_memory._validation import invalid_path_reason
-from layered_memory.guard import Operation, put_back_note, refusal_message
+from layered_memory.guard import Operation, refusal_message
 
 MUTATING_TOOLS: Mapping[str, Operation] = {
     "write_file": "write",
@@ -88,11 +88,8 @@ def with_state_update(
     return result  # a command for another graph: leave it as the tool made it
 
 
-def with_note(
-    result: ToolMessage | Command[Any], changed: Sequence[str]
-) -> ToolMessage | Command[Any]:
-    """The tool's result telling the model that read-only memory was put back."""
-    note = put_back_note(changed)
+def with_note(result: ToolMessage | Command[Any], note: str) -> ToolMessage | Command[Any]:
+    """The tool's result with a note for the model appended (once)."""
     if isinstance(result, ToolMessage) and note not in result.text:
         return result.model_copy(update={"content": f"{result.text}{note}"})
     return result

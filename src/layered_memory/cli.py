@@ -1,4 +1,4 @@
-"""The `layered-memory` console script: `lint`, `inspect`, `sync` and `graph` subcommands.
+"""The `layered-memory` console script: `lint`, `inspect`, `sync`, `graph`, `tiers` subcommands.
 
 Each subcommand is one `_add_<name>` function declaring its arguments and one `_run_<name>`
 function doing the work (or a module of its own, like `_cli_lint`), so owners of different
@@ -12,12 +12,23 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn, cast
 
 from layered_memory._cli_lint import run_lint
+from layered_memory._cli_text import printable
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse quotes the arguments it rejects: hide passwords, escape control characters."""
+
+    def error(self, message: str) -> NoReturn:
+        from layered_memory.stores._urls import scrub
+
+        super().error(printable(scrub(message, None)))
 
 
 def _add_lint(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,7 +65,10 @@ path(s), whether it is writable, its size in chars and approximate tokens
 (chars / 4) and its share of the budget (a bar per layer); which rules match
 the given --path/--entity keys and why (key -> glob), which were skipped and
 why; the files skipped and why; and the exact memory block the model would
-receive (loaded and rendered by the same code as the middleware).
+receive (loaded and rendered by the same code as the middleware). File
+names, keys and memory text are printed with control and invisible
+characters (ANSI escapes, bidi overrides, zero-width) as escapes such as
+\x1b or \u202e; --json holds the exact text.
 
 Memory comes from a folder (--root DIR) or from a PostgreSQL store namespace
 (--store URL --namespace a/b/c, files kept as deepagents' StoreBackend keeps
@@ -195,20 +209,34 @@ def _add_graph(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_parser(subparsers)
 
 
+def _add_tiers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    try:
+        from layered_memory.tiers._cli import add_parser
+    except ImportError:  # the `tiers` extra (numpy) is not installed: no such subcommand
+        return
+    add_parser(subparsers)
+
+
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     _add_lint,
     _add_inspect,
     _add_sync,
     _add_graph,
+    _add_tiers,
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="layered-memory", description="Layered memory for LangChain and deepagents agents."
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Subcommand parsers are `_Parser`s too (argparse makes them of the parent's class); the
+    # `add_*` functions only need the ArgumentParser interface.
+    subparsers = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND", required=True),
+    )
     for add in SUBCOMMANDS:
         add(subparsers)
     return parser

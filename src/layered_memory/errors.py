@@ -74,8 +74,31 @@ class SessionStoreError(LayeredMemoryError):
         super().__init__(message)
 
 
+class SessionDataError(SessionStoreError):
+    """A stored session value cannot be read back (not JSON, not an object): corrupt or foreign.
+
+    Attributes:
+        key: The session key whose stored value is unreadable.
+    """
+
+
 class StoreUnavailableError(SessionStoreError):
     """The server behind a session store cannot be reached (URL given without its password)."""
+
+
+class StoreURLError(SessionStoreError, ValueError):
+    """A session store's connection URL is malformed.
+
+    The message and `url` never hold the password; the driver's exception is not chained, since
+    drivers echo the whole URL in their messages.
+
+    Attributes:
+        url: The URL with its password replaced by ``***``.
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        self.url = url
+        super().__init__(message)
 
 
 class MemoryWriteError(LayeredMemoryError):
@@ -134,3 +157,51 @@ class KnowledgeGraphInputError(KnowledgeGraphError, ValueError):
     def __init__(self, path: str, parameter: str, reason: str) -> None:
         self.parameter = parameter
         super().__init__(path, f"invalid argument {parameter}: {reason}")
+
+
+class TierUserIdError(LayeredMemoryError, ValueError):
+    """A user id cannot name a user's tiered memory (not a string, empty, or too long).
+
+    Attributes:
+        user_id: The offending id, shortened to 80 characters for messages and logs.
+        reason: What is wrong with it.
+    """
+
+    def __init__(self, user_id: object, reason: str) -> None:
+        shown = repr(user_id)
+        self.user_id = shown if len(shown) <= 80 else shown[:77] + "..."
+        self.reason = reason
+        super().__init__(f"invalid user id {self.user_id}: {reason}")
+
+
+class TierItemError(LayeredMemoryError, KeyError):
+    """No page, segment or fact with this id in the user's tiered memory.
+
+    Attributes:
+        item_id: The id asked for.
+    """
+
+    def __init__(self, item_id: str, reason: str) -> None:
+        self.item_id = item_id
+        self.reason = reason
+        super().__init__(f"tiered memory item {item_id!r}: {reason}")
+
+    def __str__(self) -> str:  # KeyError would print the repr of the whole message
+        return str(self.args[0])
+
+
+class CheckpointCacheError(LayeredMemoryError):
+    """The Redis side of a `CachedCheckpointSaver` held something unusable for one thread.
+
+    Never raised to callers: the saver logs it, drops the entry and answers from the wrapped
+    saver.
+
+    Attributes:
+        thread_id: The thread whose cache entry was rejected.
+        reason: What was wrong with it.
+    """
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        self.thread_id = thread_id
+        self.reason = reason
+        super().__init__(f"checkpoint cache entry of thread {thread_id!r} rejected: {reason}")

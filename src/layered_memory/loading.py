@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -255,16 +255,27 @@ def _answers(
     ]
 
 
-def download_files_safely(backend: Any, paths: Sequence[str]) -> list[FileDownloadResponse]:
+def download_files_safely(
+    backend: Any,
+    paths: Sequence[str],
+    *,
+    download: Callable[[list[str]], Sequence[Any]] | None = None,
+) -> list[FileDownloadResponse]:
     """`backend.download_files(paths)`, except that FIFOs, sockets and devices are not opened.
 
     Each of those gets an answer whose `error` says what it is ("not a regular file (a
     FIFO)"); every other path is downloaded in one batched call, answers in `paths` order.
+
+    Args:
+        backend: Where the paths are looked up (routes, disk folders).
+        paths: Backend paths.
+        download: What downloads the regular ones (default: `backend.download_files`).
     """
+    fetch = download or backend.download_files
     special, rest = _special_answers(backend, paths)
     if not special:
-        return cast(list[FileDownloadResponse], backend.download_files(list(paths)))
-    return _answers(paths, special, backend.download_files(rest) if rest else [])
+        return cast(list[FileDownloadResponse], fetch(list(paths)))
+    return _answers(paths, special, fetch(rest) if rest else [])
 
 
 async def adownload_files_safely(backend: Any, paths: Sequence[str]) -> list[FileDownloadResponse]:

@@ -17,6 +17,7 @@ Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -39,6 +40,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from layered_memory import _backend_factory
+from layered_memory._guard_places import backend_path, clear_swapped_on_disk
+from layered_memory._guard_shell import drifted_from_loaded, loaded_snapshot, put_back
 from layered_memory._memory_state import (
     LayeredMemoryState,
     loaded,
@@ -74,18 +77,10 @@ from layered_memory._validation import (
     is_backend,
 )
 from layered_memory.assembler import MemoryAssembler, MemorySnapshot
-from layered_memory.guard import (
-    SHELL_TOOLS,
-    aput_back,
-    drifted,
-    loaded_baseline,
-    protect,
-    protected_paths_of,
-    put_back,
-    refusal,
-)
+from layered_memory.guard import SHELL_TOOLS, protect, protected_paths_of, refusal
 from layered_memory.hooks import HookEvent, HookRegistry
 from layered_memory.layers import Layer, layers_from_sources
+from layered_memory.redaction.memory_edits import note_redaction, redact_memory_edit
 from layered_memory.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS, MEMORY_SYSTEM_PROMPT
 
 if TYPE_CHECKING:
@@ -344,20 +339,17 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
     ) -> ToolResult:
-        """Refuse changes to read-only memory; run the tool; note what it did in the state."""
+        """Refuse changes to read-only memory; redact secrets from memory edits; run the tool;
+        note what it did in the state."""
         refusal_message, notes = self._before_tool(request)
         if refusal_message is not None:
             return refusal_message
-        result = handler(request)
+        request, redaction = redact_memory_edit(request, self.assembler.access_of)
+        result = note_redaction(handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
-        baseline = self._shell_baseline(request)
-        if baseline:
-            backend = self._tool_backend(request)
-            changed = drifted(baseline, backend.download_files(list(baseline)))
-            if changed:
-                put_back(backend, baseline, changed)
-                result = with_note(result, changed)
+        if request.tool_call.get("name") in SHELL_TOOLS:
+            result = self._after_shell(request, result)
         return with_state_update(result, notes)
 
     async def awrap_tool_call(
@@ -369,16 +361,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         refusal_message, notes = self._before_tool(request)
         if refusal_message is not None:
             return refusal_message
-        result = await handler(request)
+        request, redaction = redact_memory_edit(request, self.assembler.access_of)
+        result = note_redaction(await handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
-        baseline = self._shell_baseline(request)
-        if baseline:
-            backend = self._tool_backend(request)
-            changed = drifted(baseline, await backend.adownload_files(list(baseline)))
-            if changed:
-                await aput_back(backend, baseline, changed)
-                result = with_note(result, changed)
+        if request.tool_call.get("name") in SHELL_TOOLS:
+            # File checks either way; in a thread that carries the run's context along.
+            result = await asyncio.to_thread(self._after_shell, request, result)
         return with_state_update(result, notes)
 
     # -- after_agent ----------------------------------------------------------------------------
@@ -484,6 +473,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                     if why is not None:
                         return unreadable_refused(call, path, why), {}
                 edits_memory = edits_memory or access is not None
+        # A shell command or a subagent may have changed writable memory out of sight: the
+        # next model call reloads (a digest check; nothing is re-rendered when unchanged).
+        if tool_name in SHELL_TOOLS or tool_name == "task":
+            edits_memory = True
         return None, tool_notes(state, paths, edits_memory)
 
     def _unreadable_reason(
@@ -495,16 +488,59 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 return unreadable[path]
         return None
 
-    def _shell_baseline(self, request: ToolCallRequest) -> dict[str, str | None]:
-        """After a shell command: the read-only files as last loaded (to compare and restore).
+    def _after_shell(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
+        """After a shell command: read-only memory back to what the run loaded.
 
         A shell cannot be checked before it runs, and a command may leave a process behind
         that changes a file later: every shell call compares read-only memory with what the
-        run loaded, which the user (not the agent) last wrote.
+        run loaded (what the user, not the agent, last wrote), and removes files that appeared
+        in read-only folders.
         """
-        if request.tool_call.get("name") not in SHELL_TOOLS:
-            return {}
-        return loaded_baseline(self.protected_paths, getattr(request, "state", None) or {})
+        if not self.protected_paths:
+            return result
+        backend = self._tool_backend(request)
+        state = getattr(request, "state", None) or {}
+        protected = self.protected_paths
+        baseline = loaded_snapshot(state, list(protected.files), self._folders_of(backend), backend)
+        for path in self._listed_in_folders(backend):
+            baseline.setdefault(path, None)  # not loaded: it appeared since
+        if not baseline:
+            return result
+        changed = drifted_from_loaded(baseline, backend.download_files(list(baseline)))
+        if not changed:
+            return result
+        before = {
+            path: None if text is None else text.encode("utf-8") for path, text in baseline.items()
+        }
+        outcome = put_back(
+            backend,
+            before,
+            changed,
+            delete=backend.delete,
+            clear=lambda path: clear_swapped_on_disk(backend, path),
+        )
+        return with_note(result, outcome.note())
+
+    def _folders_of(self, backend: Any) -> list[str]:
+        return [
+            where
+            for folder in self.protected_paths.folders
+            if (where := backend_path(backend, folder))
+        ]
+
+    def _listed_in_folders(self, backend: Any) -> list[str]:
+        found: list[str] = []
+        for folder in self._folders_of(backend):
+            try:
+                listing = backend.glob("**/*", path=folder)
+            except Exception:  # a listing failure leaves that folder's new files unchecked
+                continue
+            found.extend(
+                str(info["path"])
+                for info in getattr(listing, "matches", None) or []
+                if not info.get("is_dir")
+            )
+        return found
 
     def _backend(
         self, state: Mapping[str, Any], runtime: Any, config: RunnableConfig | None

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from layered_memory._run_data import is_dry_run, thread_id_of
 from layered_memory.hooks import HookEvent
+from layered_memory.redaction import redact_json
 from layered_memory.stores._common import JsonDict, check_ttl
 
 if TYPE_CHECKING:
@@ -99,7 +100,18 @@ class _SessionSave:
             logger.debug("session save skipped: the run has no thread_id")
             return None
         results = self.formatter(data)
-        return None if not results else (key, results)
+        if not results:
+            return None
+        # Redacted here too, not only by the built-in stores: a user's own `SessionStore`
+        # gets no secret either.
+        clean, found = redact_json(results)
+        if found.count:
+            logger.warning(
+                "session save: redacted %d secret(s) (%s) before saving",
+                found.count,
+                ", ".join(found.kinds),
+            )
+        return key, clean
 
     def __call__(self, event: HookEvent, data: Any) -> None:
         planned = self._plan(data)

@@ -1,4 +1,6 @@
-"""A scripted chat model for tests, examples and benchmarks: no API key, fully repeatable.
+"""A scripted chat model and a lexical embedding for tests, examples and benchmarks.
+
+No API key, no model download, fully repeatable.
 
 Each model call consumes the next step of a script. A step is an `AIMessage`, a plain string
 (a final answer), or a callable that receives the prompt messages and returns either of those,
@@ -13,12 +15,16 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import math
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -126,3 +132,43 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._next_step(messages))])
+
+
+class LexicalEmbeddings(Embeddings):
+    """A deterministic bag-of-words embedding: hashed content words, L2-normalized.
+
+    Texts sharing content words get a positive cosine; texts sharing none get (almost) zero,
+    up to hash collisions. Enough to test retrieval, run the demo and the evaluation offline;
+    a real deployment passes a real LangChain `Embeddings`.
+
+    Args:
+        dimensions: Length of every vector (default 512).
+    """
+
+    def __init__(self, *, dimensions: int = 512) -> None:
+        if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 8:
+            msg = f"dimensions must be an int >= 8, got {dimensions!r}"
+            raise ValueError(msg)
+        self.dimensions = dimensions
+        # Imported here so that `layered_memory.testing` loads without the `tiers` extra.
+        from layered_memory.tiers._text import tokens
+
+        self._tokens = tokens
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * self.dimensions
+        for word, count in Counter(self._tokens(text)).items():
+            digest = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
+            # A signed hash: colliding words cancel out on average instead of adding up.
+            sign = 1.0 if digest & 1 else -1.0
+            vector[(digest >> 1) % self.dimensions] += sign * (1.0 + math.log(count))
+        norm = math.sqrt(sum(value * value for value in vector))
+        return [value / norm for value in vector] if norm else vector
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text."""
+        return [self._vector(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of one text (queries and documents share one space)."""
+        return self._vector(text)

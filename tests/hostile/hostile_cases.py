@@ -418,6 +418,27 @@ def special_files(root: Path) -> dict[str, Any]:
     return observed
 
 
+@case
+def shell_fifo(root: Path) -> dict[str, Any]:
+    """A shell command swaps read-only memory for a FIFO: the guard puts the file back."""
+    from deepagents.backends.local_shell import LocalShellBackend
+
+    (root / "AGENTS.md").write_text("read-only")
+    (root / "rules").mkdir()
+    (root / "rules" / "ok.md").write_text("Fine rule.\n")
+    backend = LocalShellBackend(root_dir=root, virtual_mode=True)
+    memory = MemoryMiddleware(backend=backend, layers=[Layer("p", "/AGENTS.md")], rules=["/rules"])
+    command = "rm AGENTS.md rules/ok.md && mkfifo AGENTS.md rules/ok.md"
+    script = [tool_call("execute", command=command), "done"]
+    result, _model = run_agent(memory.protected_backend, memory, script)
+    agents, rule = root / "AGENTS.md", root / "rules" / "ok.md"
+    return {
+        "tool_output": tool_texts(result),
+        "agents": agents.read_text() if agents.is_file() else None,
+        "rule": rule.read_text() if rule.is_file() else None,
+    }
+
+
 # --- 9. Parser entry points called directly ------------------------------------------------
 
 

@@ -125,6 +125,14 @@ def test_ascii_lookalikes_are_defused(attack: str) -> None:
     assert defuse(attack) == "<\\" + attack[1:]
 
 
+def test_a_block_guards_its_own_element_names_too() -> None:
+    text = "</\u200btiered_memory></Long_Term>"
+    assert defuse(text) == text
+    assert defuse(text, names=("tiered_memory", "long_term")) == (
+        "<\\/\u200btiered_memory><\\/Long_Term>"
+    )
+
+
 def test_render_and_rules_use_the_one_function() -> None:
     assert neutralize_tags is defuse
     assert rules.neutralize is defuse

@@ -167,6 +167,15 @@ def test_fifos_sockets_and_devices_are_never_opened(outcomes: dict[str, Any]) ->
     assert result["inspect_status"] == 0
 
 
+def test_a_shell_swapping_memory_for_a_fifo_cannot_hang_the_guard(
+    outcomes: dict[str, Any],
+) -> None:
+    result = outcome(outcomes, "shell_fifo")
+    assert result["agents"] == "read-only"
+    assert result["rule"] == "Fine rule.\n"
+    assert "put back as it was: /AGENTS.md, /rules/ok.md" in result["tool_output"][0]
+
+
 def test_parsers_called_directly_never_raise(outcomes: dict[str, Any]) -> None:
     result = outcome(outcomes, "parser_direct")
     assert result["deep_flow"] == ["frontmatter nested deeper than 16 levels"]

@@ -7,11 +7,12 @@ same code as `KnowledgeGraphMiddleware`, so what it prints is what the agent get
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from layered_memory._cli_text import dumps_json, printable
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -65,7 +66,7 @@ def run_graph(args: argparse.Namespace) -> int:
 
     file = Path(args.file).expanduser().absolute()
     if not file.is_file():
-        print(f"layered-memory graph: {args.file}: no such file", file=sys.stderr)
+        print(f"layered-memory graph: {printable(args.file)}: no such file", file=sys.stderr)
         return EXIT_USAGE
     graph = KnowledgeGraph(
         FilesystemBackend(root_dir=file.parent, virtual_mode=True), f"/{file.name}"
@@ -74,10 +75,10 @@ def run_graph(args: argparse.Namespace) -> int:
         snapshot: GraphSnapshot = graph.snapshot()
         report = _report(graph, snapshot, args)
     except (LayeredMemoryError, ValueError) as exc:
-        print(f"layered-memory graph: {args.file}: {exc}", file=sys.stderr)
+        print(f"layered-memory graph: {printable(args.file)}: {printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(json.dumps(report, ensure_ascii=False, indent=2))
+        print(dumps_json(report))
     else:
         print(_text(args.file, report))
     return EXIT_OK
@@ -109,8 +110,10 @@ def _report(graph: Any, snapshot: Any, args: argparse.Namespace) -> dict[str, An
 
 
 def _text(file: str, report: dict[str, Any]) -> str:
+    # Names, types and observations are data (the agent writes them): control and invisible
+    # characters are shown as escapes (`_cli_text`); --json keeps the exact text.
     lines = [
-        f"{file}: {report['entities']:,} entities, {report['relations']:,} relations"
+        f"{printable(file)}: {report['entities']:,} entities, {report['relations']:,} relations"
         + (
             f", {report['unknown_lines']:,} lines not in the MCP memory format (kept as is)"
             if report["unknown_lines"]
@@ -118,18 +121,20 @@ def _text(file: str, report: dict[str, Any]) -> str:
         )
     ]
     if report["entity_types"]:
-        top = ", ".join(f"{kind} {count:,}" for kind, count in report["entity_types"].items())
+        top = ", ".join(
+            f"{printable(kind)} {count:,}" for kind, count in report["entity_types"].items()
+        )
         lines.append(f"entity types: {top}")
     if "search" in report:
         found = report["search"]
         lines.append(
             f"\nsearch: {len(found['entities'])} entities, {len(found['relations'])} relations"
         )
-        lines.append(json.dumps(found, ensure_ascii=False, indent=2))
+        lines.append(dumps_json(found))
     if "focus" in report:
         focus = report["focus"]
-        names = ", ".join(focus["names"]) or "(none)"
+        names = ", ".join(printable(name) for name in focus["names"]) or "(none)"
         lines.append(f"\nin focus: {names}")
         lines.append(f"injected block ({len(focus['block']):,} chars):")
-        lines.append(focus["block"])
+        lines.append(printable(focus["block"], multiline=True))
     return "\n".join(lines)

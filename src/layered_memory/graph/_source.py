@@ -29,7 +29,7 @@ from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FILE_NOT_FOUND, BackendProtocol
 
 from layered_memory._disk_cache import RACY_WINDOW_NS, disk_path, now_ns
-from layered_memory._locking import _route
+from layered_memory._internals import final_route
 from layered_memory.errors import KnowledgeGraphError
 from layered_memory.graph._format import GraphSnapshot, digest_of, parse
 
@@ -144,7 +144,7 @@ class LocalFile:
 
 def local_file(backend: BackendProtocol, path: str) -> LocalFile | None:
     """The local file behind `path` when it is on a `FilesystemBackend` (else None)."""
-    target, key = _route(backend, path)
+    target, key = final_route(backend, path)
     if not isinstance(target, FilesystemBackend):
         return None
     return LocalFile(disk_path(str(target.cwd), key, virtual=target.virtual_mode))

@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
-import re
 import time
 from collections.abc import Callable
-from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, cast
 
-from layered_memory.errors import SessionStoreError
+from layered_memory.errors import SessionDataError, SessionStoreError
+from layered_memory.redaction import redact_json, redact_text
+from layered_memory.stores._urls import driver_detail, password_hint, redact_url, scrub
+
+__all__ = [
+    "Clock",
+    "JsonDict",
+    "check_key",
+    "check_ttl",
+    "clean_value",
+    "decode_value",
+    "driver_detail",
+    "encode_value",
+    "password_hint",
+    "redact_url",
+    "scrub",
+    "wall_clock",
+]
+
+logger = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
 """A session value: a JSON-serializable dict."""
@@ -55,15 +73,7 @@ def check_ttl(ttl: float | None) -> float | None:
     return float(ttl)
 
 
-def encode_value(key: str, value: object) -> str:
-    """Serialize a session value to compact JSON text.
-
-    Serializing on every write also gives each store value semantics: the caller mutating its
-    dict afterwards cannot change what is stored.
-
-    Raises:
-        SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
-    """
+def _dumps(key: str, value: object) -> str:
     if not isinstance(value, dict):
         msg = f"a session value must be a dict, got {type(value).__name__}"
         raise SessionStoreError(msg, key=key)
@@ -74,71 +84,63 @@ def encode_value(key: str, value: object) -> str:
         raise SessionStoreError(msg, key=key) from exc
 
 
+def _redacted(key: str, value: JsonDict) -> JsonDict | None:
+    """``value`` with its secrets redacted (one warning), or None when it holds none."""
+    clean, found = redact_json(value)
+    if not found.count:
+        return None
+    logger.warning(
+        "redacted %d secret(s) (%s) from the session value for key %s before storing it",
+        found.count,
+        ", ".join(found.kinds),
+        redact_text(key).text,
+    )
+    return dict(clean)
+
+
+def clean_value(key: str, value: object) -> JsonDict:
+    """``value`` checked like `encode_value` does, with its secrets redacted.
+
+    For a store that writes one value to several tiers (`HybridSessionStore`): redacted once,
+    so the tiers find nothing left to redact (and warn once, not once per tier).
+
+    Raises:
+        SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
+    """
+    _dumps(key, value)
+    checked = cast(JsonDict, value)  # a dict: `_dumps` checked it
+    return _redacted(key, checked) or checked
+
+
+def encode_value(key: str, value: object) -> str:
+    """Serialize a session value to compact JSON text, secrets redacted.
+
+    Serializing on every write also gives each store value semantics: the caller mutating its
+    dict afterwards cannot change what is stored. Every string in the value, dict keys
+    included, goes through `layered_memory.redaction.redact_json` first; the session key
+    itself is the caller's identifier and is stored as given.
+
+    Raises:
+        SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
+    """
+    text = _dumps(key, value)
+    # Every adapter writes through here: no secret reaches a store, whoever calls `set`.
+    clean = _redacted(key, cast(JsonDict, value))
+    return text if clean is None else _dumps(key, clean)
+
+
 def decode_value(key: str, text: str | bytes) -> JsonDict:
     """Parse stored JSON text back into a dict.
 
     Raises:
-        SessionStoreError: The stored text is not a JSON object (corrupt or foreign data).
+        SessionDataError: The stored text is not a JSON object (corrupt or foreign data).
     """
     try:
         value = json.loads(text)
     except ValueError as exc:
         msg = f"stored session value for key {key!r} is not valid JSON: {exc}"
-        raise SessionStoreError(msg, key=key) from exc
+        raise SessionDataError(msg, key=key) from exc
     if not isinstance(value, dict):
         msg = f"stored session value for key {key!r} is not a JSON object"
-        raise SessionStoreError(msg, key=key)
+        raise SessionDataError(msg, key=key)
     return value
-
-
-_DSN_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***``, fit for errors and logs.
-
-    Handles ``scheme://user:password@host/...`` URLs, ``?password=`` query parameters and
-    libpq ``key=value`` connection strings.
-    """
-    if "://" not in url:
-        return _DSN_PASSWORD.sub(r"\1***", url)
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostinfo = netloc.rpartition("@")
-            user, has_password, _password = userinfo.partition(":")
-            netloc = f"{user}:***@{hostinfo}" if has_password else netloc
-        query = parts.query
-        if query:
-            pairs = [
-                (name, "***" if name.lower() == "password" else value)
-                for name, value in parse_qsl(query, keep_blank_values=True)
-            ]
-            query = urlencode(pairs, safe="*")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        # An unparsable URL may hide a password anywhere; say nothing rather than leak it.
-        return "<unparsable URL>"
-
-
-def scrub(text: str, url: str) -> str:
-    """Remove the password of ``url`` from ``text`` (a driver's error message)."""
-    password = _password_of(url)
-    return text.replace(password, "***") if password else text
-
-
-def _password_of(url: str) -> str | None:
-    if "://" not in url:
-        match = _DSN_PASSWORD.search(url)
-        return match.group(2).strip("'") if match else None
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.password:
-        return parts.password
-    for name, value in parse_qsl(parts.query):
-        if name.lower() == "password" and value:
-            return value
-    return None

@@ -7,7 +7,13 @@ from typing import Protocol, runtime_checkable
 
 from layered_memory.stores._common import JsonDict
 
-__all__ = ["ExpiryAwareSessionStore", "SessionStore", "StoredSession"]
+__all__ = [
+    "ConditionalSessionStore",
+    "ExpiryAwareSessionStore",
+    "GenerationalSessionStore",
+    "SessionStore",
+    "StoredSession",
+]
 
 
 @runtime_checkable
@@ -70,4 +76,51 @@ class ExpiryAwareSessionStore(SessionStore, Protocol):
 
     async def aget_entry(self, key: str) -> StoredSession | None:
         """Async twin of `get_entry`."""
+        ...
+
+
+@runtime_checkable
+class ConditionalSessionStore(SessionStore, Protocol):
+    """A store with atomic conditional writes (memcached's ``add``, a compare-and-set).
+
+    `HybridSessionStore` uses them on its L1 so a reader's backfill can never overwrite a
+    writer's newer value, and a stale entry is replaced only if nobody changed it meanwhile.
+    `InMemorySessionStore` and `RedisSessionStore` implement it.
+    """
+
+    def add(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if ``key`` is missing or expired; True when stored."""
+        ...
+
+    def replace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Replace the value only if it still equals ``expected`` (None: delete); True if done."""
+        ...
+
+    async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Async twin of `add`."""
+        ...
+
+    async def areplace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Async twin of `replace`."""
+        ...
+
+
+@runtime_checkable
+class GenerationalSessionStore(Protocol):
+    """A store whose server may come back with older data, and that can tell when it did.
+
+    ``generation`` names the server instance the store is connected to (Redis: the server's
+    ``run_id``, read on every new connection). It changes whenever the server restarts, is
+    restored from a snapshot or fails over to a replica, so an entry stamped with another
+    generation may be older than its source. None until the first connection, or when the
+    server does not say.
+    """
+
+    @property
+    def generation(self) -> str | None:
+        """The current server instance's id, or None when unknown."""
         ...

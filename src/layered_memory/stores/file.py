@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 
-from layered_memory.errors import SessionStoreError
+from layered_memory._atomic import atomic_write
+from layered_memory.errors import SessionDataError, SessionStoreError
 from layered_memory.stores._common import (
     Clock,
     JsonDict,
@@ -113,17 +112,15 @@ class FileSessionStore:
         self._write_atomically(key, path, text)
 
     def _write_atomically(self, key: str, path: Path, text: str) -> None:
-        fd, temp_name = tempfile.mkstemp(dir=self.root, prefix=_TEMP_PREFIX, suffix=".json")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                if self._fsync:
-                    os.fsync(handle.fileno())
-            os.replace(temp_name, path)
+            atomic_write(
+                path,
+                text.encode("utf-8"),
+                mode=0o600,
+                durable=self._fsync,
+                temp_prefix=_TEMP_PREFIX,
+            )
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(temp_name)
             msg = f"cannot write session file {str(path)!r}: {exc.strerror or exc}"
             raise SessionStoreError(msg, key=key) from exc
 
@@ -182,11 +179,11 @@ def _parse_file(key: str, path: Path, text: str) -> tuple[str, float | None, Jso
         value = data["value"]
     except (ValueError, KeyError, TypeError) as exc:
         msg = f"session file {str(path)!r} is corrupt: {exc}"
-        raise SessionStoreError(msg, key=key) from exc
+        raise SessionDataError(msg, key=key) from exc
     if not isinstance(value, dict) or not isinstance(stored_key, str):
         msg = f"session file {str(path)!r} is corrupt: unexpected layout"
-        raise SessionStoreError(msg, key=key)
+        raise SessionDataError(msg, key=key)
     if expires_at is not None and not isinstance(expires_at, int | float):
         msg = f"session file {str(path)!r} is corrupt: bad expires_at"
-        raise SessionStoreError(msg, key=key)
+        raise SessionDataError(msg, key=key)
     return stored_key, expires_at, value

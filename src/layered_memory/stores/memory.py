@@ -78,6 +78,40 @@ class InMemorySessionStore:
         with self._lock:
             self._entries.pop(key, None)
 
+    def add(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if ``key`` is missing or expired; True when stored."""
+        check_key(key)
+        seconds = check_ttl(ttl)
+        text = encode_value(key, value)
+        now = self._clock()
+        with self._lock:
+            stored = self._entries.get(key)
+            if stored is not None and (stored[1] is None or stored[1] > now):
+                return False
+            self._entries[key] = (text, None if seconds is None else now + seconds)
+        return True
+
+    def replace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Replace the value only if it still equals ``expected`` (None: delete); True if done."""
+        check_key(key)
+        seconds = check_ttl(ttl)
+        expected_text = encode_value(key, expected)
+        text = None if value is None else encode_value(key, value)
+        now = self._clock()
+        with self._lock:
+            stored = self._entries.get(key)
+            if stored is None or stored[0] != expected_text:
+                return False
+            if stored[1] is not None and stored[1] <= now:
+                return False
+            if text is None:
+                del self._entries[key]
+            else:
+                self._entries[key] = (text, None if seconds is None else now + seconds)
+        return True
+
     def purge_expired(self) -> int:
         """Drop every expired entry now; returns how many were dropped."""
         now = self._clock()
@@ -105,3 +139,13 @@ class InMemorySessionStore:
     async def adelete(self, key: str) -> None:
         """Async twin of `delete`."""
         self.delete(key)
+
+    async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Async twin of `add`."""
+        return self.add(key, value, ttl=ttl)
+
+    async def areplace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Async twin of `replace`."""
+        return self.replace(key, expected, value, ttl=ttl)

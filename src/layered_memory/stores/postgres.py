@@ -9,18 +9,21 @@ Expiry is checked against the server's clock by default, so workers with skewed 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, LiteralString, NoReturn, Self
+from typing import TYPE_CHECKING, Any, LiteralString, Self, TypeVar
 
-from layered_memory.errors import SessionStoreError, StoreUnavailableError
+from layered_memory.errors import SessionStoreError, StoreUnavailableError, StoreURLError
 from layered_memory.stores._common import (
     Clock,
     JsonDict,
     check_key,
     check_ttl,
     decode_value,
+    driver_detail,
     encode_value,
+    password_hint,
     redact_url,
     scrub,
 )
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 __all__ = ["MIGRATIONS", "PostgresSessionStore"]
+
+_T = TypeVar("_T")
 
 _INSTALL_HINT = (
     "PostgresSessionStore needs psycopg 3 and psycopg-pool: pip install 'layered-memory[postgres]'"
@@ -144,17 +149,33 @@ class PostgresSessionStore:
             The store (call `setup` once per database before first use; `close` when done).
 
         Raises:
+            StoreURLError: ``url`` is malformed (a `ValueError`); the message names it without
+                its password.
             StoreUnavailableError: The server cannot be reached; the message names the URL
                 without its password.
         """
         psycopg, psycopg_pool = _import_psycopg()
         timeout = max(1, round(connect_timeout))
-        # Probe once so an unreachable server fails here, with the driver's reason, instead of
-        # as a pool timeout on the first query.
+        failure: SessionStoreError | None = None
+        hint = password_hint(url)
+        if hint is not None:
+            where = redact_url(url)
+            failure = StoreURLError(f"invalid PostgreSQL URL {where}: {hint}", url=where)
         try:
-            psycopg.connect(url, connect_timeout=timeout).close()
+            psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error as exc:
-            raise _unavailable(url, exc) from None
+            failure = failure or _malformed(url, exc)
+        if failure is None:
+            # Probe once so an unreachable server fails here, with the driver's reason, instead
+            # of as a pool timeout on the first query.
+            try:
+                psycopg.connect(url, connect_timeout=timeout).close()
+            except psycopg.Error as exc:
+                failure = _unavailable(url, exc)
+        if failure is not None:
+            # Raised outside the `except` so the driver's exception, whose text may hold the
+            # whole URL, is not even attached as `__context__`.
+            raise failure
         pool = psycopg_pool.ConnectionPool(
             url,
             min_size=1,
@@ -170,10 +191,7 @@ class PostgresSessionStore:
 
         Concurrent callers are serialized by an advisory lock, so several workers may call it.
         """
-        try:
-            self._migrate()
-        except self._psycopg.Error as exc:
-            self._raise(exc, None)
+        self._call(self._migrate, None)
 
     def _migrate(self) -> None:
         sql = self._psycopg.sql
@@ -198,31 +216,39 @@ class PostgresSessionStore:
     def _now(self) -> datetime | None:
         return None if self._clock is None else datetime.fromtimestamp(self._clock(), tz=UTC)
 
-    def _raise(self, exc: Exception, key: str | None) -> NoReturn:
+    def _error(self, exc: Exception, key: str | None) -> SessionStoreError:
         psycopg, psycopg_pool = self._psycopg, self._psycopg_pool
         url = self._url or ""
         where = redact_url(url) if url else "PostgreSQL"
         if isinstance(exc, psycopg_pool.PoolClosed):
             msg = f"PostgreSQL session store for {where} is closed"
-            raise StoreUnavailableError(msg, key=key) from None
+            return StoreUnavailableError(msg, key=key)
         if isinstance(exc, psycopg.OperationalError):  # includes the pool's timeout
-            raise _unavailable(url, exc, key=key) from None
+            return _unavailable(url, exc, key=key)
         if isinstance(exc, psycopg.errors.UndefinedTable):
             msg = (
                 f"session table missing in schema {self.schema!r} of {where}: "
                 "call PostgresSessionStore.setup() first"
             )
-            raise SessionStoreError(msg, key=key) from None
+            return SessionStoreError(msg, key=key)
         msg = f"PostgreSQL at {where} failed: {_first_line(scrub(str(exc), url))}"
-        raise SessionStoreError(msg, key=key) from None
+        return SessionStoreError(msg, key=key)
+
+    def _call(self, operation: Callable[[], _T], key: str | None) -> _T:
+        """Run ``operation``; a driver error becomes the package's error, raised unchained."""
+        try:
+            return operation()
+        except self._psycopg.Error as exc:
+            failure = self._error(exc, key)
+        raise failure
 
     def _execute(self, name: str, params: dict[str, Any], key: str | None) -> Any:
-        try:
+        def run() -> Any:
             with self._pool.connection(timeout=self._timeout) as conn:
                 cursor = conn.execute(self._queries[name], params)
                 return cursor.fetchone() if name == "get" else cursor.rowcount
-        except self._psycopg.Error as exc:
-            self._raise(exc, key)
+
+        return self._call(run, key)
 
     def get_entry(self, key: str) -> StoredSession | None:
         """Return the value and its remaining TTL, or None when missing or expired."""
@@ -258,6 +284,10 @@ class PostgresSessionStore:
     def close(self) -> None:
         """Close the connection pool."""
         self._pool.close()
+
+    def __repr__(self) -> str:
+        where = redact_url(self._url) if self._url else "<pool>"
+        return f"PostgresSessionStore(url={where!r}, schema={self.schema!r})"
 
     def __enter__(self) -> Self:
         return self
@@ -299,7 +329,13 @@ def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), text)
 
 
+def _malformed(url: str, exc: Exception) -> StoreURLError:
+    where = redact_url(url)
+    detail = _first_line(driver_detail(str(exc), url)) if str(exc) else type(exc).__name__
+    return StoreURLError(f"invalid PostgreSQL URL {where}: {detail}", url=where)
+
+
 def _unavailable(url: str, exc: Exception, *, key: str | None = None) -> StoreUnavailableError:
     where = redact_url(url) if url else "PostgreSQL"
-    detail = _first_line(scrub(str(exc), url)) if str(exc) else type(exc).__name__
+    detail = _first_line(driver_detail(str(exc), url)) if str(exc) else type(exc).__name__
     return StoreUnavailableError(f"PostgreSQL at {where} is unreachable: {detail}", key=key)

@@ -1,0 +1,504 @@
+"""The store records of one user's tiers, and their checked conversion from and to JSON.
+
+Per user namespace (see `_settings.user_namespace`):
+
+| key | value |
+|---|---|
+| `state` | short-term pages (inline); mid-term segments (page ids, keywords, summary, |
+|   | counters) and their vectors as one base64 float32 matrix |
+| `visits` | `N_visit` and last retrieval time per segment: the only record a retrieval writes |
+| `long_term` | long-term entries and their vectors |
+| `pages/<id>` | one mid-term page (query, response, keywords, summary) |
+| `vectors/<segment id>` | the vectors of a segment's pages as one matrix, and which are hidden |
+
+Page vectors are kept per segment, not per page: the second retrieval stage decodes the top-m
+segments' matrices in a few calls and fetches the bodies of the top-k pages only.
+
+A value that is not what this module wrote (a hand edit, another program) never crashes a
+run: a malformed entry is skipped with a warning naming the namespace and the entry's id.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from layered_memory.tiers import _vectors as vec
+from layered_memory.tiers._text import top_keywords
+from layered_memory.tiers._types import Fact, FactKind, Page, Segment
+
+logger = logging.getLogger(__name__)
+
+VERSION = 1
+MAX_LINES = 5
+
+
+def _str(value: object, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def _num(value: object, default: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return float(value) if math.isfinite(value) else default
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _strs(value: object) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    if set(map(type, value)) <= {str}:  # the common case, checked at C speed (10,000s of ids)
+        return list(value)  # a copy: a store may hand out the very list it keeps
+    return [item for item in value if isinstance(item, str)]
+
+
+def _counts(value: object) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        return {}
+    if set(map(type, value)) <= {str} and set(map(type, value.values())) <= {int}:
+        return dict(value)  # the common case, checked at C speed
+    return {k: _int(v) for k, v in value.items() if isinstance(k, str)}
+
+
+def _meta(value: object) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+@dataclass(slots=True)
+class PageRec:
+    """A page as stored (mutable while a flow works on it)."""
+
+    id: str
+    query: str
+    response: str
+    timestamp: float
+    meta: dict[str, Any] = field(default_factory=dict)
+    keywords: list[str] = field(default_factory=list)
+    summary: str = ""
+    segment: str | None = None
+    forgotten: bool = False
+    vector: vec.Vector | None = None
+
+    @classmethod
+    def load(cls, value: object) -> PageRec | None:
+        if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
+            return None
+        return cls(
+            id=value["id"],
+            query=_str(value.get("query")),
+            response=_str(value.get("response")),
+            timestamp=_num(value.get("timestamp")),
+            meta=_meta(value.get("meta")),
+            keywords=_strs(value.get("keywords")),
+            summary=_str(value.get("summary")),
+            segment=value.get("segment") if isinstance(value.get("segment"), str) else None,
+            forgotten=value.get("forgotten") is True,
+        )
+
+    def dump(self) -> dict[str, Any]:
+        value: dict[str, Any] = {
+            "id": self.id,
+            "query": self.query,
+            "response": self.response,
+            "timestamp": self.timestamp,
+            "meta": self.meta,
+            "forgotten": self.forgotten,
+        }
+        if self.segment is not None:
+            value["keywords"] = self.keywords
+            value["summary"] = self.summary
+            value["segment"] = self.segment
+        return value
+
+    def public(self) -> Page:
+        return Page(
+            id=self.id,
+            query=self.query,
+            response=self.response,
+            timestamp=self.timestamp,
+            meta=dict(self.meta),
+            keywords=tuple(self.keywords),
+            summary=self.summary,
+            segment_id=self.segment,
+            forgotten=self.forgotten,
+        )
+
+
+@dataclass(slots=True)
+class SegRec:
+    """A mid-term segment as stored."""
+
+    id: str
+    pages: list[str]
+    counts: dict[str, int]
+    keywords: list[str]
+    summary: str
+    lines: list[str]
+    l_interaction: int
+    last_access: float
+    created: float
+    promoted: int = 0
+    """Its first `promoted` pages were promoted (a promotion takes every page after them)."""
+    forgotten: bool = False
+
+    @classmethod
+    def load(cls, value: object) -> SegRec | None:
+        if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
+            return None
+        counts = value.get("counts")
+        return cls(
+            id=value["id"],
+            pages=_strs(value.get("pages")),
+            counts=_counts(counts),
+            keywords=_strs(value.get("keywords")),
+            summary=_str(value.get("summary")),
+            lines=_strs(value.get("lines"))[-MAX_LINES:],
+            l_interaction=_int(value.get("l_interaction")),
+            last_access=_num(value.get("last_access")),
+            created=_num(value.get("created")),
+            promoted=min(_int(value.get("promoted")), len(_strs(value.get("pages")))),
+            forgotten=value.get("forgotten") is True,
+        )
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "pages": self.pages,
+            "counts": self.counts,
+            "keywords": self.keywords,
+            "summary": self.summary,
+            "lines": self.lines[-MAX_LINES:],
+            "l_interaction": self.l_interaction,
+            "last_access": self.last_access,
+            "created": self.created,
+            "promoted": self.promoted,
+            "forgotten": self.forgotten,
+        }
+
+    def add_keywords(self, words: list[str]) -> None:
+        for word in words:
+            self.counts[word] = self.counts.get(word, 0) + 1
+        # Bound the counts: a long-lived segment must not grow a dictionary of every word.
+        if len(self.counts) > 200:
+            self.counts = {word: self.counts[word] for word in top_keywords(self.counts, limit=100)}
+
+    def public(self, pages: tuple[Page, ...], *, heat: float, n_visit: int) -> Segment:
+        return Segment(
+            id=self.id,
+            pages=pages,
+            heat=heat,
+            n_visit=n_visit,
+            l_interaction=self.l_interaction,
+            last_access=self.last_access,
+            created=self.created,
+            summary=self.summary,
+            keywords=tuple(self.keywords),
+            promoted=self.promoted,
+            forgotten=self.forgotten,
+        )
+
+
+@dataclass(slots=True)
+class UserState:
+    """The `state` record: short-term pages, segments and segment vectors."""
+
+    user_id: str
+    seq: int = 0
+    dim: int | None = None
+    stm: list[PageRec] = field(default_factory=list)
+    segments: list[SegRec] = field(default_factory=list)
+    vectors: dict[str, vec.Vector] = field(default_factory=dict)
+
+    def next_id(self, kind: str) -> str:
+        self.seq += 1
+        return f"{kind}{self.seq}"
+
+    def segment(self, segment_id: str) -> SegRec | None:
+        for segment in self.segments:
+            if segment.id == segment_id:
+                return segment
+        return None
+
+    @classmethod
+    def load(cls, value: object, *, user_id: str, where: str) -> UserState:
+        state = cls(user_id=user_id)
+        if value is None:
+            return state
+        if not isinstance(value, Mapping):
+            logger.warning("tiered memory %s: state record is not an object; starting empty", where)
+            return state
+        state.seq = _int(value.get("seq"))
+        dim = _int(value.get("dim"))
+        state.dim = dim or None
+        for raw in value.get("stm") or []:
+            page = PageRec.load(raw)
+            if page is None:
+                logger.warning("tiered memory %s: skipped a malformed short-term page", where)
+            else:
+                state.stm.append(page)
+        for raw in value.get("segments") or []:
+            segment = SegRec.load(raw)
+            if segment is None:
+                logger.warning("tiered memory %s: skipped a malformed segment", where)
+            else:
+                state.segments.append(segment)
+        matrix = DECODED.get(value, len(state.segments), dim)
+        if matrix is None:
+            logger.warning(
+                "tiered memory %s: segment vectors unreadable; segments kept without them", where
+            )
+        else:
+            state.vectors = {seg.id: matrix[i] for i, seg in enumerate(state.segments)}
+        return state
+
+    def dump(self) -> dict[str, Any]:
+        zero = vec.zeros(self.dim or 1)
+        rows = [self.vectors.get(segment.id, zero) for segment in self.segments] if self.dim else []
+        rev = uuid.uuid4().hex
+        text = DECODED.put(rev, vec.stack(rows)) if rows else ""
+        return {
+            "version": VERSION,
+            "user_id": self.user_id,
+            "seq": self.seq,
+            "dim": self.dim,
+            "stm": [page.dump() for page in self.stm],
+            "segments": [segment.dump() for segment in self.segments],
+            "rev": rev,
+            "vectors": text,
+        }
+
+
+@dataclass(slots=True)
+class FactRec:
+    """A long-term entry as stored."""
+
+    id: str
+    text: str
+    kind: FactKind
+    timestamp: float
+    source: str | None = None
+    forgotten: bool = False
+
+    def public(self) -> Fact:
+        return Fact(self.id, self.text, self.kind, self.timestamp, self.source, self.forgotten)
+
+
+@dataclass(slots=True)
+class LongTerm:
+    """The `long_term` record: entries, oldest first, and their vectors."""
+
+    facts: list[FactRec] = field(default_factory=list)
+    vectors: dict[str, vec.Vector] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, value: object, *, where: str) -> LongTerm:
+        lpm = cls()
+        if not isinstance(value, Mapping):
+            return lpm
+        for raw in value.get("facts") or []:
+            if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str):
+                logger.warning("tiered memory %s: skipped a malformed long-term entry", where)
+                continue
+            kind: FactKind = "profile" if raw.get("kind") == "profile" else "fact"
+            source = raw.get("source")
+            lpm.facts.append(
+                FactRec(
+                    id=raw["id"],
+                    text=_str(raw.get("text")),
+                    kind=kind,
+                    timestamp=_num(raw.get("timestamp")),
+                    source=source if isinstance(source, str) else None,
+                    forgotten=raw.get("forgotten") is True,
+                )
+            )
+        dim = _int(value.get("dim"))
+        matrix = DECODED.get(value, len(lpm.facts), dim)
+        if matrix is None:
+            logger.warning("tiered memory %s: long-term vectors unreadable; ignored", where)
+        else:
+            lpm.vectors = {fact.id: matrix[i] for i, fact in enumerate(lpm.facts)}
+        return lpm
+
+    def dump(self) -> dict[str, Any]:
+        dims = {int(vector.shape[0]) for vector in self.vectors.values()}
+        dim = dims.pop() if len(dims) == 1 else 0
+        facts = self.facts if dim else []
+        zero = vec.zeros(dim)
+        rev = uuid.uuid4().hex
+        rows = [self.vectors.get(f.id, zero) for f in facts]
+        text = DECODED.put(rev, vec.stack(rows)) if rows else ""
+        return {
+            "version": VERSION,
+            "facts": [
+                {
+                    "id": f.id,
+                    "text": f.text,
+                    "kind": f.kind,
+                    "timestamp": f.timestamp,
+                    "source": f.source,
+                    "forgotten": f.forgotten,
+                }
+                for f in facts
+            ],
+            "dim": dim,
+            "rev": rev,
+            "vectors": text,
+        }
+
+
+def load_visits(value: object) -> dict[str, tuple[int, float]]:
+    """The `visits` record: segment id -> (N_visit, last retrieval time)."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("segments"), Mapping):
+        return {}
+    visits: dict[str, tuple[int, float]] = {}
+    for key, raw in value["segments"].items():
+        if isinstance(key, str) and isinstance(raw, list) and len(raw) == 2:
+            visits[key] = (_int(raw[0]), _num(raw[1]))
+    return visits
+
+
+def dump_visits(visits: Mapping[str, tuple[int, float]]) -> dict[str, Any]:
+    return {"version": VERSION, "segments": {k: [n, t] for k, (n, t) in visits.items()}}
+
+
+class _DecodedMatrices:
+    """Decoded page matrices by the random revision their record was written with.
+
+    Every write of a `vectors/` record draws a new revision, and the revision is read from the
+    store in the same call that uses the cache, so an entry can never be older than its record
+    (in this process or any other). Decoding dominated retrieval time before this cache
+    (base64 of every searched segment's matrix on every turn); bounded by entry count.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[str, int, int, int, str, str], vec.Vector] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, value: Mapping[str, Any], rows: int, dim: int) -> vec.Vector | None:
+        rev, text = value.get("rev"), value.get("vectors")
+        key = None
+        if isinstance(rev, str) and rev and isinstance(text, str):
+            # The text's length and ends too: a hand edit that kept the revision is not served.
+            key = (rev, rows, dim, len(text), text[:32], text[-32:])
+        if key is not None:
+            with self._lock:
+                found = self._entries.get(key)
+                if found is not None:
+                    self._entries.move_to_end(key)
+                    return found
+        matrix = vec.decode_matrix(text, rows, dim)
+        if matrix is not None and key is not None:
+            self._remember(key, matrix)
+        return matrix
+
+    def put(self, rev: str, matrix: vec.Vector) -> str:
+        """Encode `matrix`, remember it under `rev` (saves decoding it back); the text."""
+        text = vec.encode(matrix)
+        rows, dim = int(matrix.shape[0]), int(matrix.shape[1])
+        self._remember((rev, rows, dim, len(text), text[:32], text[-32:]), matrix)
+        return text
+
+    def _remember(self, key: tuple[str, int, int, int, str, str], matrix: vec.Vector) -> None:
+        matrix.flags.writeable = False  # shared by every reader: nobody may change it
+        with self._lock:
+            self._entries[key] = matrix
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+DECODED = _DecodedMatrices()
+
+
+BLOCK_ROWS = 256
+"""Page vectors per block: a new page re-encodes its block only, never the whole segment."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    rev: str
+    text: str
+    matrix: vec.Vector
+
+    @classmethod
+    def of(cls, rows: list[vec.Vector]) -> _Block:
+        rev = uuid.uuid4().hex
+        matrix = vec.stack(rows)
+        return cls(rev, DECODED.put(rev, matrix), matrix)
+
+
+@dataclass(slots=True)
+class SegVectors:
+    """The `vectors/<segment id>` record: the segment's page vectors (unit length), in page
+    order, in blocks of `BLOCK_ROWS` rows, and the ids of its hidden pages."""
+
+    ids: list[str] = field(default_factory=list)
+    blocks: list[_Block] = field(default_factory=list)
+    hidden: set[str] = field(default_factory=set)
+
+    @classmethod
+    def load(cls, value: object, dim: int | None, *, where: str) -> SegVectors:
+        if not isinstance(value, Mapping) or not dim:
+            return cls()
+        ids = _strs(value.get("ids"))
+        blocks: list[_Block] = []
+        raw_blocks = value.get("blocks")
+        for raw in raw_blocks if isinstance(raw_blocks, list) else []:
+            rows = _int(raw.get("rows")) if isinstance(raw, Mapping) else 0
+            matrix = DECODED.get(raw, rows, dim) if isinstance(raw, Mapping) and rows else None
+            if matrix is None:
+                break
+            blocks.append(_Block(str(raw.get("rev")), str(raw.get("vectors")), matrix))
+        if sum(int(block.matrix.shape[0]) for block in blocks) != len(ids):
+            logger.warning("tiered memory %s: page vectors of a segment unreadable", where)
+            return cls()
+        return cls(ids=ids, blocks=blocks, hidden=set(_strs(value.get("hidden"))))
+
+    def parts(self) -> list[tuple[list[str], vec.Vector]]:
+        """`(page ids, their vectors)` per block."""
+        out, start = [], 0
+        for block in self.blocks:
+            end = start + int(block.matrix.shape[0])
+            out.append((self.ids[start:end], block.matrix))
+            start = end
+        return out
+
+    def append(self, page_id: str, vector: vec.Vector) -> None:
+        """Add a page's vector, scaled to length 1 (retrieval then needs no row norms)."""
+        row = vec.unit(vector)
+        if self.blocks and self.blocks[-1].matrix.shape[0] < BLOCK_ROWS:
+            self.blocks[-1] = _Block.of([*self.blocks[-1].matrix, row])
+        else:
+            self.blocks.append(_Block.of([row]))
+        self.ids.append(page_id)
+
+    def remove(self, page_id: str) -> None:
+        if page_id in self.ids:
+            rows = [row for _, matrix in self.parts() for row in matrix]
+            index = self.ids.index(page_id)
+            del self.ids[index], rows[index]
+            self.blocks = [
+                _Block.of(rows[i : i + BLOCK_ROWS]) for i in range(0, len(rows), BLOCK_ROWS)
+            ]
+        self.hidden.discard(page_id)
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "ids": self.ids,
+            "hidden": sorted(self.hidden),
+            "dim": int(self.blocks[0].matrix.shape[1]) if self.blocks else 0,
+            "blocks": [
+                {"rev": b.rev, "rows": int(b.matrix.shape[0]), "vectors": b.text}
+                for b in self.blocks
+            ],
+        }

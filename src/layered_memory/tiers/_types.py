@@ -1,0 +1,164 @@
+"""The values the tiers hand out: pages, segments, long-term entries and a retrieval."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+FactKind = Literal["profile", "fact"]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One dialogue page: a user query, the response, and when it happened.
+
+    Attributes:
+        id: Unique within the user (`p<n>`).
+        query: The user's message.
+        response: The assistant's answer.
+        timestamp: Seconds since the epoch (from the memory's clock).
+        meta: Caller-given metadata (JSON values), e.g. a thread id.
+        keywords: Its keyword set K_p (empty while the page is in short-term memory).
+        summary: One line about it (empty while in short-term memory).
+        segment_id: The mid-term segment holding it; None in short-term memory.
+        forgotten: Hidden from retrieval and prompts (restorable).
+    """
+
+    id: str
+    query: str
+    response: str
+    timestamp: float
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    keywords: tuple[str, ...] = ()
+    summary: str = ""
+    segment_id: str | None = None
+    forgotten: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A mid-term topic segment and its heat.
+
+    Attributes:
+        id: Unique within the user (`s<n>`).
+        pages: Its pages, oldest first.
+        heat: α·N_visit + β·L_interaction + γ·exp(−Δt/μ) at the time it was read.
+        n_visit: How many retrievals used it.
+        l_interaction: Pages added since its last promotion to long-term memory.
+        last_access: When it was last retrieved or extended (epoch seconds).
+        created: When it was created.
+        summary: Its summary (model-made with a chat model, lexical without).
+        keywords: Its keyword set K_s.
+        promoted: How many of its pages were promoted to long-term memory.
+        forgotten: Hidden from retrieval and prompts (restorable).
+    """
+
+    id: str
+    pages: tuple[Page, ...]
+    heat: float
+    n_visit: int
+    l_interaction: int
+    last_access: float
+    created: float
+    summary: str
+    keywords: tuple[str, ...]
+    promoted: int = 0
+    forgotten: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One long-term personal memory entry.
+
+    Attributes:
+        id: Unique within the user (`f<n>`).
+        text: The entry.
+        kind: `"profile"` (a trait or preference, always shown) or `"fact"` (shown when
+            relevant to the query).
+        timestamp: When it was promoted.
+        source: The segment it was promoted from.
+        forgotten: Hidden from retrieval and prompts (restorable).
+    """
+
+    id: str
+    text: str
+    kind: FactKind
+    timestamp: float
+    source: str | None = None
+    forgotten: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredPage:
+    """A mid-term page found by a retrieval, with its cosine similarity to the query."""
+
+    page: Page
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredFact:
+    """A long-term fact found by a retrieval, with its cosine similarity to the query."""
+
+    fact: Fact
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """What one retrieval found in the three tiers.
+
+    Attributes:
+        short_term: Every visible short-term page, oldest first.
+        pages: The top-k mid-term pages above the page threshold, best first.
+        facts: The top long-term facts above the fact threshold, best first.
+        profile: Every visible long-term profile entry, newest first.
+        segments: `(segment id, score)` of the top-m segments searched, best first.
+    """
+
+    short_term: tuple[Page, ...] = ()
+    pages: tuple[ScoredPage, ...] = ()
+    facts: tuple[ScoredFact, ...] = ()
+    profile: tuple[Fact, ...] = ()
+    segments: tuple[tuple[str, float], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.short_term or self.pages or self.facts or self.profile)
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidation:
+    """What one consolidation did (moving pages to mid-term, evicting, promoting).
+
+    Attributes:
+        moved: Pages moved from short-term to mid-term memory.
+        created: Segments created.
+        evicted: Segments evicted (the coldest, over capacity).
+        promoted: Segments promoted to long-term memory.
+        facts: Long-term entries added.
+        pending: Pages still waiting in short-term memory over its capacity (an embedding
+            failure leaves them there; the next consolidation retries).
+    """
+
+    moved: int = 0
+    created: int = 0
+    evicted: int = 0
+    promoted: int = 0
+    facts: int = 0
+    pending: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """The result of `forget` / `restore`.
+
+    Attributes:
+        id: The item's id.
+        kind: `"page"`, `"segment"` or `"fact"`.
+        purged: Deleted for good (`purge=True`) rather than hidden.
+    """
+
+    id: str
+    kind: Literal["page", "segment", "fact"]
+    purged: bool = False

@@ -1,0 +1,174 @@
+"""Faults: Redis killed, restarted from an older snapshot, frozen; two worker processes.
+
+Each test that kills, freezes or restarts Redis owns its redis-server (`own_redis`). Nothing is
+timed: a frozen server is tested in a subprocess with a generous limit, so a hang fails the
+test instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from checkpoint_harness import RedisServer, conversation, latest, put_messages
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres import PostgresSaver
+
+from layered_memory.checkpoint import CachedCheckpointSaver
+from layered_memory.checkpoint._codec import Keys
+
+pytestmark = pytest.mark.redis
+HANG_GUARD_SECONDS = 120  # only stops a hung scenario; nothing is timed
+WORKER = Path(__file__).with_name("checkpoint_fault_worker.py")
+
+
+async def read(saver: Any, thread: str, use_async: bool) -> Any:
+    return await saver.aget_tuple(latest(thread)) if use_async else saver.get_tuple(latest(thread))
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "layered_memory.checkpoint" and r.levelno >= logging.WARNING
+    ]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_redis_killed_then_back(
+    own_redis: RedisServer, caplog: pytest.LogCaptureFixture, use_async: bool
+) -> None:
+    inner = InMemorySaver()
+    saver = CachedCheckpointSaver(inner, redis_url=own_redis.url, retry_after=0, timeout=0.5)
+    put_messages(saver, "t", conversation(4))
+    for _ in range(3):
+        await read(saver, "t", use_async)
+
+    own_redis.stop()
+    with caplog.at_level(logging.INFO, logger="layered_memory.checkpoint"):
+        stored = put_messages(saver, "t", conversation(6, tag="down"))
+        for _ in range(3):
+            tup = await read(saver, "t", use_async)
+            assert tup == inner.get_tuple(latest("t"))
+            assert (
+                tup.config["configurable"]["checkpoint_id"]
+                == stored["configurable"]["checkpoint_id"]
+            )
+        assert len(warnings_of(caplog)) == 1  # one warning for the whole outage
+        assert saver._redis_side.breaker.is_open
+
+        own_redis.start()
+        for _ in range(3):
+            assert await read(saver, "t", use_async) == inner.get_tuple(latest("t"))
+    assert not saver._redis_side.breaker.is_open  # recovered by itself
+    assert len(warnings_of(caplog)) == 1
+    assert any("answers again" in r.getMessage() for r in caplog.records)
+    await saver.aclose()
+
+
+def tokens(server: RedisServer, prefix: str) -> tuple[Any, Any]:
+    keys = Keys.of(prefix, "t")
+    client = server.client()
+    try:
+        return client.get(keys.epoch), client.hgetall(keys.thread)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_restart_from_an_older_snapshot_serves_nothing_older(
+    own_redis: RedisServer, caplog: pytest.LogCaptureFixture, use_async: bool
+) -> None:
+    """The snapshot holds version tokens that were valid before the last write; after the
+    restart they come back under a new run_id and must not be trusted."""
+    inner = InMemorySaver()
+    writer = CachedCheckpointSaver(inner, redis_url=own_redis.url, retry_after=0)
+    reader = CachedCheckpointSaver(inner, redis_url=own_redis.url, retry_after=0)
+    put_messages(writer, "t", conversation(4, tag="old"))
+    for _ in range(3):
+        await read(reader, "t", use_async)  # reader holds the old checkpoint, hot
+    own_redis.save()  # the snapshot: tokens under which the old checkpoint is valid
+    client = own_redis.client()
+    snapshot_tokens = (
+        client.get(Keys.of(writer.prefix, "t").epoch),
+        client.hgetall(Keys.of(writer.prefix, "t").thread),
+    )
+    client.close()
+
+    put_messages(writer, "t", conversation(6, tag="new"))
+    own_redis.stop()  # SIGKILL: the older snapshot is what the next start loads
+    own_redis.start()
+    client = own_redis.client()
+    restored = (
+        client.get(Keys.of(writer.prefix, "t").epoch),
+        client.hgetall(Keys.of(writer.prefix, "t").thread),
+    )
+    client.close()
+    assert restored == snapshot_tokens  # the old tokens are back
+
+    with caplog.at_level(logging.WARNING, logger="layered_memory.checkpoint"):
+        for _ in range(3):
+            assert await read(reader, "t", use_async) == inner.get_tuple(latest("t"))
+    # Answered through Redis (a reconnect, no outage), not by falling back to the saver:
+    assert not reader._redis_side.breaker.is_open
+    assert warnings_of(caplog) == []
+    await writer.aclose()
+    await reader.aclose()
+
+
+def test_frozen_redis_every_call_answered_then_recovered(own_redis: RedisServer) -> None:
+    assert own_redis.proc is not None
+    done = subprocess.run(
+        [sys.executable, str(WORKER), "frozen", own_redis.url, str(own_redis.proc.pid)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["during"] == {"writer": True, "reader": True}
+    assert result["after"] == {"idle": True, "reader": True, "writer": True, "idle_u": True}
+    assert result["hot_after"] is True
+    assert result["warnings"] == 2  # the writer and the reader saw it once each; idle never
+    assert result["open"] == [False, False, False]
+
+
+@pytest.mark.postgres
+def test_two_processes_share_redis_and_postgres(
+    pg_conninfo: str, redis_url: str, prefix: str
+) -> None:
+    """Whatever the other process writes, this one's next read sees, though it held the thread
+    hot in its own memory."""
+    with PostgresSaver.from_conn_string(pg_conninfo) as inner:
+        inner.setup()
+        saver = CachedCheckpointSaver(inner, redis_url=redis_url, prefix=prefix)
+        put_messages(saver, "t", conversation(10))
+
+        other = subprocess.Popen(
+            [sys.executable, str(WORKER), "serve", pg_conninfo, redis_url, prefix, "t"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert other.stdin is not None
+        assert other.stdout is not None
+        try:
+            for n in (12, 0, 14, -1):
+                for _ in range(3):
+                    saver.get_tuple(latest("t"))  # hot here
+                other.stdin.write(f"{n}\n")
+                other.stdin.flush()
+                assert json.loads(other.stdout.readline())  # the other process has written
+                assert saver.get_tuple(latest("t")) == inner.get_tuple(latest("t"))
+        finally:
+            _, errors = other.communicate(timeout=HANG_GUARD_SECONDS)
+        assert other.returncode == 0, errors[-3000:]
+        assert saver.get_tuple(latest("t")) is None  # deleted by the other process
+        saver.close()

@@ -1,0 +1,106 @@
+"""Tiered memory on the real PostgreSQL (`PostgresStore` / `AsyncPostgresStore`): what one
+process records, another process retrieves; hostile user ids stay apart in SQL prefixes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
+from psycopg.conninfo import make_conninfo
+
+from layered_memory.testing import LexicalEmbeddings
+from layered_memory.tiers import TieredMemory
+from layered_memory.tiers._settings import user_namespace
+
+HANG_GUARD_SECONDS = 300  # only stops a hung subprocess; nothing is timed
+
+WRITER = textwrap.dedent(
+    """
+    import json, sys
+    from langgraph.store.postgres import PostgresStore
+    from layered_memory.testing import LexicalEmbeddings
+    from layered_memory.tiers import TieredMemory
+
+    conninfo, mode = sys.argv[1], sys.argv[2]
+    clock = iter(range(1_700_000_000, 1_800_000_000, 60))
+    with PostgresStore.from_conn_string(conninfo) as store:
+        memory = TieredMemory(store, embeddings=LexicalEmbeddings(), clock=lambda: next(clock),
+                              stm_capacity=2, tau=3)
+        if mode == "write":
+            for user in ("ada", "ada.x"):
+                texts = ["My dentist is Dr Alvarez.", "Dentist visits are on Mondays.",
+                         "I grow tomatoes.", "Tomatoes need sun.", "filler"]
+                for i, text in enumerate(texts):
+                    memory.add_page(user, f"({user}) {text}", f"answer {i}")
+        else:
+            found = memory.retrieve("ada", "who is my dentist")
+            print(json.dumps({"pages": [s.page.query for s in found.pages],
+                              "short_term": [p.query for p in found.short_term],
+                              "facts": [s.fact.text for s in found.facts]}))
+    """
+)
+
+
+@pytest.fixture
+def conninfo(postgres_url: str) -> Iterator[str]:
+    """A conninfo whose `search_path` is a fresh schema, dropped after the test."""
+    schema = f"lm_tiers_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        with PostgresStore.from_conn_string(
+            make_conninfo(postgres_url, options=f"-csearch_path={schema}")
+        ) as store:
+            store.setup()
+        yield make_conninfo(postgres_url, options=f"-csearch_path={schema}")
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _run(conninfo: str, mode: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, conninfo, mode],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.postgres
+async def test_memory_persists_across_processes(conninfo: str) -> None:
+    _run(conninfo, "write")
+    async with AsyncPostgresStore.from_conn_string(conninfo) as store:
+        memory = TieredMemory(store, embeddings=LexicalEmbeddings(), stm_capacity=2, tau=3)
+        stm = await memory.ashort_term("ada")
+        assert [p.query for p in stm] == ["(ada) Tomatoes need sun.", "(ada) filler"]
+        segments = await memory.asegments("ada")
+        assert sorted(p.query for s in segments for p in s.pages) == [
+            "(ada) Dentist visits are on Mondays.",
+            "(ada) I grow tomatoes.",
+            "(ada) My dentist is Dr Alvarez.",
+        ]
+        long_term = await memory.along_term("ada")
+        assert "(ada) My dentist is Dr Alvarez." in long_term
+        assert not any("(ada.x)" in text for text in long_term)
+        # Both users' items are in the table, under namespaces that do not prefix each other.
+        ada = user_namespace(memory.namespace, "ada")
+        listed = await store.alist_namespaces(prefix=ada)
+        assert listed
+        assert all(ns[: len(ada)] == ada for ns in listed)
+        await memory.aadd_page("ada", "My dentist moved to Porto.", "ok")
+
+    found = json.loads(_run(conninfo, "read"))
+    assert "(ada) My dentist is Dr Alvarez." in found["pages"]
+    assert found["short_term"] == ["(ada) filler", "My dentist moved to Porto."]
+    assert not any("(ada.x)" in text for texts in found.values() for text in texts)
