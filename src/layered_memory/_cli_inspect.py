@@ -21,6 +21,7 @@ from layered_memory._cli_text import printable
 from layered_memory._rule_types import RuleDecision
 from layered_memory.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.layers import Layer
+from layered_memory.loading import download_files_safely
 from layered_memory.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
@@ -157,7 +158,7 @@ def parse_layers(specs: Sequence[str]) -> list[Layer]:
 
 def discover_layers(backend: Any) -> list[Layer]:
     """The conventional layers whose file exists (one batched download)."""
-    responses = backend.download_files([path for _, path, _ in DEFAULT_LAYERS])
+    responses = download_files_safely(backend, [path for _, path, _ in DEFAULT_LAYERS])
     return [
         Layer(name, path, writable=writable)
         for (name, path, writable), response in zip(DEFAULT_LAYERS, responses, strict=True)

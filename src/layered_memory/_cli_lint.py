@@ -14,6 +14,7 @@ from layered_memory._rule_backend import list_rule_files
 from layered_memory._rule_parse import decode_rule_file, is_rule_file
 from layered_memory._rule_set import build_rule_set
 from layered_memory._rule_types import Rule, RuleProblem
+from layered_memory.loading import download_files_safely
 
 
 def _display(path: str) -> str:
@@ -71,7 +72,7 @@ def run_lint(paths: Sequence[str], *, explain: Sequence[str] = (), root: str = "
     if missing:
         return 2
     # One batched read, exactly as the middleware loads rule files.
-    responses = backend.download_files([path for _, path in files]) if files else []
+    responses = download_files_safely(backend, [path for _, path in files]) if files else []
     parsed: list[tuple[Rule | None, list[RuleProblem]]] = [
         decode_rule_file(response, folder_index=index)
         for (index, _), response in zip(files, responses, strict=True)

@@ -10,6 +10,9 @@ tick, with the same size, keeps its signature. As git does with its "racily clea
 file whose mtime is within `RACY_WINDOW_NS` of the moment we read it is not trusted: it is read
 again next time. Only regular files are cached (a symlink always goes to the backend, which
 applies its own root checks), and every read of a changed file still goes through the backend.
+
+`non_regular_files` finds FIFOs, sockets and devices before anything opens them: opening a FIFO
+for reading waits for a writer, forever if none comes, and a device may never end.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deepagents.backends.composite import CompositeBackend
 from deepagents.backends.filesystem import FilesystemBackend
+
+from layered_memory._internals import final_route
 
 RACY_WINDOW_NS = 2_000_000_000
 """Files modified this close to our read are re-read next time (coarse filesystem clocks)."""
@@ -107,6 +113,48 @@ def disk_path(root: str, backend_path: str, *, virtual: bool) -> str:
     if virtual or not os.path.isabs(backend_path):
         return os.path.join(root, backend_path.lstrip("/"))
     return backend_path
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def special_file_kind(path: str) -> str | None:
+    """What `path` on disk is when it is a FIFO, a socket or a device (symlinks followed).
+
+    None for a regular file, a folder, a missing or unreachable path: the backend reports
+    those itself, and none of them blocks a read.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    for test, kind in _SPECIAL_KINDS:
+        if test(mode):
+            return kind
+    return None
+
+
+def non_regular_files(backend: Any, paths: Iterable[str]) -> dict[str, str]:
+    """The backend paths that name a FIFO, socket or device on local disk, with what each is.
+
+    Looks through a `FilesystemBackend`, directly or behind a `CompositeBackend` route; other
+    backends hold no such files and cost nothing here.
+    """
+    found: dict[str, str] = {}
+    if not isinstance(backend, FilesystemBackend | CompositeBackend):
+        return found
+    for path in paths:
+        target, key = final_route(backend, path)
+        if isinstance(target, FilesystemBackend):
+            kind = special_file_kind(disk_path(str(target.cwd), key, virtual=target.virtual_mode))
+            if kind is not None:
+                found[path] = kind
+    return found
 
 
 def now_ns() -> int:

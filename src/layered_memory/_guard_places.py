@@ -17,6 +17,7 @@ from typing import Any, Literal
 from deepagents.backends.composite import CompositeBackend
 from deepagents.backends.filesystem import FilesystemBackend
 
+from layered_memory._disk_cache import special_file_kind
 from layered_memory._internals import route
 from layered_memory.layers import expand_user, lexical_path
 
@@ -191,7 +192,7 @@ def walk_files(top: str) -> Iterator[str]:
 
 
 def clear_swapped_on_disk(backend: Any, path: str) -> bool:
-    """Remove a symlink or folder a command put where a local file belongs.
+    """Remove a symlink, folder, FIFO, socket or device a command put where a local file belongs.
 
     Writing through a symlink would leave the link in place (and deepagents' virtual-mode
     backend deletes a link's target, not the link), so the occupant is removed here, on disk,
@@ -214,6 +215,9 @@ def clear_swapped_on_disk(backend: Any, path: str) -> bool:
             return True
         if os.path.isdir(disk):
             shutil.rmtree(disk)  # removes links inside, never what they point to
+            return True
+        if special_file_kind(disk) is not None:
+            os.unlink(disk)  # writing the file back would open it: a FIFO blocks forever
             return True
     except OSError:
         return False

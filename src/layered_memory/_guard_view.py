@@ -36,6 +36,7 @@ from deepagents.backends.protocol import (
 
 from layered_memory._guard_places import MAX_FOLDER_ENTRIES, backend_path, clear_swapped_on_disk
 from layered_memory._guard_shell import Outcome, changed_paths, put_back, read_snapshot
+from layered_memory.loading import download_files_safely
 
 if TYPE_CHECKING:
     from layered_memory.guard import Operation, ProtectedPaths
@@ -76,6 +77,11 @@ class _Own:
 
     def __init__(self, view: Any) -> None:
         self._view = view
+
+    def download_files(self, paths: list[str]) -> list[Any]:
+        """The own download, except that a FIFO, socket or device is never opened: a command
+        can leave one where a protected file was, and opening a FIFO waits forever."""
+        return download_files_safely(self._view, paths, download=self.__getattr__("download_files"))
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._view._lm_backend_class, name).__get__(self._view)

@@ -254,15 +254,34 @@ def _new_section_index(lines: Sequence[str]) -> int:
 
     Only a memory file's first lines are injected (200 by default), so the section goes before
     the first level-2 heading; with none, after the `# ` title and its short intro paragraph;
-    with no title, at the top.
+    with no title, at the top. Never inside a code fence: a heading there is no heading, and
+    a fence left open (say, by a hostile or half-written file) would swallow the section.
     """
+    fenced = _fenced_lines(lines)
     for index, line in enumerate(lines):
-        if line.startswith("## "):
+        if line.startswith("## ") and index not in fenced:
             return index
     for index, line in enumerate(lines):
-        if line.startswith("# "):
-            return _after_intro(lines, index + 1)
+        if line.startswith("# ") and index not in fenced:
+            at = _after_intro(lines, index + 1)
+            return at if at not in fenced and at - 1 not in fenced else 0
     return 0
+
+
+def _fenced_lines(lines: Sequence[str]) -> set[int]:
+    """Indexes of the lines inside code fences, the fence lines included (one pass)."""
+    inside: set[int] = set()
+    fence: str | None = None
+    for index, raw in enumerate(lines):
+        match = _FENCE.match(raw.rstrip("\r\n")) if raw.lstrip(" ").startswith(("`", "~")) else None
+        if fence is not None:
+            inside.add(index)
+            if match and match["fence"][0] == fence[0] and len(match["fence"]) >= len(fence):
+                fence = None
+        elif match:
+            fence = match["fence"]
+            inside.add(index)
+    return inside
 
 
 _MAX_INTRO_LINES = 20

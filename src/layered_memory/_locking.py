@@ -43,6 +43,7 @@ from deepagents.backends.store import StoreBackend
 from filelock import FileLock
 
 from layered_memory import _atomic
+from layered_memory._disk_cache import special_file_kind
 from layered_memory._internals import filesystem_path, final_route, store_of
 from layered_memory._transactions import (
     T,
@@ -164,6 +165,10 @@ class FileLockStrategy:
 
     def _read(self, path: str) -> str | None:
         real = self._real_paths[path]
+        # Opening a FIFO waits for a writer, forever if none comes: never open one.
+        kind = special_file_kind(str(real))
+        if kind is not None:
+            raise MemoryWriteError(path, f"not a regular file ({kind}): never opened")
         try:
             data = real.read_bytes()
         except FileNotFoundError:

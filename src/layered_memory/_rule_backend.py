@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from layered_memory._rule_parse import decode_rule_file, is_rule_file
 from layered_memory._rule_set import RuleSet, build_rule_set
 from layered_memory._rule_types import Rule, RuleProblem
+from layered_memory.loading import adownload_files_safely, download_files_safely
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol, FileDownloadResponse
@@ -153,7 +154,7 @@ def load_rule_set(
         `load_rule_set(FilesystemBackend(root_dir=".", virtual_mode=True), ["/.claude/rules"])`
     """
     files, listing_problems = list_rule_files(backend, folders)
-    responses = backend.download_files([path for _, path in files]) if files else []
+    responses = download_files_safely(backend, [path for _, path in files]) if files else []
     return _finish(parse_downloads(files, responses), listing_problems, strict=strict, log=log)
 
 
@@ -166,5 +167,6 @@ async def aload_rule_set(
 ) -> RuleSet:
     """Async `load_rule_set`."""
     files, listing_problems = await alist_rule_files(backend, folders)
-    responses = await backend.adownload_files([path for _, path in files]) if files else []
+    paths = [path for _, path in files]
+    responses = await adownload_files_safely(backend, paths) if files else []
     return _finish(parse_downloads(files, responses), listing_problems, strict=strict, log=log)

@@ -1,11 +1,14 @@
-"""The rules part of the prompt: matched bodies, then agent-requested rules, within a budget."""
+"""The rules part of the prompt: matched bodies, then agent-requested rules, within a budget.
+
+Rule files are untrusted: bodies, names, descriptions and paths all go through the package's
+one defusing function (`_defuse.defuse`), so a rule cannot close the tags around it.
+"""
 
 from __future__ import annotations
 
-import re
-from html import escape
-
+from layered_memory._defuse import defuse, defuse_attribute, defuse_name
 from layered_memory._rule_types import Rule, RuleMatch
+from layered_memory.render import defuse_within
 
 RULES_OPEN = "<rules>\n"
 RULES_CLOSE = "</rules>"
@@ -16,41 +19,33 @@ REQUESTED_OPEN = (
 REQUESTED_CLOSE = "</requested_rules>\n"
 TRUNCATION_MARKER = "\n[rule truncated: {cut} of {total} characters of {path} cut]"
 
-# Memory text is untrusted: a body must not be able to close the tags around it and speak as
-# the system prompt. `<\/` reads the same to a model but closes nothing.
-_CLOSING_TAG = re.compile(r"</(?=\s*(?:rules?|requested_rules|agent_memory)\b)", re.IGNORECASE)
-
-
-def neutralize(text: str) -> str:
-    """Defuse `</rule`, `</rules`, `</requested_rules` and `</agent_memory` in untrusted text."""
-    return _CLOSING_TAG.sub(r"<\\/", text)
-
-
-def _attribute(value: str) -> str:
-    return escape(" ".join(value.split()), quote=True)
+neutralize = defuse
+"""The package's one defusing function, under the name `layered_memory.rules` exports."""
 
 
 def _rule_block(rule: Rule, room: int) -> str | None:
     """The rule's block, its body truncated to fit `room` characters; None if nothing fits."""
-    head = f'<rule name="{_attribute(rule.name)}" path="{_attribute(rule.path)}">\n'
+    head = f'<rule name="{defuse_attribute(rule.name)}" path="{defuse_attribute(rule.path)}">\n'
     tail = "\n</rule>\n"
-    body = neutralize(rule.body)
+    body = defuse_within(rule.body, room)
     block = head + body + tail
     if len(block) <= room:
         return block
     total = len(body)
     # The marker's length depends on the number cut; size it for the worst case (all cut).
-    marker_room = len(TRUNCATION_MARKER.format(cut=total, total=total, path=rule.path))
+    path = defuse_name(rule.path)
+    marker_room = len(TRUNCATION_MARKER.format(cut=total, total=total, path=path))
     keep = room - len(head) - len(tail) - marker_room
     if keep <= 0:
         return None
-    marker = TRUNCATION_MARKER.format(cut=total - keep, total=total, path=rule.path)
+    marker = TRUNCATION_MARKER.format(cut=total - keep, total=total, path=path)
     return head + body[:keep] + marker + tail
 
 
 def _requested_line(rule: Rule) -> str:
-    description = neutralize(" ".join(rule.description.split()))
-    return f"- {neutralize(rule.name)}: {description} (path: {neutralize(rule.path)})\n"
+    description = defuse_name(" ".join(rule.description.split()))
+    name, path = defuse_name(" ".join(rule.name.split())), defuse_name(" ".join(rule.path.split()))
+    return f"- {name}: {description} (path: {path})\n"
 
 
 def render_rules(match: RuleMatch, *, max_chars: int) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import posixpath
 from collections.abc import Iterable, Sequence
 
-from layered_memory._glob import CompiledGlob, GlobIndex
+from layered_memory._glob import CompiledGlob, GlobIndex, nfc
 from layered_memory._rule_parse import cached_compile_glob, default_rule_name
 from layered_memory._rule_types import Rule, RuleDecision, RuleHit, RuleMatch, RuleProblem
 from layered_memory.errors import RuleFileError
@@ -16,18 +17,27 @@ logger = logging.getLogger(__name__)
 _MEMO_LIMIT = 16_384
 """Keys remembered per rule set; a thread touches far fewer paths, so this only caps abuse."""
 
+MAX_KEY_CHARS = 4096
+"""Longer match keys are ignored: no file has such a path (Linux's PATH_MAX), and a key is
+kept in every memo and tested at every model call."""
 
-def _key_forms(key: str, root: str) -> list[str]:
-    """The strings a key is tested as: itself (normalized) and, if under `root`, relative."""
+
+@functools.lru_cache(maxsize=4096)
+def _key_forms(key: str, root: str) -> tuple[str, ...]:
+    """The strings a key is tested as: itself (normalized, NFC) and, if under `root`, relative.
+
+    Remembered: the same touched paths are matched again at every model call of a thread.
+    """
     text = key.strip()
     if not text:
-        return []
+        return ()
+    text = nfc(text)
     if "/" in text:
         text = posixpath.normpath(text)
         if text.startswith("//"):
             text = "/" + text.lstrip("/")
         if text == ".":
-            return []
+            return ()
     forms = [text]
     if text.startswith("/"):
         if root == "/":
@@ -38,7 +48,7 @@ def _key_forms(key: str, root: str) -> list[str]:
             relative = ""
         if relative:
             forms.append(relative)
-    return forms
+    return tuple(forms)
 
 
 def _normalize_root(root: str) -> str:
@@ -66,6 +76,7 @@ class RuleSet:
         "_index",
         "_memo",
         "_rule_globs",
+        "_warned_long_key",
         "invalid",
         "problems",
         "replaced",
@@ -101,6 +112,7 @@ class RuleSet:
                 owners.append(glob_id)
         self._index = (GlobIndex(compiled), tuple(owners))
         self._memo: dict[str, frozenset[int]] = {}
+        self._warned_long_key = False
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -138,6 +150,9 @@ class RuleSet:
         for key in keys:
             if key in seen:
                 continue
+            if key[MAX_KEY_CHARS:]:  # longer than any path (slicing: no call per key)
+                self._warn_long_key(key)
+                continue
             seen.add(key)
             position = len(ordered)
             ordered.append(key)
@@ -145,6 +160,16 @@ class RuleSet:
                 for glob_id in self._glob_ids(form):
                     first.setdefault(glob_id, position)
         return ordered, first
+
+    def _warn_long_key(self, key: str) -> None:
+        if not self._warned_long_key:
+            self._warned_long_key = True
+            logger.warning(
+                "match key %r... (%d characters) ignored: no path is longer than %d",
+                key[:40],
+                len(key),
+                MAX_KEY_CHARS,
+            )
 
     def _hit(self, rule_pos: int, first: dict[int, int]) -> tuple[int, int] | None:
         """(key position, glob id) of the earliest key matching the rule, or None."""

@@ -3,12 +3,13 @@ or carry the call's notes back into the graph state with the tool's own result."
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
+from layered_memory._validation import invalid_path_reason
 from layered_memory.guard import Operation, refusal_message
 
 MUTATING_TOOLS: Mapping[str, Operation] = {
@@ -41,6 +42,17 @@ def error_message(call: Mapping[str, Any], text: str) -> ToolMessage:
 def refused(call: Mapping[str, Any], reason: str) -> ToolMessage:
     """A refusal to change read-only memory."""
     return error_message(call, refusal_message(call.get("name", ""), reason))
+
+
+def invalid_path_refused(call: Mapping[str, Any], paths: Iterable[str]) -> ToolMessage | None:
+    """An error for a path no file can have (a NUL byte, a lone surrogate, past 4096
+    characters): file tools raise on such a path, which would end the run."""
+    for path in sorted(paths):
+        reason = invalid_path_reason(path)
+        if reason is not None:
+            text = f"Error: {call.get('name', '')} refused: the path {reason}. Nothing was done."
+            return error_message(call, text)
+    return None
 
 
 def unreadable_refused(call: Mapping[str, Any], path: str, reason: str) -> ToolMessage:

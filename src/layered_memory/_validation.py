@@ -9,6 +9,9 @@ from typing import Any
 
 from deepagents.backends.protocol import BackendProtocol
 
+MAX_PATH_CHARS = 4096
+"""Longer paths are refused: no file system resolves them (Linux's PATH_MAX is 4096 bytes)."""
+
 
 def describe(value: object) -> str:
     """A short description of a wrong argument for an error message (never its full repr)."""
@@ -42,16 +45,42 @@ def check_backend(value: object) -> None:
     raise TypeError(msg)
 
 
+def invalid_path_reason(path: str) -> str | None:
+    """Why `path` can name no file, or None: a NUL byte, an unencodable character, its length.
+
+    Every OS call raises `ValueError` on a NUL byte and `UnicodeEncodeError` on a lone
+    surrogate, so such a path must be refused before it reaches one.
+    """
+    if "\x00" in path:
+        return "contains a NUL byte"
+    if len(path) > MAX_PATH_CHARS:
+        return f"longer than {MAX_PATH_CHARS} characters"
+    if not path.isascii():
+        try:
+            os.fsencode(path)
+        except UnicodeEncodeError:
+            return "contains a character the file system cannot encode (a lone surrogate)"
+    return None
+
+
 def as_path(value: object, *, parameter: str) -> str:
-    """A path given as `str` or `os.PathLike[str]`, as a string."""
-    if isinstance(value, str):
-        return value
+    """A path given as `str` or `os.PathLike[str]`, as a string.
+
+    Raises:
+        TypeError: Not a path.
+        ValueError: A path no file can have (see `invalid_path_reason`).
+    """
+    path: object = value
     if isinstance(value, os.PathLike):
         path = os.fspath(value)
-        if isinstance(path, str):
-            return path
-    msg = f"{parameter} must be a str or os.PathLike path; got {describe(value)}"
-    raise TypeError(msg)
+    if not isinstance(path, str):
+        msg = f"{parameter} must be a str or os.PathLike path; got {describe(value)}"
+        raise TypeError(msg)
+    reason = invalid_path_reason(path)
+    if reason is not None:
+        msg = f"{parameter} {reason}; got {describe(path)}"
+        raise ValueError(msg)
+    return path
 
 
 def check_path_list(value: object, *, parameter: str) -> list[str] | None:

@@ -36,8 +36,10 @@ from layered_memory.layers import Layer, check_unique_layer_names, normalize_bac
 from layered_memory.loading import (
     DownloadResult,
     SourceProblem,
+    adownload_files_safely,
     adownload_texts,
     digest_texts,
+    download_files_safely,
     download_texts,
     report_problems,
 )
@@ -576,7 +578,7 @@ def _root_label(backend: Any) -> str:
 
 def _probe_rule_folders(backend: Any, folders: Sequence[str]) -> list[SourceProblem]:
     try:
-        responses = backend.download_files(list(folders))
+        responses = download_files_safely(backend, list(folders))
     except Exception:  # only a diagnosis: a failing probe must not stop the run
         return []
     return rule_folder_problems(folders, responses)
@@ -584,7 +586,7 @@ def _probe_rule_folders(backend: Any, folders: Sequence[str]) -> list[SourceProb
 
 async def _aprobe_rule_folders(backend: Any, folders: Sequence[str]) -> list[SourceProblem]:
     try:
-        responses = await backend.adownload_files(list(folders))
+        responses = await adownload_files_safely(backend, list(folders))
     except Exception:  # see _probe_rule_folders
         return []
     return rule_folder_problems(folders, responses)

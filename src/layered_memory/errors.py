@@ -35,6 +35,20 @@ class RuleFileError(LayeredMemoryError):
         super().__init__(f"rule file {path!r} skipped: {reason}")
 
 
+class GlobError(LayeredMemoryError, ValueError):
+    """A glob of a rule file's `paths:` is invalid; the message says why, fit for a lint line.
+
+    Attributes:
+        reason: What is wrong with it.
+        pattern: The glob as written (None when raised below the glob that holds the part).
+    """
+
+    def __init__(self, reason: str, *, pattern: str | None = None) -> None:
+        self.reason = reason
+        self.pattern = pattern
+        super().__init__(reason)
+
+
 class SessionKeyError(LayeredMemoryError, ValueError):
     """A session key or one of its parts is malformed.
 

@@ -60,6 +60,7 @@ from layered_memory._system_message import (
 )
 from layered_memory._tool_calls import (
     MUTATING_TOOLS,
+    invalid_path_refused,
     named_paths,
     refused,
     unreadable_refused,
@@ -455,6 +456,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         tool_name = call.get("name", "")
         paths = named_paths(call)
         state = getattr(request, "state", None) or {}
+        invalid = invalid_path_refused(call, paths)
+        if invalid is not None:
+            return invalid, {}
         edits_memory = False
         if tool_name in MUTATING_TOOLS:
             unreadable = loaded(state).get("unreadable") or {}

@@ -8,17 +8,22 @@ character cap; then, if the whole block is still over `max_chars`, the lowest-pr
 gives way first, then the next, then the rules, then the session layer. A truncated file keeps
 its head and ends with a marker naming its path and how much was cut, so the agent can
 `read_file` the rest. The block never exceeds `max_chars`.
+
+Memory text is untrusted: every piece of it (file texts, session data, paths and names in
+attributes and markers) goes through `_defuse.defuse`, the one function that breaks closing
+tags and chat tokens that could end our elements or pose as another turn. Only the part of a
+text that can fit the budget is defused (the rest can never be shown), so a huge file costs
+no more than a small one.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 
+from layered_memory._defuse import defuse, defuse_attribute, defuse_name
 from layered_memory.layers import Layer
 from layered_memory.loading import strip_html_comments
 
@@ -66,11 +71,6 @@ EMPTY_WRITABLE_NOTE = (
     "edit_file or write_file.)"
 )
 
-# Closing tags a memory file could use to break out of its element and pose as the system.
-_TAG_ESCAPE_RE = re.compile(
-    r"</(?=\s*(?:agent_memory|memory_guidelines|layer|rules?|requested_rules)\b)", re.IGNORECASE
-)
-
 
 @dataclass(frozen=True, slots=True)
 class SessionEntry:
@@ -91,9 +91,20 @@ class _Piece:
     """Left in place of a piece dropped whole, so the agent still learns the file exists."""
 
 
-def neutralize_tags(text: str) -> str:
-    """Memory text with closing tags of the memory block defused (`</layer` -> `<\\/layer`)."""
-    return _TAG_ESCAPE_RE.sub("<\\/", text) if "</" in text else text
+neutralize_tags = defuse
+"""The package's one defusing function (`_defuse.defuse`), under its historical name here."""
+
+
+def defuse_within(text: str, limit: int) -> str:
+    """`text` defused as far as `limit` characters, the one part that can ever be shown.
+
+    A piece is cut to at most `limit` characters (its head kept), so the rest never reaches
+    the prompt; leaving it as it is keeps the cost of a huge file bounded by the budget.
+    """
+    if len(text) <= limit:
+        return defuse(text)
+    head = max(limit, 0)
+    return defuse(text[:head]) + text[head:]
 
 
 def truncate_text(text: str, limit: int, path: str) -> str:
@@ -116,17 +127,22 @@ def truncate_text(text: str, limit: int, path: str) -> str:
 
 
 def cap_lines(text: str, max_lines: int | None, path: str) -> str:
-    """`text` limited to its first `max_lines` lines, with a marker when lines were cut."""
+    """`text` limited to its first `max_lines` lines, with a marker when lines were cut.
+
+    Splits off only the first `max_lines` lines: a file of millions of empty lines costs what
+    its head costs, not a list of millions of strings.
+    """
     if max_lines is None:
         return text
-    lines = text.split("\n")
-    if len(lines) <= max_lines:
+    parts = text.split("\n", max_lines)
+    if len(parts) <= max_lines:
         return text
-    cut = len(lines) - max_lines
-    kept = "\n".join(lines[:max_lines])
+    cut = parts[-1].count("\n") + 1
+    kept = "\n".join(parts[:-1])
+    shown = defuse_name(path)
     return (
-        f"{kept}\n[... {cut} more lines of {path} not shown (first {max_lines} lines kept); "
-        f"read_file {path} for the rest]"
+        f"{kept}\n[... {cut} more lines of {shown} not shown (first {max_lines} lines kept); "
+        f"read_file {shown} for the rest]"
     )
 
 
@@ -166,14 +182,14 @@ def render_memory(
     available = max_chars - overhead
     unreadable = unreadable or {}
     pieces = (
-        _compat_pieces(layers, files, unreadable)
+        _compat_pieces(layers, files, unreadable, available)
         if compat
-        else _layer_pieces(layers, files, unreadable)
+        else _layer_pieces(layers, files, unreadable, available)
     )
     if rules is not None:
         pieces.append(_rules_piece(rules, available))
     if session is not None:
-        pieces.append(_session_piece(session))
+        pieces.append(_session_piece(session, available))
     pieces = [piece for piece in pieces if piece.full]
     if not pieces:
         return template.format(agent_memory=NO_MEMORY)
@@ -191,8 +207,7 @@ def minimum_budget(template: str) -> int:
 
 def _fit(preamble: str, pieces: list[_Piece], available: int) -> str:
     texts = [piece.full for piece in pieces]
-    joined = _join(preamble, texts)
-    excess = len(joined) - available
+    excess = _joined_length(preamble, texts) - available
     # Lowest precedence first: pieces are in precedence order already.
     for index, piece in enumerate(pieces):
         if excess <= 0:
@@ -202,7 +217,7 @@ def _fit(preamble: str, pieces: list[_Piece], available: int) -> str:
             continue
         target = len(texts[index]) - min(reducible, excess)
         texts[index] = piece.shrink(target)
-        excess = len(_join(preamble, texts)) - available
+        excess = _joined_length(preamble, texts) - available
     # Still over: replace whole pieces by their one-line stubs, then drop them, lowest first.
     for use_stub in (True, False):
         for index, piece in enumerate(pieces):
@@ -211,7 +226,7 @@ def _fit(preamble: str, pieces: list[_Piece], available: int) -> str:
             replacement = piece.stub if use_stub else ""
             if len(replacement) < len(texts[index]):
                 texts[index] = replacement
-                excess = len(_join(preamble, texts)) - available
+                excess = _joined_length(preamble, texts) - available
     return _join(preamble, texts)
 
 
@@ -219,12 +234,21 @@ def _join(preamble: str, texts: Sequence[str]) -> str:
     return "\n\n".join(part for part in (preamble, *texts) if part)
 
 
+def _joined_length(preamble: str, texts: Sequence[str]) -> int:
+    """`len(_join(preamble, texts))` without building the string."""
+    lengths = [len(part) for part in (preamble, *texts) if part]
+    return sum(lengths) + 2 * max(len(lengths) - 1, 0)
+
+
 def _unreadable_note(reason: str) -> str:
     return neutralize_tags(UNREADABLE_NOTE.format(reason=reason))
 
 
 def _layer_pieces(
-    layers: Sequence[Layer], files: Mapping[str, str], unreadable: Mapping[str, str]
+    layers: Sequence[Layer],
+    files: Mapping[str, str],
+    unreadable: Mapping[str, str],
+    available: int,
 ) -> list[_Piece]:
     pieces: list[_Piece] = []
     for layer in layers:
@@ -238,10 +262,10 @@ def _layer_pieces(
             text = clean_memory_text(raw) if raw is not None else ""
             if not text:
                 if layer.writable:
-                    note = EMPTY_WRITABLE_NOTE.format(path=path)
+                    note = EMPTY_WRITABLE_NOTE.format(path=defuse_name(path))
                     pieces.append(_element_piece(layer, path, note, shrinkable=False))
                 continue
-            text = neutralize_tags(cap_lines(text, layer.line_cap(path), path))
+            text = defuse_within(cap_lines(text, layer.line_cap(path), path), available)
             if remaining is not None:
                 text = truncate_text(text, max(remaining, 0), path)
                 remaining -= len(text)
@@ -251,11 +275,12 @@ def _layer_pieces(
 
 def _element_piece(layer: Layer, path: str, body: str, *, shrinkable: bool) -> _Piece:
     access = "writable" if layer.writable else "read-only"
-    attributes = f'name="{escape(layer.name)}" path="{escape(path)}" access="{access}"'
+    shown = defuse_attribute(path)
+    attributes = f'name="{defuse_attribute(layer.name)}" path="{shown}" access="{access}"'
     head = f"<layer {attributes}>\n"
     tail = "\n</layer>"
     full = f"{head}{body}{tail}"
-    stub = f'<layer {attributes} omitted="over the memory budget; read_file {escape(path)}"/>'
+    stub = f'<layer {attributes} omitted="over the memory budget; read_file {shown}"/>'
     if not shrinkable:
         return _Piece(full, lambda _limit: full, len(full), stub)
     frame = len(head) + len(tail)
@@ -268,22 +293,25 @@ def _element_piece(layer: Layer, path: str, body: str, *, shrinkable: bool) -> _
 
 
 def _compat_pieces(
-    layers: Sequence[Layer], files: Mapping[str, str], unreadable: Mapping[str, str]
+    layers: Sequence[Layer],
+    files: Mapping[str, str],
+    unreadable: Mapping[str, str],
+    available: int,
 ) -> list[_Piece]:
     pieces: list[_Piece] = []
     for layer in layers:
         for path in layer.paths:
             if path in unreadable:
                 # deepagents would have aborted the run here; say what is wrong instead.
-                note = f"{path}\n\n{_unreadable_note(unreadable[path])}"
+                note = f"{defuse_name(path)}\n\n{_unreadable_note(unreadable[path])}"
                 pieces.append(_Piece(note, _fixed(note), len(note)))
                 continue
             raw = files.get(path)
             text = clean_memory_text(raw) if raw else ""
             if not text:
                 continue  # deepagents drops empty and comment-only sources
-            text = neutralize_tags(cap_lines(text, layer.line_cap(path), path))
-            head = f"{path}\n\n"
+            text = defuse_within(cap_lines(text, layer.line_cap(path), path), available)
+            head = f"{defuse_name(path)}\n\n"
 
             def shrink(limit: int, head: str = head, text: str = text, path: str = path) -> str:
                 return f"{head}{truncate_text(text, max(limit - len(head), 0), path)}"
@@ -302,11 +330,12 @@ def _rules_piece(rules: Callable[[int], str], available: int) -> _Piece:
     return _Piece(full, rules, 0)
 
 
-def _session_piece(session: SessionEntry) -> _Piece:
-    head = f'<layer name="session" key="{escape(session.key)}" access="read-only">\n'
+def _session_piece(session: SessionEntry, available: int) -> _Piece:
+    head = f'<layer name="session" key="{defuse_attribute(session.key)}" access="read-only">\n'
     tail = "\n</layer>"
-    body = neutralize_tags(
-        json.dumps(dict(session.data), sort_keys=True, ensure_ascii=False, indent=1, default=str)
+    body = defuse_within(
+        json.dumps(dict(session.data), sort_keys=True, ensure_ascii=False, indent=1, default=str),
+        available,
     )
     frame = len(head) + len(tail)
 
@@ -317,7 +346,8 @@ def _session_piece(session: SessionEntry) -> _Piece:
 
 
 def _cut_marker(path: str, cut_chars: int, cut_lines: int) -> str:
+    shown = defuse_name(path)
     return (
-        f"\n[... truncated: {cut_chars} more chars ({cut_lines} lines) of {path} not shown; "
-        f"read_file {path} for the rest]"
+        f"\n[... truncated: {cut_chars} more chars ({cut_lines} lines) of {shown} not shown; "
+        f"read_file {shown} for the rest]"
     )

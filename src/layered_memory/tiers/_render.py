@@ -9,10 +9,9 @@ untrusted: closing tags of this block (and of `MemoryMiddleware`'s) inside it ar
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Final
 
-from layered_memory.render import neutralize_tags
+from layered_memory._defuse import defuse
 from layered_memory.tiers._types import Page, Retrieval
 
 DEFAULT_MAX_CHARS: Final = 8000
@@ -28,12 +27,12 @@ HEADER: Final = (
 FOOTER: Final = "</tiered_memory>"
 TIERS: Final = ("long_term", "mid_term", "short_term")
 
-_TAG_RE = re.compile(r"</(?=\s*(?:tiered_memory|long_term|mid_term|short_term)\b)", re.IGNORECASE)
+_OWN_TAGS: Final = ("tiered_memory", "long_term", "mid_term", "short_term")
 
 
 def _safe(text: str) -> str:
-    text = neutralize_tags(text)
-    return _TAG_RE.sub("<\\/", text) if "</" in text else text
+    # The package's one defusing function, with this block's own element names added.
+    return defuse(text, names=_OWN_TAGS)
 
 
 def _when(timestamp: float) -> str:
