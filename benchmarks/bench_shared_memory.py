@@ -35,9 +35,9 @@ from langgraph.store.postgres import PostgresStore
 from psycopg.conninfo import make_conninfo
 
 from layered_memory import MemoryWriter
-from layered_memory._internals import final_route
-from layered_memory._locking import InProcessLockStrategy
-from layered_memory.shared_memory import PROJECT_MEMORY, shared_memory_backend
+from layered_memory.core._internals import final_route
+from layered_memory.core.shared_memory import PROJECT_MEMORY, shared_memory_backend
+from layered_memory.writeback._locking import InProcessLockStrategy
 
 DAY = dt.date(2025, 1, 1)
 ENTRY = re.compile(r"^- \d{4}-\d{2}-\d{2}: \[[^\]]+\] ", re.MULTILINE)
@@ -127,7 +127,9 @@ def _worker(conninfo: str, index: int, force_in_process: bool, barrier: Any) -> 
 def bench_concurrency(conninfo: str, processes: int, *, force_in_process: bool) -> None:
     _clear(conninfo)
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["layered_memory.shared_memory", "langgraph.store.postgres"])
+    context.set_forkserver_preload(
+        ["layered_memory.core.shared_memory", "langgraph.store.postgres"]
+    )
     barrier = context.Barrier(processes + 1)  # + this process, to start the clock together
     workers = [
         context.Process(target=_worker, args=(conninfo, i, force_in_process, barrier))

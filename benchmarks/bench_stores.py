@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from layered_memory.errors import StoreUnavailableError
-from layered_memory.stores import (
+from layered_memory.sessions.stores import (
     FileSessionStore,
     HybridSessionStore,
     InMemorySessionStore,

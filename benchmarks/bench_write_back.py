@@ -93,7 +93,7 @@ def bench_concurrency(folder: Path) -> None:
     root = folder / "concurrent"
     root.mkdir()
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["layered_memory.insights", "deepagents.backends"])
+    context.set_forkserver_preload(["layered_memory.writeback.insights", "deepagents.backends"])
     barrier = context.Barrier(9)  # 8 workers + this process, to start the clock together
     processes = [context.Process(target=_worker, args=(str(root), i, barrier)) for i in range(8)]
     for process in processes:

@@ -40,8 +40,8 @@ from layered_memory import (
     build_thread_config,
     register_write_back,
 )
-from layered_memory.insights import InsightNotebook, record_insight_tool
 from layered_memory.testing import PromptRecorder, ScriptedChatModel, system_text, tool_call
+from layered_memory.writeback.insights import InsightNotebook, record_insight_tool
 
 AGENTS_MD = "# Reporting team\n\n- Reports are one page, with a summary first.\n"
 MEMORY_MD = "# Memory\n\nWhat this agent has learned about our clients.\n"

@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from layered_memory import Layer, MemoryMiddleware, build_thread_config
-from layered_memory.render import DEFAULT_MAX_CHARS
+from layered_memory.core.render import DEFAULT_MAX_CHARS
 from layered_memory.testing import PromptRecorder, ScriptedChatModel, system_text, tool_call
 
 AGENTS_MD = """# Project: billing-service

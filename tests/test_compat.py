@@ -15,7 +15,7 @@ from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import SystemMessage
 
 from layered_memory import MemoryMiddleware, MemorySourceError
-from layered_memory.render import NO_MEMORY
+from layered_memory.core.render import NO_MEMORY
 from layered_memory.testing import ScriptedChatModel
 
 RUNTIME = SimpleNamespace(context=None)

@@ -13,7 +13,7 @@ from langchain_core.messages import SystemMessage, ToolMessage
 from langgraph.types import Command
 
 from layered_memory import InMemorySessionStore, Layer, MemoryMiddleware
-from layered_memory.render import SessionEntry
+from layered_memory.core.render import SessionEntry
 from layered_memory.testing import ScriptedChatModel
 
 RUNTIME = SimpleNamespace(context={"entity_name": "acme_corp", "tags": ["billing", 3]})
@@ -129,7 +129,7 @@ def test_context_keys_come_from_runtime_state_config_and_callables(root: Path) -
 def test_unchanged_memory_writes_no_state_and_renders_once(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import layered_memory.assembler as assembler_module
+    import layered_memory.core.assembler as assembler_module
 
     renders: list[int] = []
     real_render = assembler_module.render_memory

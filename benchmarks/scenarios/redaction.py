@@ -1,11 +1,11 @@
 """Scenario: secret redaction, ours against `detect-secrets`' credential plugins.
 
 1. One write-back insight (a line of prose) and one 10 KB memory file, redacted by
-   `layered_memory.redaction.redact` and scanned by `detect-secrets`' plugins (every plugin
-   but high-entropy and public-IP, line by line, as its own scanner runs them): the cost a
+   `layered_memory.writeback.redaction.redact` and scanned by `detect-secrets`' plugins (every
+   plugin but high-entropy and public-IP, line by line, as its own scanner runs them): the cost a
    dependency on it would add to every write.
-2. The secret corpus of the tests (`tests/redaction/secrets_corpus.json`): how many secrets
-   each finds, and how many survive `redact`.
+2. The secret corpus of the tests (`tests/writeback/redaction/secrets_corpus.json`): how many
+   secrets each finds, and how many survive `redact`.
 
 `detect-secrets` only detects (it never rewrites text); its time is the floor of what using
 it would cost, before mapping its findings back into the text.
@@ -22,7 +22,13 @@ from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, fmt_ns, interleaved, paired_ratio
 
 ROUNDS = {"full": 300, "quick": 60, "tiny": 3}
-CORPUS = Path(__file__).resolve().parents[2] / "tests" / "redaction" / "secrets_corpus.json"
+CORPUS = (
+    Path(__file__).resolve().parents[2]
+    / "tests"
+    / "writeback"
+    / "redaction"
+    / "secrets_corpus.json"
+)
 INSIGHT = (
     "2025-01-01: [acme] The client prefers weekly PDF summaries sent on Mondays to "
     "finance@acme.example; keep the tone formal and cite the Q3 numbers."
@@ -81,7 +87,7 @@ def _detect_secrets_scanner() -> Any:
 
 def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scenario signature)
     """Time both on an insight and a memory file, then count corpus secrets found."""
-    from layered_memory.redaction import redact
+    from layered_memory.writeback.redaction import redact
 
     try:
         scan = _detect_secrets_scanner()

@@ -18,7 +18,7 @@ from deepagents import create_deep_agent
 from deepagents.middleware.memory import MemoryMiddleware as DeepagentsMemoryMiddleware
 from langgraph.checkpoint.memory import InMemorySaver
 
-import layered_memory.assembler as assembler_module
+import layered_memory.core.assembler as assembler_module
 from benchmarks._fixtures import CountingBackend, Project, build_project, counting_calls, ours
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict

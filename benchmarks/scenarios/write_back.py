@@ -33,7 +33,7 @@ def _today() -> dt.date:
 
 def _writer(root: Path) -> Any:
     """A `MemoryWriter` on `root/MEMORY.md` (imported late: the module may be unfinished)."""
-    from layered_memory.insights import MemoryWriter
+    from layered_memory.writeback.insights import MemoryWriter
 
     return MemoryWriter(
         FilesystemBackend(root_dir=root, virtual_mode=True), "/MEMORY.md", clock=_today
@@ -62,7 +62,7 @@ def _concurrent(root: Path, processes: int, per_process: int) -> tuple[float, in
     root.mkdir()
     # forkserver: no fork of this (threaded) process; preloading makes workers start fast.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["layered_memory.insights", "deepagents.backends"])
+    context.set_forkserver_preload(["layered_memory.writeback.insights", "deepagents.backends"])
     barrier = context.Barrier(processes + 1)
     workers = [
         context.Process(target=_worker, args=(str(root), i, per_process, barrier))

@@ -3,7 +3,8 @@
 The public names are pinned by `tests/test_public_api.py`.
 """
 
-from layered_memory.assembler import MemoryAssembler, MemorySnapshot
+from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
+from layered_memory.core.layers import Layer
 from layered_memory.errors import (
     LayeredMemoryError,
     MemorySourceError,
@@ -13,12 +14,9 @@ from layered_memory.errors import (
     SessionStoreError,
     StoreUnavailableError,
 )
-from layered_memory.hooks import HookEvent, HookRegistry
-from layered_memory.insights import MemoryWriter, register_write_back
-from layered_memory.layers import Layer
 from layered_memory.middleware import LeanMemoryMiddleware, MemoryMiddleware
 from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
-from layered_memory.stores import (
+from layered_memory.sessions.stores import (
     FileSessionStore,
     HybridSessionStore,
     InMemorySessionStore,
@@ -26,6 +24,8 @@ from layered_memory.stores import (
     RedisSessionStore,
     SessionStore,
 )
+from layered_memory.writeback.hooks import HookEvent, HookRegistry
+from layered_memory.writeback.insights import MemoryWriter, register_write_back
 
 __version__ = "0.1.0"
 

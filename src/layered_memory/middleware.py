@@ -39,10 +39,8 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from layered_memory import _backend_factory
-from layered_memory._guard_places import backend_path, clear_swapped_on_disk
-from layered_memory._guard_shell import drifted_from_loaded, loaded_snapshot, put_back
-from layered_memory._memory_state import (
+from layered_memory.core import _backend_factory
+from layered_memory.core._memory_state import (
     LayeredMemoryState,
     loaded,
     match_keys_of,
@@ -52,13 +50,13 @@ from layered_memory._memory_state import (
     snapshot_update,
     tool_notes,
 )
-from layered_memory._run_data import context_strings, current_config, run_data, thread_id
-from layered_memory._system_message import (
+from layered_memory.core._run_data import context_strings, current_config, run_data, thread_id
+from layered_memory.core._system_message import (
     append_block,
     is_anthropic_model,
     tag_last_block_for_cache,
 )
-from layered_memory._tool_calls import (
+from layered_memory.core._tool_calls import (
     MUTATING_TOOLS,
     invalid_path_refused,
     named_paths,
@@ -67,7 +65,7 @@ from layered_memory._tool_calls import (
     with_note,
     with_state_update,
 )
-from layered_memory._validation import (
+from layered_memory.core._validation import (
     check_backend,
     check_instance,
     check_int,
@@ -76,19 +74,25 @@ from layered_memory._validation import (
     check_path_list,
     is_backend,
 )
-from layered_memory.assembler import MemoryAssembler, MemorySnapshot
-from layered_memory.guard import SHELL_TOOLS, protect, protected_paths_of, refusal
-from layered_memory.hooks import HookEvent, HookRegistry
-from layered_memory.layers import Layer, layers_from_sources
-from layered_memory.redaction.memory_edits import note_redaction, redact_memory_edit
-from layered_memory.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS, MEMORY_SYSTEM_PROMPT
+from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
+from layered_memory.core.guard import SHELL_TOOLS, protect, protected_paths_of, refusal
+from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk
+from layered_memory.core.guard._shell import drifted_from_loaded, loaded_snapshot, put_back
+from layered_memory.core.layers import Layer, layers_from_sources
+from layered_memory.core.render import (
+    DEFAULT_MAX_CHARS,
+    DEFAULT_MAX_RULES_CHARS,
+    MEMORY_SYSTEM_PROMPT,
+)
+from layered_memory.writeback.hooks import HookEvent, HookRegistry
+from layered_memory.writeback.redaction.memory_edits import note_redaction, redact_memory_edit
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
     from langchain.agents.middleware.types import ToolCallRequest
     from langgraph.runtime import Runtime
 
-    from layered_memory.stores import SessionStore
+    from layered_memory.sessions.stores import SessionStore
 
 __all__ = ["LayeredMemoryState", "LeanMemoryMiddleware", "MatchKeySource", "MemoryMiddleware"]
 
@@ -125,7 +129,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         protected_backend: The backend to give the agent
             (`create_deep_agent(backend=memory.protected_backend, ...)`): the same storage,
             refusing every change to read-only memory for every tool, subagent and shell
-            command (see `layered_memory.guard`).
+            command (see `layered_memory.core.guard`).
         protected_paths: What the agent may not change.
 
     Example:

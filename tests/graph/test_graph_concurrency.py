@@ -20,9 +20,9 @@ from deepagents.backends import FilesystemBackend, StoreBackend
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 from psycopg.conninfo import make_conninfo
 
-from layered_memory._locking import FileLockStrategy
-from layered_memory._store_locking import PostgresStoreLockStrategy
 from layered_memory.graph import KnowledgeGraph
+from layered_memory.writeback._locking import FileLockStrategy
+from layered_memory.writeback._store_locking import PostgresStoreLockStrategy
 
 PROCESSES = 4
 ROUNDS = 12

@@ -23,8 +23,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
+from layered_memory.core.guard import is_protected
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
-from layered_memory.guard import is_protected
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 RUNTIME = SimpleNamespace(context=None)

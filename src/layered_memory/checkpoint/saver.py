@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import (
 from layered_memory.checkpoint._local import LocalTuples
 from layered_memory.checkpoint._reads import ReadPath
 from layered_memory.checkpoint._redis_side import RedisSide
-from layered_memory.stores._common import redact_url
+from layered_memory.sessions.stores._common import redact_url
 
 __all__ = ["DEFAULT_PREFIX", "CachedCheckpointSaver"]
 

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from layered_memory._cli_text import dumps_json, printable
+from layered_memory.cli._text import dumps_json, printable
 
 EXIT_OK = 0
 EXIT_USAGE = 2

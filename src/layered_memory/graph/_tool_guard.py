@@ -22,11 +22,11 @@ from typing import Any
 from deepagents.backends import StateBackend
 from langchain_core.messages import AIMessage, ToolMessage
 
-from layered_memory._internals import final_route
-from layered_memory._tool_calls import MUTATING_TOOLS as FILE_MUTATING_TOOLS
-from layered_memory._tool_calls import error_message, named_paths, refused
+from layered_memory.core._internals import final_route
+from layered_memory.core._tool_calls import MUTATING_TOOLS as FILE_MUTATING_TOOLS
+from layered_memory.core._tool_calls import error_message, named_paths, refused
+from layered_memory.core.guard import SHELL_TOOLS, ProtectedPaths, refusal
 from layered_memory.graph._tools import MUTATING_TOOLS
-from layered_memory.guard import SHELL_TOOLS, ProtectedPaths, refusal
 
 SUBAGENT_TOOLS = frozenset({"task"})
 """Tools that run a subagent, which may hold the graph's tools too."""

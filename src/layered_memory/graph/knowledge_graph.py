@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from deepagents.backends.protocol import BackendProtocol
 
-from layered_memory._locking import WriteStrategy, choose_strategy
 from layered_memory.graph import _ops, _source
 from layered_memory.graph._format import GraphSnapshot, digest_of
 from layered_memory.graph._types import (
@@ -35,7 +34,8 @@ from layered_memory.graph._types import (
     check_query,
     check_relations,
 )
-from layered_memory.redaction import redact
+from layered_memory.writeback._locking import WriteStrategy, choose_strategy
+from layered_memory.writeback.redaction import redact
 
 logger = logging.getLogger(__name__)
 

@@ -43,9 +43,10 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.types import Command
 
-from layered_memory._run_data import context_strings, current_config
-from layered_memory._system_message import append_block
-from layered_memory._validation import check_int, check_match_keys
+from layered_memory.core._run_data import context_strings, current_config
+from layered_memory.core._system_message import append_block
+from layered_memory.core._validation import check_int, check_match_keys
+from layered_memory.core.guard import ProtectedPaths, protect
 from layered_memory.errors import LayeredMemoryError, SessionKeyError
 from layered_memory.graph import _source
 from layered_memory.graph._focus import (
@@ -70,7 +71,6 @@ from layered_memory.graph._tool_guard import (
 )
 from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, graph_tools
 from layered_memory.graph.knowledge_graph import DEFAULT_PATH, KnowledgeGraph
-from layered_memory.guard import ProtectedPaths, protect
 from layered_memory.middleware import MatchKeySource
 from layered_memory.sessions import parse_session_key
 

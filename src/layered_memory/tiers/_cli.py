@@ -15,8 +15,8 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from layered_memory._cli_store import open_store, parse_namespace
-from layered_memory._cli_text import dumps_json, printable
+from layered_memory.cli._store import open_store, parse_namespace
+from layered_memory.cli._text import dumps_json, printable
 from layered_memory.errors import LayeredMemoryError, TierItemError
 from layered_memory.tiers._settings import DEFAULT_NAMESPACE, user_namespace
 from layered_memory.tiers._types import Page

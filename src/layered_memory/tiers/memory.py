@@ -21,7 +21,6 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langgraph.store.base import BaseStore
 
-from layered_memory.redaction import redact
 from layered_memory.tiers import _flows
 from layered_memory.tiers._flows import Ask, Embed, Failed, Flow, Op, StoreBatch
 from layered_memory.tiers._settings import (
@@ -31,9 +30,10 @@ from layered_memory.tiers._settings import (
     user_namespace,
 )
 from layered_memory.tiers._types import Consolidation, Fact, Forgotten, Page, Retrieval, Segment
+from layered_memory.writeback.redaction import redact
 
 if TYPE_CHECKING:
-    from layered_memory.insights import MemoryWriter
+    from layered_memory.writeback.insights import MemoryWriter
 
 T = TypeVar("T")
 

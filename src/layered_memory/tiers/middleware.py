@@ -31,8 +31,8 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.config import get_config
 
-from layered_memory._run_data import context_value
-from layered_memory._system_message import append_block
+from layered_memory.core._run_data import context_value
+from layered_memory.core._system_message import append_block
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.tiers._render import DEFAULT_MAX_CHARS, render_retrieval
 from layered_memory.tiers._settings import check_user_id

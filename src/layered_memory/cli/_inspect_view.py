@@ -1,0 +1,299 @@
+"""How `layered-memory inspect` prints its report: 80-column text (colour on a TTY) or JSON.
+
+JSON (`--json`, `"version": 1`; keys are stable, new keys may be added):
+
+- `source`: `{"kind": "folder", "root"}` or `{"kind": "store", "store" (URL, no password),
+  "namespace" (list), "items" (items in the namespace)}`
+- `keys`: the match keys (`--path`s, then `--entity`)
+- `budget`: `{"max_chars", "max_rules_chars", "used_chars", "used_tokens", "share"}`
+- `layers[]`: `{"name", "writable", "paths", "chars", "tokens", "block_chars", "block_tokens",
+  "share", "files": [{"path", "status", "chars", "tokens", "lines", "reason", "shown",
+  "cut_by_lines", "block_chars"}]}` — `share` is `block_chars / max_chars`
+- `rules`: `{"folders", "block_chars", "block_tokens", "share", "decisions": [{"name",
+  "path", "status", "mode", "reason", "key", "glob"}]}`
+- `overhead`: `{"chars", "tokens", "share"}` (template, guidelines, preamble, separators)
+- `problems[]`: `{"path", "severity", "reason"}`
+- `block`: the exact memory block, as a string
+
+Tokens are approximate: characters / 4, rounded up.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from typing import Any, TextIO
+
+from layered_memory.cli._text import dumps_json, printable
+from layered_memory.cli.inspect import FileReport, InspectReport, LayerReport, tokens
+
+WIDTH = 80
+BAR_CELLS = 20
+LABEL_WIDTH = 30
+
+_STYLES = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "cyan": "36",
+}
+_STATUS_STYLE = {
+    "applied": "green",
+    "listed": "cyan",
+    "skipped": "dim",
+    "replaced": "yellow",
+    "invalid": "red",
+}
+
+
+def use_colour(stream: TextIO) -> bool:
+    """Colour only on a terminal, and never when `NO_COLOR` is set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class _Painter:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, style: str) -> str:
+        if not self.enabled or not text:
+            return text
+        return f"\x1b[{_STYLES[style]}m{text}\x1b[0m"
+
+
+def _share(chars: int, budget: int) -> float:
+    return round(chars / budget, 4) if budget else 0.0
+
+
+def _bar(chars: int, budget: int) -> str:
+    cells = round(BAR_CELLS * chars / budget) if budget else 0
+    if chars and not cells:
+        cells = 1  # visible, however small
+    cells = min(cells, BAR_CELLS)
+    return "[" + "#" * cells + "." * (BAR_CELLS - cells) + "]"
+
+
+def _wrap(text: str, indent: int, hanging: int | None = None) -> list[str]:
+    """`text` wrapped to 80 columns (long paths are broken rather than overflowing)."""
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=" " * indent,
+        subsequent_indent=" " * (indent if hanging is None else hanging),
+        break_on_hyphens=False,
+    ) or [" " * indent]
+
+
+def _fit(label: str, width: int) -> str:
+    return label if len(label) <= width else label[: width - 1] + "~"
+
+
+def _row(label: str, chars: int, budget: int, paint: _Painter, style: str | None = None) -> str:
+    """`  label   chars  ~tokens  [bar]  pct%` in 79 columns."""
+    text = _fit(label, LABEL_WIDTH - 2)
+    styled = paint(text, style) if style else text
+    padding = " " * (LABEL_WIDTH - 2 - len(text))
+    share = f"{100 * chars / budget:5.1f}%" if budget else "  -  "
+    numbers = f"{chars:>9,} {tokens(chars):>8,}  "
+    return f"  {styled}{padding}{numbers}{paint(_bar(chars, budget), 'cyan')} {share}"
+
+
+def _file_line(file: FileReport, layer: LayerReport) -> str:
+    path = printable(file.path)
+    if file.status == "missing":
+        state = "missing"
+        shown = "nothing shown" if not layer.layer.writable else "the block says where to write"
+        return f"{path}: {state}; {shown}"
+    if file.status == "skipped":
+        return f"{path}: skipped: {printable(file.reason)}"
+    size = f"{file.chars:,} chars, {file.lines:,} lines"
+    cap = layer.layer.line_cap(file.path)
+    shown = {
+        "full": "shown in full",
+        "truncated": "cut to fit the budget (marker names the file)",
+        "lines-capped": f"first {cap} lines shown",
+        "omitted": "left out: over the budget (a one-line stub names it)",
+        "empty": "empty: the block says where to write",
+        "absent": "only comments or blank lines: nothing shown",
+    }[file.shown]
+    if file.shown == "truncated" and file.cut_by_lines:
+        shown = f"first {cap} lines kept, then cut to fit the budget"
+    return f"{path}: {size}; {shown}"
+
+
+def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
+    budget = report.max_chars
+    header = f"{'LAYERS (lowest first)':<{LABEL_WIDTH}}{'chars':>9} {'~tokens':>8}"
+    lines = [paint(header, "bold") + "  share of the budget"]
+    if not report.layers:
+        lines.extend(
+            _wrap("none: no AGENTS.md or MEMORY.md found; describe layers with --layer", 2)
+        )
+    for layer in report.layers:
+        access = "writable" if layer.layer.writable else "read-only"
+        label = f"{printable(layer.layer.name)} ({access})"
+        lines.append(_row(label, layer.block_chars, budget, paint, "bold"))
+        for file in layer.files:
+            lines.extend(_wrap(_file_line(file, layer), 4, 6))
+    applied = sum(d.status == "applied" for d in report.decisions)
+    listed = sum(d.status == "listed" for d in report.decisions)
+    rules_label = f"rules ({applied} applied, {listed} listed)"
+    lines.append(_row(rules_label, report.rules_block_chars, budget, paint))
+    lines.append(_row("template + guidelines", report.overhead_chars, budget, paint))
+    lines.append(_row("total block", len(report.block), budget, paint, "bold"))
+    lines.append("  tokens are approximate: characters / 4")
+    return lines
+
+
+def _rules_section(report: InspectReport, paint: _Painter) -> list[str]:
+    if not report.rule_folders:
+        return [
+            paint("RULES", "bold"),
+            *_wrap("none: no rule folder found; pass --rules FOLDER", 2),
+        ]
+    lines = [paint("RULES", "bold") + " (folders lowest precedence first)"]
+    lines.extend(_wrap(", ".join(printable(folder) for folder in report.rule_folders), 2))
+    keys = ", ".join(printable(repr(key)) for key in report.keys) if report.keys else "none"
+    lines.extend(_wrap(f"match keys: {keys}", 2, 4))
+    if not report.decisions:
+        lines.append("  no rule files")
+    for decision in report.decisions:
+        style = _STATUS_STYLE.get(decision.status, "dim")
+        name, path = printable(decision.name), printable(decision.path)
+        head = _wrap(f"{decision.status:<9} {name}  {path}", 2, 12)
+        head[0] = head[0].replace(decision.status, paint(decision.status, style), 1)
+        lines.extend(head)
+        lines.extend(_wrap(printable(decision.reason), 12))
+    return lines
+
+
+def _problems_section(report: InspectReport, paint: _Painter) -> list[str]:
+    if not report.problems:
+        return [paint("PROBLEMS", "bold") + " none"]
+    lines = [paint("PROBLEMS", "bold") + " (files skipped, or used with a warning)"]
+    for problem in report.problems:
+        severity = paint(problem.severity, "red" if problem.severity == "error" else "yellow")
+        path, reason = printable(problem.path), printable(problem.reason)
+        wrapped = _wrap(f"{path}: {problem.severity}: {reason}", 2, 4)
+        lines.extend(line.replace(problem.severity, severity, 1) for line in wrapped)
+    return lines
+
+
+def render_text(report: InspectReport, *, colour: bool) -> str:
+    """The human report: lines of at most 80 columns, except the memory block's own lines."""
+    paint = _Painter(colour)
+    source = report.source
+    if source["kind"] == "folder":
+        where = f"folder {printable(source['root'])}"
+    else:
+        namespace = printable("/".join(source["namespace"]))
+        store = printable(source["store"])
+        where = f"store {store}, namespace {namespace} ({source['items']} items)"
+    block_chars = len(report.block)
+    used = 100 * block_chars / report.max_chars
+    lines = [
+        *_wrap(paint("layered-memory inspect", "bold") + f": {where}", 0, 2),
+        f"memory block: {block_chars:,} of {report.max_chars:,} chars ({used:.1f}% of the "
+        f"budget), ~{tokens(block_chars):,} tokens",
+        "",
+        *_layers_section(report, paint),
+        "",
+        *_rules_section(report, paint),
+        "",
+        *_problems_section(report, paint),
+        "",
+        paint("MEMORY BLOCK", "bold") + " (exactly what the model receives)",
+        paint("-" * 30 + " begin memory block " + "-" * 30, "dim"),
+        # Escaped too (tabs and newlines kept): memory is data. --json gives the exact text.
+        printable(report.block, multiline=True),
+        paint("-" * 31 + " end memory block " + "-" * 31, "dim"),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def report_data(report: InspectReport) -> dict[str, Any]:
+    """The report as JSON-ready data (see the module docstring for the keys)."""
+    budget = report.max_chars
+
+    def sized(chars: int) -> dict[str, Any]:
+        return {"chars": chars, "tokens": tokens(chars), "share": _share(chars, budget)}
+
+    layers = [
+        {
+            "name": layer.layer.name,
+            "writable": layer.layer.writable,
+            "paths": list(layer.layer.paths),
+            "chars": layer.chars,
+            "tokens": tokens(layer.chars),
+            "block_chars": layer.block_chars,
+            "block_tokens": tokens(layer.block_chars),
+            "share": _share(layer.block_chars, budget),
+            "files": [
+                {
+                    "path": file.path,
+                    "status": file.status,
+                    "chars": file.chars,
+                    "tokens": tokens(file.chars),
+                    "lines": file.lines,
+                    "reason": file.reason,
+                    "shown": file.shown,
+                    "cut_by_lines": file.cut_by_lines,
+                    "block_chars": file.block_chars,
+                }
+                for file in layer.files
+            ],
+        }
+        for layer in report.layers
+    ]
+    decisions = [
+        {
+            "name": d.name,
+            "path": d.path,
+            "status": d.status,
+            "mode": d.mode,
+            "reason": d.reason,
+            "key": d.key,
+            "glob": d.glob,
+        }
+        for d in report.decisions
+    ]
+    block = len(report.block)
+    return {
+        "version": 1,
+        "source": report.source,
+        "keys": list(report.keys),
+        "budget": {
+            "max_chars": budget,
+            "max_rules_chars": report.max_rules_chars,
+            "used_chars": block,
+            "used_tokens": tokens(block),
+            "share": _share(block, budget),
+        },
+        "layers": layers,
+        "rules": {
+            "folders": list(report.rule_folders),
+            "block_chars": report.rules_block_chars,
+            "block_tokens": tokens(report.rules_block_chars),
+            "share": _share(report.rules_block_chars, budget),
+            "decisions": decisions,
+        },
+        "overhead": sized(report.overhead_chars),
+        "problems": [
+            {"path": p.path, "severity": p.severity, "reason": p.reason} for p in report.problems
+        ],
+        "block": report.block,
+    }
+
+
+def print_report(report: InspectReport, args: Any) -> None:
+    """Print the report to stdout as text (`--json`: as JSON)."""
+    if args.json:
+        sys.stdout.write(dumps_json(report_data(report)) + "\n")
+        return
+    sys.stdout.write(render_text(report, colour=use_colour(sys.stdout)))

@@ -1,0 +1,92 @@
+"""Text the CLI prints that came from outside: file names, store keys, memory, driver errors.
+
+A store key or file name is data, and may be hostile: a newline in it would forge a line of
+`sync` output, an ANSI escape would reach the terminal (recolour, retitle, hide text), a bidi
+override would show `txt.exe` as `exe.txt`. Every such string goes through `printable` before
+it is printed; JSON goes through `dumps_json`. One helper, used by every subcommand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["dumps_json", "printable", "printable_url"]
+
+# Every control (Cc), format (Cf: bidi overrides and isolates, zero-width characters, the BOM,
+# tag characters), line/paragraph separator (Zl, Zp) and lone surrogate (Cs: a file name that
+# is not UTF-8) of Unicode 14. `tests/cli/test_faults_cli_output.py` checks the list
+# against `unicodedata`, so a newer Python with more such characters fails loudly.
+_CONTROLS = "\x00-\x1f"
+_CONTROLS_BUT_TAB_AND_NEWLINE = "\x00-\x08\x0b-\x1f"
+_OTHERS = (
+    "\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e007f"
+)
+_ONE_LINE = re.compile(f"[{_CONTROLS}{_OTHERS}]")
+_MULTI_LINE = re.compile(f"[{_CONTROLS_BUT_TAB_AND_NEWLINE}{_OTHERS}]")
+# In JSON text these can only stand inside strings (json.dumps escapes C0 controls itself).
+_JSON_UNSAFE = re.compile(f"[{_OTHERS}]")
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def printable(text: object, *, multiline: bool = False) -> str:
+    r"""``text`` with every control and invisible character shown as an escape (``\x1b``).
+
+    Args:
+        text: Anything; printed as ``str(text)``.
+        multiline: Keep newlines and tabs (a memory block); otherwise they are escaped too,
+            so one value stays on one line.
+
+    Example:
+        >>> printable("/a\nb\x1b[2J\u202etxt.exe")
+        '/a\\nb\\x1b[2J\\u202etxt.exe'
+    """
+    pattern = _MULTI_LINE if multiline else _ONE_LINE
+    return pattern.sub(_escape, str(text))
+
+
+def printable_url(url: str) -> str:
+    """A store URL fit to print: password hidden, controls escaped."""
+    from layered_memory.sessions.stores._urls import redact_url
+
+    return printable(redact_url(url))
+
+
+def dumps_json(
+    data: Any, *, indent: int | None = 2, default: Callable[[Any], Any] | None = None
+) -> str:
+    r"""JSON text that is safe on a terminal and decodes to exactly ``data``.
+
+    Non-ASCII text stays readable (``ensure_ascii=False``); DEL, C1 controls, bidi and
+    zero-width characters are written as ``\uXXXX`` escapes, which JSON decodes back.
+    """
+    text = json.dumps(data, indent=indent, ensure_ascii=False, default=default)
+    return _JSON_UNSAFE.sub(_json_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    # JSON has no astral escapes: a UTF-16 surrogate pair.
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"

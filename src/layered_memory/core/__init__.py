@@ -1,0 +1,1 @@
+"""The memory engine: layers, loading, rendering, the assembler and the read-only guard."""

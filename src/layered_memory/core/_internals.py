@@ -1,0 +1,132 @@
+"""The one place that reads private internals of deepagents and langgraph.
+
+Neither library has a public API for these. Each is used by name here only, so an upgrade that
+renames one breaks this module and `tests/core/test_internals_contract.py` (which names the versions
+below), not the features built on it.
+
+- deepagents: how a `CompositeBackend` routes a path, how a `FilesystemBackend` resolves one,
+  the store and namespace of a `StoreBackend`.
+- langgraph-checkpoint-postgres: the `store` table of `PostgresStore` / `AsyncPostgresStore`
+  (read and written in one transaction under an advisory lock by the write-back) and the
+  store's own connection and lock. Imported lazily: the `postgres` extra stays optional.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deepagents.backends.composite import CompositeBackend
+from deepagents.backends.filesystem import FilesystemBackend
+from deepagents.backends.store import StoreBackend
+
+if TYPE_CHECKING:
+    from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
+
+WRITTEN_FOR = {"deepagents": "0.7.32", "langgraph-checkpoint-postgres": "3.2.0"}
+"""The versions these adapters were written and tested against."""
+
+# -- deepagents -------------------------------------------------------------------------------
+
+
+def route(backend: CompositeBackend, path: str) -> tuple[Any, str, str | None]:
+    """Where a `CompositeBackend` sends `path`: `(backend, path there, route prefix or None)`.
+
+    The function deepagents routes with, so our code and the backend never disagree.
+    """
+    from deepagents.backends.composite import _route_for_path
+
+    return _route_for_path(default=backend.default, sorted_routes=backend.sorted_routes, path=path)
+
+
+def final_route(backend: Any, path: str) -> tuple[Any, str]:
+    """Follow composite routes (also nested ones) to the backend that stores `path`."""
+    while isinstance(backend, CompositeBackend):
+        backend, path, _prefix = route(backend, path)
+    return backend, path
+
+
+def filesystem_path(backend: FilesystemBackend, key: str) -> Path:
+    """The file a `FilesystemBackend` itself would open for `key`, by its own rules.
+
+    Raises:
+        ValueError: The key would leave a virtual-mode root (`..`, `~`, a symlink out).
+        OSError: A symlink loop.
+    """
+    return backend._resolve_path(key)
+
+
+def store_of(backend: StoreBackend) -> Any:
+    """The `BaseStore` a `StoreBackend` was built with (None: it takes one from the runtime)."""
+    return backend._store
+
+
+def namespace_of(backend: StoreBackend) -> tuple[str, ...]:
+    """The namespace the `StoreBackend` uses for this run (from the run's runtime)."""
+    return tuple(backend._get_namespace())
+
+
+# -- langgraph's PostgreSQL store -------------------------------------------------------------
+
+STORE_SELECT_SQL = (
+    "SELECT key, value FROM store WHERE prefix = %s AND key = ANY(%s::text[]){expiry}"
+)
+STORE_UPSERT_SQL = """
+    INSERT INTO store (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
+    VALUES (%s, %s, %s, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP,
+            NOW() + make_interval(secs => %s::float8 * 60), %s)
+    ON CONFLICT (prefix, key) DO UPDATE
+    SET value = EXCLUDED.value,
+        updated_at = CURRENT_TIMESTAMP,
+        expires_at = EXCLUDED.expires_at,
+        ttl_minutes = EXCLUDED.ttl_minutes
+"""
+"""Rows as `PostgresStore.put` writes them (prefix = namespace joined with `.`)."""
+
+
+def store_prefix(namespace: tuple[str, ...]) -> str:
+    """The `prefix` column of a namespace, as `PostgresStore` stores it."""
+    return ".".join(namespace)
+
+
+def store_select_sql(store: PostgresStore | AsyncPostgresStore) -> str:
+    """The SELECT of current rows, leaving out expired ones when the store does."""
+    omit_expired = bool(store.ttl_config and store.ttl_config.get("omit_expired"))
+    expiry = " AND (expires_at IS NULL OR expires_at > NOW())" if omit_expired else ""
+    return STORE_SELECT_SQL.format(expiry=expiry)
+
+
+def store_default_ttl(store: PostgresStore | AsyncPostgresStore) -> float | None:
+    """The store's default TTL in minutes (None: rows do not expire)."""
+    return store.ttl_config.get("default_ttl") if store.ttl_config else None
+
+
+@contextlib.contextmanager
+def sync_store_connection(store: PostgresStore) -> Iterator[Any]:
+    """The store's own connection: one from its pool, or its single connection under the lock
+    its own `batch` takes (a pipelined connection is shared without that lock)."""
+    from psycopg_pool import ConnectionPool
+
+    conn = store.conn
+    if isinstance(conn, ConnectionPool):
+        with conn.connection() as pooled:
+            yield pooled
+    else:
+        with store.lock:
+            yield conn
+
+
+@contextlib.asynccontextmanager
+async def async_store_connection(store: AsyncPostgresStore) -> AsyncIterator[Any]:
+    """Async twin of `sync_store_connection` (used on the store's own event loop)."""
+    from psycopg_pool import AsyncConnectionPool
+
+    conn = store.conn
+    if isinstance(conn, AsyncConnectionPool):
+        async with conn.connection() as pooled:
+            yield pooled
+    else:
+        async with store.lock:
+            yield conn

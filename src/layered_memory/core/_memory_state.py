@@ -1,0 +1,130 @@
+"""The graph-state keys of `MemoryMiddleware` and the pure functions that compute their updates.
+
+Everything a later step of a run needs lives here, in the checkpointed state, never in the
+middleware instance: a run interrupted after a tool call and resumed in another process (a
+human approval hours later, another worker) behaves as if it had not stopped.
+
+Four keys, because every state key is a graph channel that each step of every run pays for:
+
+- `memory_contents`: layer path -> text, the key deepagents' own class keeps (drop-in);
+- `memory_loaded`: everything else one load produced (rule texts, session layer, digest,
+  unreadable files, context strings), replaced as a whole;
+- `memory_touched_paths`: paths the agent's tools named; parallel tool calls add to it (union);
+- `memory_edits`: memory edits not yet reloaded; tool calls add 1 each, a load resets it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from langchain.agents.middleware.types import AgentState, PrivateStateAttr
+
+from layered_memory.core.assembler import MemorySnapshot
+from layered_memory.core.render import SessionEntry
+
+RESET = -1
+"""Written to `memory_edits` by a load: the edits so far are in what was loaded."""
+
+
+def merge_paths(current: list[str] | None, new: list[str] | None) -> list[str]:
+    """Reducer of `memory_touched_paths`: the sorted union (parallel tool calls add paths)."""
+    if not new:
+        return current or []
+    if not current:
+        return sorted(set(new))
+    return sorted({*current, *new})
+
+
+def count_edits(current: int | None, new: int | None) -> int:
+    """Reducer of `memory_edits`: tool calls add, a load resets (`RESET`)."""
+    if new is None:
+        return current or 0
+    return 0 if new == RESET else (current or 0) + new
+
+
+class LoadedMemory(TypedDict):
+    """What one load put into the state besides the layer texts."""
+
+    rule_files: dict[str, str]
+    session: dict[str, Any] | None
+    digest: str
+    unreadable: dict[str, str]
+    """Layer files that exist but could not be read: path -> reason (never overwritten)."""
+    match_context: list[str]
+    """Context strings for rule matching (entity name, task tag), fixed per invocation."""
+
+
+class LayeredMemoryState(AgentState):  # type: ignore[type-arg]
+    """State keys of `MemoryMiddleware` (private: not part of the agent's input or output)."""
+
+    memory_contents: NotRequired[Annotated[dict[str, str], PrivateStateAttr]]
+    """Layer path -> text, as deepagents' `MemoryMiddleware` keeps it."""
+    memory_loaded: NotRequired[Annotated[LoadedMemory, PrivateStateAttr]]
+    memory_touched_paths: NotRequired[Annotated[list[str], PrivateStateAttr, merge_paths]]
+    """Paths the agent's tools named in this thread (rule match keys); tool calls add to it."""
+    memory_edits: NotRequired[Annotated[int, PrivateStateAttr, count_edits]]
+    """Tool calls that changed a memory file since the last load."""
+
+
+def loaded(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The `memory_loaded` part of a state (empty before the first load)."""
+    return state.get("memory_loaded") or {}
+
+
+def snapshot_update(
+    state: Mapping[str, Any], snapshot: MemorySnapshot, context_keys: list[str]
+) -> dict[str, Any]:
+    """The keys to write after a load: the texts when they changed, the context strings when
+    they changed, and the reset of the pending edits the load has caught up with."""
+    update: dict[str, Any] = {}
+    previous = loaded(state)
+    if previous.get("digest") != snapshot.digest or "memory_contents" not in state:
+        update["memory_contents"] = dict(snapshot.files)
+        update["memory_loaded"] = LoadedMemory(
+            rule_files=dict(snapshot.rule_files),
+            session=(
+                {"key": snapshot.session.key, "data": dict(snapshot.session.data)}
+                if snapshot.session
+                else None
+            ),
+            digest=snapshot.digest,
+            unreadable=dict(snapshot.unreadable),
+            match_context=context_keys,
+        )
+    elif previous.get("match_context", []) != context_keys:
+        update["memory_loaded"] = {**previous, "match_context": context_keys}
+    if (state.get("memory_edits") or 0) > 0:
+        update["memory_edits"] = RESET
+    return update
+
+
+def needs_reload(state: Mapping[str, Any]) -> bool:
+    """A tool call edited memory since the last load."""
+    return (state.get("memory_edits") or 0) > 0
+
+
+def tool_notes(
+    state: Mapping[str, Any], touched: Iterable[str], edited_memory: bool
+) -> dict[str, Any]:
+    """What one tool call adds to the state: the paths it named that are new to the thread,
+    and one memory edit."""
+    known = state.get("memory_touched_paths") or ()
+    new = sorted(set(touched).difference(known))
+    update: dict[str, Any] = {}
+    if new:
+        update["memory_touched_paths"] = new
+    if edited_memory:
+        update["memory_edits"] = 1
+    return update
+
+
+def session_of(state: Mapping[str, Any]) -> SessionEntry | None:
+    """The session layer kept in state."""
+    session = loaded(state).get("session")
+    return SessionEntry(session["key"], session["data"]) if session else None
+
+
+def match_keys_of(state: Mapping[str, Any]) -> tuple[str, ...]:
+    """Rule match keys: touched paths, then context strings."""
+    return (*state.get("memory_touched_paths", ()), *loaded(state).get("match_context", ()))

@@ -1,0 +1,95 @@
+"""What the middleware does around a tool call, as pure functions: read the call, refuse it,
+or carry the call's notes back into the graph state with the tool's own result."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
+
+from layered_memory.core._validation import invalid_path_reason
+from layered_memory.core.guard import Operation, refusal_message
+
+MUTATING_TOOLS: Mapping[str, Operation] = {
+    "write_file": "write",
+    "edit_file": "edit",
+    "delete": "delete",
+}
+"""deepagents' file tools that change a file, and the backend operation each one is."""
+
+PATH_ARGUMENTS = ("file_path", "path")
+"""Arguments of deepagents' file tools that name a path (rule match keys)."""
+
+
+def named_paths(call: Mapping[str, Any]) -> set[str]:
+    """The paths a tool call names in its arguments."""
+    args = call.get("args") or {}
+    return {args[name] for name in PATH_ARGUMENTS if isinstance(args.get(name), str)}
+
+
+def error_message(call: Mapping[str, Any], text: str) -> ToolMessage:
+    """The tool's answer when the middleware refuses the call (the tool never runs)."""
+    return ToolMessage(
+        content=text,
+        tool_call_id=call.get("id") or "",
+        name=call.get("name", ""),
+        status="error",
+    )
+
+
+def refused(call: Mapping[str, Any], reason: str) -> ToolMessage:
+    """A refusal to change read-only memory."""
+    return error_message(call, refusal_message(call.get("name", ""), reason))
+
+
+def invalid_path_refused(call: Mapping[str, Any], paths: Iterable[str]) -> ToolMessage | None:
+    """An error for a path no file can have (a NUL byte, a lone surrogate, past 4096
+    characters): file tools raise on such a path, which would end the run."""
+    for path in sorted(paths):
+        reason = invalid_path_reason(path)
+        if reason is not None:
+            text = f"Error: {call.get('name', '')} refused: the path {reason}. Nothing was done."
+            return error_message(call, text)
+    return None
+
+
+def unreadable_refused(call: Mapping[str, Any], path: str, reason: str) -> ToolMessage:
+    """A refusal to overwrite a memory file whose current content nobody could read."""
+    return error_message(
+        call,
+        f"Error: write_file refused: {path} is a memory file that exists but could not be "
+        f"read ({reason}), so writing it whole would destroy content nobody has seen. The "
+        "file was not modified. Tell the user it needs fixing; save new notes elsewhere.",
+    )
+
+
+def with_state_update(
+    result: ToolMessage | Command[Any], update: Mapping[str, Any]
+) -> ToolMessage | Command[Any]:
+    """The tool's result with `update` applied to the graph state in the same step.
+
+    Returned as a `Command` beside the tool's message, the notes are checkpointed with the
+    tool's result: a run interrupted right after this call keeps them.
+    """
+    if not update:
+        return result
+    if isinstance(result, ToolMessage):
+        return Command(update={"messages": [result], **update})
+    if isinstance(result, Command) and result.graph is None:
+        if isinstance(result.update, Mapping):
+            merged: Any = {**result.update, **update}
+        elif result.update is None:
+            merged = dict(update)
+        else:  # a sequence of (key, value) pairs
+            merged = [*result.update, *update.items()]
+        return Command(update=merged, goto=result.goto, resume=result.resume)
+    return result  # a command for another graph: leave it as the tool made it
+
+
+def with_note(result: ToolMessage | Command[Any], note: str) -> ToolMessage | Command[Any]:
+    """The tool's result with a note for the model appended (once)."""
+    if isinstance(result, ToolMessage) and note not in result.text:
+        return result.model_copy(update={"content": f"{result.text}{note}"})
+    return result

@@ -1,0 +1,629 @@
+"""The memory engine: load every layer and rule file, then render the prompt block, with caches.
+
+`MemoryMiddleware` is a thin shell around one `MemoryAssembler`; a hand-built LangGraph graph
+uses the assembler directly:
+
+Example:
+    assembler = MemoryAssembler(backend=FilesystemBackend(root_dir="."), layers=[
+        Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)])
+    snapshot = assembler.load()
+    system_prompt = BASE_PROMPT + "\\n\\n" + assembler.render(snapshot, keys=["src/app.py"])
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from deepagents.backends.filesystem import FilesystemBackend
+
+from layered_memory.core._disk_cache import (
+    DirSignatures,
+    DiskReadCache,
+    clear_shared_caches,
+    listing_cache_for,
+    now_ns,
+    read_cache_for,
+)
+from layered_memory.core.layers import Layer, check_unique_layer_names, normalize_backend_path
+from layered_memory.core.loading import (
+    DownloadResult,
+    SourceProblem,
+    adownload_files_safely,
+    adownload_texts,
+    digest_texts,
+    download_files_safely,
+    download_texts,
+    report_problems,
+)
+from layered_memory.core.render import (
+    DEFAULT_MAX_CHARS,
+    DEFAULT_MAX_RULES_CHARS,
+    MEMORY_SYSTEM_PROMPT,
+    SessionEntry,
+    minimum_budget,
+    render_memory,
+)
+from layered_memory.errors import SessionStoreError
+from layered_memory.rules import (
+    Rule,
+    RuleMatch,
+    RuleSet,
+    alist_rule_files,
+    build_rule_set,
+    list_rule_files,
+    parse_rule_file,
+    render_rules,
+)
+
+if TYPE_CHECKING:
+    from deepagents.backends.protocol import BackendProtocol
+
+    from layered_memory.sessions.stores import SessionStore
+
+logger = logging.getLogger(__name__)
+
+PathAccess = Literal["writable", "read-only", "rule"]
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+class _LRU(Generic[_K, _V]):
+    """A tiny thread-safe LRU map (the caches are shared by every thread of one agent)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._data: OrderedDict[_K, _V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: _K) -> _V | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def put(self, key: _K, value: _V) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySnapshot:
+    """Everything one load read: layer texts, rule texts, session data, and what was skipped.
+
+    Attributes:
+        files: Layer path (as configured) -> raw text, for each file that loaded.
+        rule_files: Rule file path -> raw text.
+        session: The session layer of this run, if a store holds data for its key.
+        problems: Files skipped and configuration mistakes, with the reason.
+        digest: Changes exactly when anything but `problems` changes.
+        unreadable: Layer path -> reason, for layer files that may exist but could not be
+            read (a directory, binary, not UTF-8, a backend error): shown to the agent as
+            present-but-unreadable, and never overwritten by a whole-file `write_file`.
+    """
+
+    files: Mapping[str, str]
+    rule_files: Mapping[str, str] = field(default_factory=dict)
+    session: SessionEntry | None = None
+    problems: tuple[SourceProblem, ...] = ()
+    digest: str = ""
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+
+
+class MemoryAssembler:
+    """Loads memory through a deepagents backend and renders it into a prompt block.
+
+    Args:
+        backend: Any deepagents `BackendProtocol`.
+        layers: Lowest to highest precedence.
+        rules: Rule folders, lowest to highest precedence.
+        session_store: Store whose entry under the session key is the top layer.
+        max_chars: Upper bound on the rendered block.
+        max_rules_chars: Upper bound on the matched rules inside it.
+        system_prompt: Template with an `{agent_memory}` slot.
+        compat: Render in deepagents' flat layout (`sources=` mode).
+        strict: Raise on the first unusable file instead of logging and skipping it.
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: Any,
+        layers: Sequence[Layer],
+        rules: Sequence[str] = (),
+        session_store: SessionStore | None = None,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
+        system_prompt: str = MEMORY_SYSTEM_PROMPT,
+        compat: bool = False,
+        strict: bool = False,
+    ) -> None:
+        check_unique_layer_names(layers)
+        if max_chars < minimum_budget(system_prompt):
+            msg = (
+                f"max_chars={max_chars} is too small for the prompt template; "
+                f"use at least {minimum_budget(system_prompt)}"
+            )
+            raise ValueError(msg)
+        if max_rules_chars < 0:
+            msg = f"max_rules_chars must be >= 0, got {max_rules_chars}"
+            raise ValueError(msg)
+        self.backend = backend
+        self.layers = tuple(layers)
+        self.rule_folders = tuple(rules)
+        self.session_store = session_store
+        self.max_chars = max_chars
+        self.max_rules_chars = max_rules_chars
+        self.system_prompt = system_prompt
+        self.compat = compat
+        self.strict = strict
+        self.layer_paths = tuple(dict.fromkeys(p for layer in self.layers for p in layer.paths))
+        self._access = self._index_paths()
+        self.rule_root = _rule_root(backend)
+        """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
+        self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
+        self._logged: set[tuple[str, str]] = set()
+        self._last_load: (
+            tuple[
+                Mapping[str, str],
+                Mapping[str, str],
+                str | None,
+                str | None,
+                Mapping[str, str],
+                str,
+            ]
+            | None
+        ) = None
+        self._probed_folders: set[str] = set()
+        # Local disk: skip re-reading (and re-listing) what has not changed since last time.
+        on_disk = isinstance(backend, FilesystemBackend)
+        self._disk_cache = read_cache_for(backend) if on_disk else None
+        self._listing_cache = (
+            listing_cache_for(backend, self.rule_folders) if on_disk and self.rule_folders else None
+        )
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def load(
+        self, *, session_key: str | None = None, backend: BackendProtocol | None = None
+    ) -> MemorySnapshot:
+        """Read every layer, rule file and the session entry (one download for all files).
+
+        Args:
+            session_key: The run's thread id, for the session layer.
+            backend: The backend to read through this time (a backend factory's product);
+                default: the assembler's own.
+        """
+        io = backend if backend is not None else self.backend
+        rule_paths, listing_problems = self._cached_listing()
+        if rule_paths is None:
+            taken, started = self._listing_signatures()
+            rule_paths, listing_problems = list_rule_files(io, self.rule_folders)
+            self._remember_listing(taken, (rule_paths, listing_problems), started)
+        probe = self._folders_to_probe(rule_paths)
+        if probe:
+            listing_problems = [*listing_problems, *_probe_rule_folders(io, probe)]
+        session = self._read_session(session_key)
+        paths = [*self.layer_paths, *(p for _, p in rule_paths)]
+        result = download_texts(io, paths, cache=self._cache_for(io))
+        return self._snapshot(result, rule_paths, listing_problems, session)
+
+    async def aload(
+        self, *, session_key: str | None = None, backend: BackendProtocol | None = None
+    ) -> MemorySnapshot:
+        """Async twin of `load`."""
+        io = backend if backend is not None else self.backend
+        rule_paths, listing_problems = self._cached_listing()
+        if rule_paths is None:
+            taken, started = self._listing_signatures()
+            rule_paths, listing_problems = await alist_rule_files(io, self.rule_folders)
+            self._remember_listing(taken, (rule_paths, listing_problems), started)
+        probe = self._folders_to_probe(rule_paths)
+        if probe:
+            listing_problems = [*listing_problems, *await _aprobe_rule_folders(io, probe)]
+        session = await self._aread_session(session_key)
+        paths = [*self.layer_paths, *(p for _, p in rule_paths)]
+        result = await adownload_texts(io, paths, cache=self._cache_for(io))
+        return self._snapshot(result, rule_paths, listing_problems, session)
+
+    def _cache_for(self, io: Any) -> DiskReadCache | None:
+        return self._disk_cache if io is self.backend else None
+
+    def _folders_to_probe(self, rule_paths: Sequence[tuple[int, str]]) -> list[str]:
+        """Rule folders that listed no file and were never checked: missing, or a file?
+
+        Checked once per assembler (a warning is worth one look, not one per invocation).
+        """
+        listed = {index for index, _ in rule_paths}
+        probe = [
+            folder
+            for index, folder in enumerate(self.rule_folders)
+            if index not in listed and folder not in self._probed_folders
+        ]
+        self._probed_folders.update(probe)
+        return probe
+
+    def _cached_listing(self) -> tuple[list[tuple[int, str]] | None, list[Any]]:
+        """The rule listing without a backend call when nothing can have changed it."""
+        if not self.rule_folders:
+            return [], []
+        if self._listing_cache is not None:
+            cached = self._listing_cache.get(self._listing_cache.signatures())
+            if cached is not None:
+                return cached  # type: ignore[no-any-return]
+        return None, []
+
+    def _listing_signatures(self) -> tuple[DirSignatures | None, int]:
+        # Taken before listing: a folder changed while the backend lists it is re-listed later.
+        if self._listing_cache is None:
+            return None, 0
+        return self._listing_cache.signatures(), now_ns()
+
+    def _remember_listing(
+        self, taken: DirSignatures | None, listing: tuple[list[Any], list[Any]], started: int
+    ) -> None:
+        if self._listing_cache is not None and not listing[1]:
+            self._listing_cache.put(taken, listing, started)
+
+    def _snapshot(
+        self,
+        result: DownloadResult,
+        rule_paths: Sequence[tuple[int, str]],
+        listing_problems: Iterable[Any],
+        session: SessionEntry | None,
+    ) -> MemorySnapshot:
+        layer_paths = set(self.layer_paths)
+        files = {p: t for p, t in result.texts.items() if p in layer_paths}
+        rule_files = {p: result.texts[p] for _, p in rule_paths if p in result.texts}
+        unreadable = {
+            problem.path: problem.reason
+            for problem in result.problems
+            if problem.unreadable and problem.path in layer_paths
+        }
+        problems = [
+            *result.problems,
+            *(SourceProblem(problem.path, problem.reason) for problem in listing_problems),
+            *self._configuration_problems(result, bool(rule_files)),
+        ]
+        report_problems(problems, strict=self.strict, already_logged=self._logged)
+        session_text = _session_text(session)
+        session_id = session.key if session else None
+        digest = self._reused_digest(files, rule_files, session_id, session_text, unreadable)
+        if digest is None:
+            digest = digest_texts(files, rule_files, session_id, session_text, unreadable)
+        self._last_load = (files, rule_files, session_id, session_text, unreadable, digest)
+        return MemorySnapshot(files, rule_files, session, tuple(problems), digest, unreadable)
+
+    def _configuration_problems(
+        self, result: DownloadResult, found_rules: bool
+    ) -> list[SourceProblem]:
+        """Missing files that are configuration mistakes rather than normal absence.
+
+        A missing writable file is normal (the agent creates it); a missing read-only file
+        is a wrong path or a wrong backend root. In `sources=` mode a missing file is skipped
+        as deepagents skips it, noted at INFO level.
+        """
+        if self.compat:
+            for path in sorted(result.missing):
+                if ("missing", path) not in self._logged:
+                    self._logged.add(("missing", path))
+                    logger.info("memory source %s not found: skipped", path)
+            return []
+        problems: list[SourceProblem] = []
+        read_only = [
+            (layer, path) for layer in self.layers if not layer.writable for path in layer.paths
+        ]
+        for layer, path in read_only:
+            if path in result.missing:
+                problems.append(
+                    SourceProblem(
+                        path,
+                        f"the read-only layer {layer.name!r} has no file at this path "
+                        f"(backend root: {_root_label(self.backend)}); fix the path or "
+                        "remove the layer",
+                    )
+                )
+        nothing_found = not result.texts and not found_rules and not result.problems
+        if read_only and nothing_found:
+            problems.append(
+                SourceProblem(
+                    _root_label(self.backend),
+                    "the backend root holds none of the configured memory files "
+                    f"({', '.join(self.layer_paths)}): is the backend's root_dir right?",
+                )
+            )
+        return problems
+
+    def _reused_digest(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session_id: str | None,
+        session_text: str | None,
+        unreadable: Mapping[str, str],
+    ) -> str | None:
+        """The previous load's digest when this load holds the very same text objects.
+
+        The disk cache hands back the same strings while nothing changed, so an identity check
+        replaces hashing every memory and rule text at every invocation.
+        """
+        last = self._last_load
+        if last is None or (session_id, session_text, unreadable) != last[2:5]:
+            return None
+        if _same_objects(files, last[0]) and _same_objects(rule_files, last[1]):
+            return last[5]
+        return None
+
+    def _read_session(self, key: str | None) -> SessionEntry | None:
+        if self.session_store is None or key is None:
+            return None
+        try:
+            data = self.session_store.get(key)
+        except Exception as exc:  # a store outage must not stop the run
+            self._session_failure(key, exc)
+            return None
+        return SessionEntry(key, data) if data else None
+
+    async def _aread_session(self, key: str | None) -> SessionEntry | None:
+        if self.session_store is None or key is None:
+            return None
+        try:
+            data = await self.session_store.aget(key)
+        except Exception as exc:  # a store outage must not stop the run
+            self._session_failure(key, exc)
+            return None
+        return SessionEntry(key, data) if data else None
+
+    def _session_failure(self, key: str, exc: Exception) -> None:
+        if self.strict:
+            msg = f"session store read failed for key {key!r}: {exc}"
+            raise SessionStoreError(msg, key=key) from exc
+        logger.warning("session layer skipped: reading key %s failed: %s", key, exc)
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def render(self, snapshot: MemorySnapshot, *, keys: Iterable[str] = ()) -> str:
+        """The prompt block for `snapshot`, with the rules matching `keys` (cached)."""
+        return self.render_parts(
+            snapshot.files,
+            snapshot.rule_files,
+            snapshot.session,
+            keys,
+            digest=snapshot.digest,
+            unreadable=snapshot.unreadable,
+        )
+
+    def render_parts(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: Iterable[str],
+        *,
+        digest: str | None = None,
+        unreadable: Mapping[str, str] | None = None,
+    ) -> str:
+        """`render` from the parts kept in agent state; cached on (digest, keys).
+
+        Args:
+            files: Layer path -> text.
+            rule_files: Rule file path -> text.
+            session: The session layer, if any.
+            keys: Rule match keys.
+            digest: The snapshot's digest of exactly these parts (a cache key computed once
+                per load); without it, one is computed from every part.
+            unreadable: Layer path -> reason, for files that could not be read.
+        """
+        # Keys only select rules: without rule folders they cannot change the block.
+        key_tuple = tuple(keys) if self.rule_folders else ()
+        unreadable = unreadable or {}
+        if digest is None:
+            digest = digest_texts(
+                files,
+                rule_files,
+                session.key if session else None,
+                _session_text(session),
+                unreadable,
+            )
+        cache_key = (digest, key_tuple)
+        block = self._blocks.get(cache_key)
+        if block is None:
+            block = self._render_uncached(files, rule_files, session, key_tuple, unreadable)
+            self._blocks.put(cache_key, block)
+        return block
+
+    def match_rules(self, rule_files: Mapping[str, str], keys: Iterable[str]) -> RuleMatch | None:
+        """Which rules apply to `keys` (None when no rule folders are configured)."""
+        rule_set = self.rule_set(rule_files)
+        if rule_set is None:
+            return None
+        return rule_set.match(keys, root=self.rule_root)
+
+    def rule_set(self, rule_files: Mapping[str, str]) -> RuleSet | None:
+        """The parsed rules for these texts: parsed once per distinct content, per process."""
+        if not self.rule_folders:
+            return None
+        key = (digest_texts(rule_files), self.rule_folders)
+        rule_set = _RULE_SETS.get(key)
+        if rule_set is None:
+            parsed = [
+                _parse_rule(path, text, self._folder_index(path))
+                for path, text in sorted(rule_files.items())
+            ]
+            rule_set = build_rule_set(parsed, log=False)
+            _RULE_SETS.put(key, rule_set)
+        if self.strict:
+            rule_set.raise_on_error()
+        self._report_rule_problems(rule_set)
+        return rule_set
+
+    def _render_uncached(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: tuple[str, ...],
+        unreadable: Mapping[str, str],
+    ) -> str:
+        match = self.match_rules(rule_files, keys)
+        rules_renderer = None
+        if match is not None and (match.applied or match.requested):
+
+            def rules_renderer(limit: int) -> str:
+                return render_rules(match, max_chars=min(limit, self.max_rules_chars))
+
+        return render_memory(
+            self.layers,
+            files,
+            template=self.system_prompt,
+            max_chars=self.max_chars,
+            compat=self.compat,
+            rules=rules_renderer,
+            session=session,
+            unreadable=unreadable,
+        )
+
+    def _report_rule_problems(self, rule_set: RuleSet) -> None:
+        for problem in rule_set.problems:
+            key = (problem.path, problem.reason)
+            level = logging.DEBUG if key in self._logged else logging.WARNING
+            self._logged.add(key)
+            logger.log(
+                level, "rule file %s: %s: %s", problem.path, problem.severity, problem.reason
+            )
+
+    def _folder_index(self, path: str) -> int:
+        """Precedence of a rule file: the highest listed folder containing it (as the listing)."""
+        containing = [
+            index
+            for index, folder in enumerate(self.rule_folders)
+            if path.startswith(folder.rstrip("/") + "/")
+        ]
+        return max(containing, default=0)
+
+    # -- tool-call checks -------------------------------------------------------------------
+
+    def access_of(self, tool_path: str) -> tuple[PathAccess | None, Layer | None]:
+        """Whether a path named in a tool call is a memory file, and how the agent may use it."""
+        normalized, _ = normalize_backend_path(tool_path, self.backend)
+        if normalized is None:
+            return None, None
+        hit = self._access.get(normalized)
+        if hit is not None:
+            return hit
+        for folder in self._rule_folder_keys:
+            if normalized == folder or normalized.startswith(folder + "/"):
+                return "rule", None
+        return None, None
+
+    def same_file(self, configured: str, tool_path: str) -> bool:
+        """Whether a path named in a tool call is the configured layer path (any alias)."""
+        first, _ = normalize_backend_path(configured, self.backend)
+        second, _ = normalize_backend_path(tool_path, self.backend)
+        return first is not None and first == second
+
+    def _index_paths(self) -> dict[str, tuple[PathAccess | None, Layer | None]]:
+        index: dict[str, tuple[PathAccess | None, Layer | None]] = {}
+        for layer in self.layers:
+            for path in layer.paths:
+                normalized, _ = normalize_backend_path(path, self.backend)
+                if normalized is not None:
+                    index[normalized] = ("writable" if layer.writable else "read-only", layer)
+        folder_keys = []
+        for folder in self.rule_folders:
+            normalized, _ = normalize_backend_path(folder, self.backend)
+            if normalized is not None:
+                folder_keys.append(normalized.rstrip("/") or "/")
+        self._rule_folder_keys = tuple(folder_keys)
+        return index
+
+
+_RULE_SETS: _LRU[tuple[str, tuple[str, ...]], RuleSet] = _LRU(32)
+"""Parsed rule sets by content, shared by every assembler of the process (agents built per
+request find the rules already parsed and their globs compiled)."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_rule(path: str, text: str, folder_index: int) -> tuple[Rule | None, tuple[Any, ...]]:
+    """One rule file parsed, remembered by content: one changed file re-parses only itself."""
+    rule, problems = parse_rule_file(path, text, folder_index=folder_index)
+    return rule, tuple(problems)
+
+
+def _session_text(session: SessionEntry | None) -> str | None:
+    """The session data as it is hashed (a change of any value changes the digest)."""
+    return json.dumps(dict(session.data), sort_keys=True, default=str) if session else None
+
+
+def _root_label(backend: Any) -> str:
+    """The backend's root in words for a message: a disk folder, or the kind of backend."""
+    root = getattr(backend, "cwd", None)
+    return str(root) if root is not None else f"the {type(backend).__name__}"
+
+
+def _probe_rule_folders(backend: Any, folders: Sequence[str]) -> list[SourceProblem]:
+    try:
+        responses = download_files_safely(backend, list(folders))
+    except Exception:  # only a diagnosis: a failing probe must not stop the run
+        return []
+    return rule_folder_problems(folders, responses)
+
+
+async def _aprobe_rule_folders(backend: Any, folders: Sequence[str]) -> list[SourceProblem]:
+    try:
+        responses = await adownload_files_safely(backend, list(folders))
+    except Exception:  # see _probe_rule_folders
+        return []
+    return rule_folder_problems(folders, responses)
+
+
+def rule_folder_problems(folders: Sequence[str], responses: Sequence[Any]) -> list[SourceProblem]:
+    """Rule folders that are missing or are files, from `download_files(folders)`'s answers."""
+    problems: list[SourceProblem] = []
+    for folder, response in zip(folders, responses, strict=False):
+        error = getattr(response, "error", None)
+        if error == "file_not_found":
+            reason = "rules folder not found: fix the path in rules=[...] or create the folder"
+        elif error is None and getattr(response, "content", None) is not None:
+            reason = "rules folder is a file: rules=[...] takes folders (every *.md below)"
+        else:
+            continue
+        problems.append(SourceProblem(folder, reason))
+    return problems
+
+
+def _same_objects(new: Mapping[str, str], old: Mapping[str, str]) -> bool:
+    return len(new) == len(old) and all(old.get(path) is text for path, text in new.items())
+
+
+def clear_process_caches() -> None:
+    """Forget what every assembler of this process shares: parsed rules and disk caches.
+
+    Nothing needs this for correctness (the caches are keyed by content and checked against
+    the disk); it exists so a benchmark can measure a process's first load.
+    """
+    _RULE_SETS.clear()
+    _parse_rule.cache_clear()
+    clear_shared_caches()
+
+
+def _rule_root(backend: Any) -> str:
+    """The folder rule globs are relative to: the disk root of a real-path backend, else `/`."""
+    if isinstance(backend, FilesystemBackend) and not backend.virtual_mode:
+        return str(backend.cwd)
+    return "/"

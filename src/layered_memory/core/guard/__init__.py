@@ -1,0 +1,232 @@
+"""Read-only memory enforced where every tool, subagent and shell command passes: the backend.
+
+`protect(backend, protected)` returns a *view* of `backend` whose mutating methods first ask
+`refusal()` whether the operation would change read-only memory:
+
+- `write` / `edit` / `upload_files` of a protected file under any alias: `..`, `~`, a symlink
+  (also behind a `CompositeBackend` route), a hard link, another case on a case-insensitive
+  disk (paths are compared as storage places and by device and inode, never as spellings);
+- `delete` of a protected file, of anything inside a protected folder, or of any folder that
+  holds protected memory (up to `delete /`);
+- `execute` (a shell) cannot be checked before it runs: the protected files and folders are
+  read before the command and after it; a changed, created or deleted file is put back as it
+  was (a symlink or folder swapped in is removed first), the result is read again, and the
+  command's output tells the model what was put back and what could not be.
+
+Pass the view to the agent (`create_deep_agent(backend=memory.protected_backend, ...)`): the
+parent's tools, deepagents' own `general-purpose` subagent and every custom subagent all use
+that backend, so none of them can bypass the guard. The middleware's tool hook asks the same
+`refusal()` for the parent's calls, so a run that forgot the view still protects the parent,
+and after every shell call it also compares read-only memory with what the run loaded.
+
+The places and relations are in `_guard_places`, the shell checks in `_guard_shell`, the view
+class in `_guard_view`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from layered_memory.core.guard._places import (
+    Place,
+    identity,
+    is_host_backend,
+    locate,
+    relation,
+    walk_files,
+)
+from layered_memory.core.guard._view import make_view
+from layered_memory.core.layers import lexical_path
+
+__all__ = [
+    "SHELL_TOOLS",
+    "Operation",
+    "ProtectedPaths",
+    "is_protected",
+    "protect",
+    "protected_paths_of",
+    "refusal",
+    "refusal_message",
+    "writes_memory",
+]
+
+Operation = Literal["write", "edit", "delete", "upload"]
+
+SHELL_TOOLS = frozenset({"execute"})
+"""Tools whose effects on files cannot be checked before they run."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProtectedPaths:
+    """What the agent may not change, each with the words that name its owner.
+
+    Attributes:
+        files: Path -> owner ("the read-only memory layer 'project'").
+        folders: Folder -> owner; everything inside is read-only, and so is the folder.
+        redacted: Writable memory files: writes are allowed, with secrets redacted first
+            (whoever writes: the agent, a subagent without the middleware).
+    """
+
+    files: Mapping[str, str] = field(default_factory=dict)
+    folders: Mapping[str, str] = field(default_factory=dict)
+    redacted: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.folders or self.redacted)
+
+    def __or__(self, other: ProtectedPaths) -> ProtectedPaths:
+        """Both sets of protections (protection is only ever added, never replaced)."""
+        return ProtectedPaths(
+            files={**other.files, **self.files},
+            folders={**other.folders, **self.folders},
+            redacted=self.redacted | other.redacted,
+        )
+
+
+def refusal(backend: Any, protected: ProtectedPaths, operation: Operation, path: str) -> str | None:
+    """Why `operation` on `path` would change read-only memory (None: it would not).
+
+    Pure apart from looking at the disk (symlinks, inodes); shared by the backend view and the
+    middleware's tool hook, sync and async.
+    """
+    if not protected:
+        return None
+    deleting = operation == "delete"
+    # A delete may remove a symlink itself or (a virtual-mode FilesystemBackend resolves the
+    # whole path) its target: both places count.
+    targets = {
+        place
+        for place in (
+            locate(backend, path),
+            locate(backend, path, follow_last=False) if deleting else None,
+        )
+        if place is not None
+    }
+    # On a virtual tree (not host paths) the tree itself is compared too: a composite's `/`
+    # holds its routes, which no single backend's place shows.
+    top = None if is_host_backend(backend) else lexical_path(path)
+    for file, owner in protected.files.items():
+        found = relation(backend, targets, top, file, deleting=deleting)
+        if found in ("is", "inside"):
+            return f"{path} is {owner}"
+        if found == "alias":
+            return f"{path} is another name (a hard link, another case) of {file}, which is {owner}"
+        if found == "holds":
+            return f"{path} holds {file}, which is {owner}"
+    for folder, owner in protected.folders.items():
+        found = relation(backend, targets, top, folder, deleting=deleting)
+        if found in ("is", "alias", "inside"):
+            return f"{path} is inside {owner}"
+        if found == "holds":
+            return f"{path} holds {folder}, which is {owner}"
+    if not deleting:
+        for target in targets:
+            if target.space == "disk":
+                linked = _hard_link_into_folder(backend, protected, path, target)
+                if linked is not None:
+                    return linked
+    return None
+
+
+def _hard_link_into_folder(
+    backend: Any, protected: ProtectedPaths, path: str, target: Place
+) -> str | None:
+    """A second name for a file inside a protected folder writes that file: refuse it.
+
+    (A second name for a protected *file* is already the same identity, see `relation`.)
+    """
+    found = identity(target.path)
+    if found is None or not protected.folders:
+        return None
+    try:
+        if os.stat(target.path).st_nlink < 2:
+            return None
+    except OSError:
+        return None
+    for folder, owner in protected.folders.items():
+        place = locate(backend, folder)
+        if place is None or place.space != "disk":
+            continue
+        for inside in walk_files(place.path):
+            if identity(inside) == found:
+                return f"{path} is a hard link to {inside}, which is inside {owner}"
+    return None
+
+
+def writes_memory(backend: Any, protected: ProtectedPaths, path: str) -> bool:
+    """Whether `path` names one of the writable memory files (whose writes are redacted)."""
+    if not protected.redacted:
+        return False
+    target = locate(backend, path)
+    top = None if is_host_backend(backend) else lexical_path(path)
+    targets = {target} if target is not None else set()
+    return any(
+        relation(backend, targets, top, file, deleting=False) in ("is", "alias")
+        for file in protected.redacted
+    )
+
+
+def refusal_message(operation: str, reason: str) -> str:
+    """The error text the model sees (the backend's error result, or the tool's message)."""
+    return (
+        f"Error: {operation} refused: {reason}, which cannot be changed by the agent. Nothing "
+        "was modified. Save what you learned in a writable memory file instead, or tell the "
+        "user what should change."
+    )
+
+
+def protected_paths_of(
+    layers: Sequence[Any], rule_folders: Sequence[str], backend: Any
+) -> ProtectedPaths:
+    """The read-only files and folders of a memory configuration, each named by its owner.
+
+    Args:
+        layers: The `Layer`s; the files of every read-only one are protected.
+        rule_folders: Rule folders the agent may not change (none with `rules_writable`).
+        backend: A backend may declare read-only folders of its own (`read_only_folders`,
+            as `shared_memory_backend` does for `/org/` and `/project/`).
+    """
+    files = {
+        path: f"the read-only memory layer {layer.name!r}"
+        for layer in layers
+        if not layer.writable
+        for path in layer.paths
+    }
+    folders = {folder: f"the read-only rule folder {folder}" for folder in rule_folders}
+    declared = getattr(backend, "read_only_folders", None)
+    if isinstance(declared, Mapping):
+        folders.update({str(folder): str(owner) for folder, owner in declared.items()})
+    writable = frozenset(path for layer in layers if layer.writable for path in layer.paths)
+    return ProtectedPaths(files=files, folders=folders, redacted=writable)
+
+
+def protect(backend: Any, protected: ProtectedPaths) -> Any:
+    """A view of `backend` that refuses every change to the `protected` paths.
+
+    Args:
+        backend: Any deepagents backend (the view shares its storage and its class's checks).
+        protected: The read-only files and folders, with their owners' names.
+
+    Returns:
+        The view (the backend itself when nothing is protected). Protecting a view again adds
+        the new protections to the ones it has; nothing is ever dropped.
+
+    Example:
+        backend = protect(FilesystemBackend(root_dir=".", virtual_mode=True),
+                          ProtectedPaths(files={"/AGENTS.md": "the project's instructions"}))
+    """
+    if is_protected(backend):
+        return make_view(
+            backend._layered_memory_base, protected | backend._layered_memory_protected
+        )
+    if not protected:
+        return backend
+    return make_view(backend, protected)
+
+
+def is_protected(backend: Any) -> bool:
+    """Whether `backend` is a view made by `protect`."""
+    return getattr(type(backend), "_lm_is_view", False) is True

@@ -1,0 +1,394 @@
+"""The protected view of a backend: its mutating methods ask `guard.refusal()` first, and a
+shell command is surrounded by a snapshot of read-only memory and a verified put-back.
+
+Why a view and not a wrapper object: deepagents decides what a backend can do with
+`isinstance` (a `StateBackend` keeps files in state, a sandbox gets `execute`, a
+`CompositeBackend` routes). The view is a shallow copy of the backend re-classed to a generated
+subclass of the backend's own class, so every such check still holds and the storage is shared.
+The guard methods are copied into that subclass rather than mixed in as a first base: a mixin
+first in the bases changes the instance layout, and Python refuses the `__class__` assignment.
+
+A sandbox built on deepagents' `BaseSandbox` runs its own `ls`, `read`, `write` ... through
+`execute`: only the outermost call is guarded (a context variable marks the view's own work),
+so a file listing is one command, not a snapshot, a listing and a put-back each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import functools
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from deepagents.backends.protocol import (
+    DeleteResult,
+    EditResult,
+    ExecuteResponse,
+    FileUploadResponse,
+    WriteResult,
+    execute_accepts_timeout,
+)
+
+from layered_memory.core.guard._places import (
+    MAX_FOLDER_ENTRIES,
+    backend_path,
+    clear_swapped_on_disk,
+)
+from layered_memory.core.guard._shell import Outcome, changed_paths, put_back, read_snapshot
+from layered_memory.core.loading import download_files_safely
+
+if TYPE_CHECKING:
+    from layered_memory.core.guard import Operation, ProtectedPaths
+
+logger = logging.getLogger(__name__)
+
+_BUSY: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "layered_memory_guard_busy", default=False
+)
+"""True while the view does its own work or runs one of the backend's own methods."""
+
+_PASS_THROUGH = (
+    "ls",
+    "read",
+    "grep",
+    "glob",
+    "download_files",
+    "als",
+    "aread",
+    "agrep",
+    "aglob",
+    "adownload_files",
+)
+"""Reading methods: not guarded, but marked busy so a sandbox's inner `execute` is plain."""
+
+
+@contextmanager
+def _busy() -> Iterator[None]:
+    token = _BUSY.set(True)
+    try:
+        yield
+    finally:
+        _BUSY.reset(token)
+
+
+class _Own:
+    """The backend class's own methods, bound to the view (past the guard), marked busy."""
+
+    def __init__(self, view: Any) -> None:
+        self._view = view
+
+    def download_files(self, paths: list[str]) -> list[Any]:
+        """The own download, except that a FIFO, socket or device is never opened: a command
+        can leave one where a protected file was, and opening a FIFO waits forever."""
+        return download_files_safely(self._view, paths, download=self.__getattr__("download_files"))
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._view._lm_backend_class, name).__get__(self._view)
+        if asyncio.iscoroutinefunction(method):
+
+            async def async_call(*args: Any, **kwargs: Any) -> Any:
+                with _busy():
+                    return await method(*args, **kwargs)
+
+            return async_call
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with _busy():
+                return method(*args, **kwargs)
+
+        return call
+
+
+def _refused(view: Any, operation: Operation, path: str) -> str | None:
+    from layered_memory.core.guard import refusal  # the public module re-exports this view
+
+    if _BUSY.get():
+        return None  # the backend's own helper, run by a guarded call already checked
+    reason = refusal(view, view._layered_memory_protected, operation, path)
+    if reason is not None:
+        logger.warning("refused %s of %s: read-only memory", operation, path)
+    return reason
+
+
+def _redacted(view: Any, path: str, text: str) -> str:
+    """`text` with secrets redacted when it is going into a writable memory file."""
+    from layered_memory.core.guard import writes_memory
+    from layered_memory.writeback.redaction import redact_text
+
+    if _BUSY.get() or not writes_memory(view, view._layered_memory_protected, path):
+        return text
+    result = redact_text(text)
+    if result.count:
+        logger.warning(
+            "redacted %d secret(s) (%s) written into memory file %s",
+            result.count,
+            ", ".join(sorted(result.kinds)),
+            path,
+        )
+    return result.text
+
+
+def _message(operation: str, reason: str) -> str:
+    from layered_memory.core.guard import refusal_message
+
+    return refusal_message(operation, reason)
+
+
+class _FileGuard:
+    """Guard methods for every backend (copied into the view class, never a base class)."""
+
+    _lm_backend_class: type
+    _layered_memory_protected: ProtectedPaths
+
+    def write(self, file_path: str, content: str) -> WriteResult:
+        reason = _refused(self, "write", file_path)
+        if reason is not None:
+            return WriteResult(error=_message("write", reason))
+        content = _redacted(self, file_path, content)
+        return _Own(self).write(file_path, content)  # type: ignore[no-any-return]
+
+    async def awrite(self, file_path: str, content: str) -> WriteResult:
+        reason = _refused(self, "write", file_path)
+        if reason is not None:
+            return WriteResult(error=_message("write", reason))
+        content = _redacted(self, file_path, content)
+        return await _Own(self).awrite(file_path, content)  # type: ignore[no-any-return]
+
+    def edit(
+        self, file_path: str, old_string: str, new_string: str, replace_all: bool = False
+    ) -> EditResult:
+        reason = _refused(self, "edit", file_path)
+        if reason is not None:
+            return EditResult(error=_message("edit", reason))
+        new_string = _redacted(self, file_path, new_string)
+        return _Own(self).edit(file_path, old_string, new_string, replace_all)  # type: ignore[no-any-return]
+
+    async def aedit(
+        self, file_path: str, old_string: str, new_string: str, replace_all: bool = False
+    ) -> EditResult:
+        reason = _refused(self, "edit", file_path)
+        if reason is not None:
+            return EditResult(error=_message("edit", reason))
+        new_string = _redacted(self, file_path, new_string)
+        return await _Own(self).aedit(file_path, old_string, new_string, replace_all)  # type: ignore[no-any-return]
+
+    def delete(self, file_path: str) -> DeleteResult:
+        reason = _refused(self, "delete", file_path)
+        if reason is not None:
+            return DeleteResult(error=_message("delete", reason))
+        return _Own(self).delete(file_path)  # type: ignore[no-any-return]
+
+    async def adelete(self, file_path: str) -> DeleteResult:
+        reason = _refused(self, "delete", file_path)
+        if reason is not None:
+            return DeleteResult(error=_message("delete", reason))
+        return await _Own(self).adelete(file_path)  # type: ignore[no-any-return]
+
+    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        refused, allowed = _split_uploads(self, files)
+        done = _Own(self).upload_files(allowed) if allowed else []
+        return _merge_uploads(files, refused, done)
+
+    async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        refused, allowed = _split_uploads(self, files)
+        done = await _Own(self).aupload_files(allowed) if allowed else []
+        return _merge_uploads(files, refused, done)
+
+
+def _split_uploads(
+    view: Any, files: Sequence[tuple[str, bytes]]
+) -> tuple[set[int], list[tuple[str, bytes]]]:
+    refused = {i for i, (path, _) in enumerate(files) if _refused(view, "upload", path)}
+    return refused, [
+        (path, _redacted_bytes(view, path, data))
+        for i, (path, data) in enumerate(files)
+        if i not in refused
+    ]
+
+
+def _redacted_bytes(view: Any, path: str, data: bytes) -> bytes:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data  # not text: nothing a secret scanner could read
+    redacted = _redacted(view, path, text)
+    return data if redacted is text else redacted.encode("utf-8")
+
+
+def _merge_uploads(
+    files: Sequence[tuple[str, bytes]], refused: set[int], done: Sequence[FileUploadResponse]
+) -> list[FileUploadResponse]:
+    answers = iter(done)
+    return [
+        FileUploadResponse(path=path, error="permission_denied")
+        if index in refused
+        else next(answers)
+        for index, (path, _) in enumerate(files)
+    ]
+
+
+# -- the shell ---------------------------------------------------------------------------------
+
+
+def _guarded_run(
+    view: Any, run: Callable[[], Any], output_of: Callable[[Any], ExecuteResponse]
+) -> Any:
+    """Run a shell command (`run`) between a snapshot of read-only memory and a verified
+    put-back; `output_of` finds the `ExecuteResponse` in what `run` returns."""
+    if _BUSY.get():
+        return run()  # the backend's own helper command, inside a guarded call
+    own = _Own(view)
+    paths = _snapshot_paths(view, own)
+    before = read_snapshot(paths, own.download_files(paths)) if paths else {}
+    with _busy():
+        result = run()
+    after_paths = list(dict.fromkeys([*before, *_snapshot_paths(view, own)]))
+    if not after_paths:
+        return result
+    changed = changed_paths(before, after_paths, own.download_files(after_paths))
+    if not changed:
+        return result
+    outcome = put_back(
+        own,
+        before,
+        changed,
+        delete=own.delete,
+        clear=lambda path: clear_swapped_on_disk(view, path),
+    )
+    return _with_note(result, output_of(result), outcome)
+
+
+def _snapshot_paths(view: Any, own: _Own) -> list[str]:
+    """Every protected file: the configured files and what the protected folders hold now."""
+    protected = view._layered_memory_protected
+    paths = [where for path in protected.files if (where := backend_path(view, path))]
+    for folder in protected.folders:
+        where = backend_path(view, folder)
+        if where is None:
+            continue
+        try:
+            listing = own.glob("**/*", path=where)
+        except Exception:  # a failed listing leaves that folder's new files unchecked
+            logger.warning("cannot list read-only folder %s around a shell command", folder)
+            continue
+        matches = getattr(listing, "matches", None) or []
+        paths.extend(
+            str(info["path"]) for info in matches[:MAX_FOLDER_ENTRIES] if not info.get("is_dir")
+        )
+    return list(dict.fromkeys(paths))
+
+
+def _with_note(result: Any, response: ExecuteResponse, outcome: Outcome) -> Any:
+    response.output = f"{response.output}{outcome.note()}"
+    return result
+
+
+class _ShellGuard:
+    """`execute` and `execute_with_offload` between a snapshot and a put-back."""
+
+    def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
+        own = getattr(self._lm_backend_class, "execute")  # noqa: B009 (the class's own, past the guard)
+
+        def run() -> ExecuteResponse:
+            if timeout is None:
+                return own(self, command)  # type: ignore[no-any-return]
+            return own(self, command, timeout=timeout)  # type: ignore[no-any-return]
+
+        return _guarded_run(self, run, lambda response: response)  # type: ignore[no-any-return]
+
+    async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
+        # The check around the command is file I/O either way; one implementation, run in a
+        # thread that carries the run's context variables along.
+        if timeout is None:
+            return await asyncio.to_thread(self.execute, command)
+        return await asyncio.to_thread(self.execute, command, timeout=timeout)
+
+    def execute_with_offload(self, command: str, capture_path: str, **kwargs: Any) -> Any:
+        own = getattr(self._lm_backend_class, "execute_with_offload")  # noqa: B009
+
+        def run() -> Any:
+            return own(self, command, capture_path, **kwargs)
+
+        return _guarded_run(self, run, lambda result: result.response)
+
+    async def aexecute_with_offload(self, command: str, capture_path: str, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(self.execute_with_offload, command, capture_path, **kwargs)
+
+    _lm_backend_class: type
+
+
+class _ShellGuardWithoutTimeout(_ShellGuard):
+    """For a backend whose `execute` takes no `timeout` (older sandbox packages): the view must
+    not claim it does, so deepagents reports the missing feature itself."""
+
+    def execute(self, command: str) -> ExecuteResponse:  # type: ignore[override]
+        return _ShellGuard.execute(self, command)
+
+    async def aexecute(self, command: str) -> ExecuteResponse:  # type: ignore[override]
+        return await asyncio.to_thread(self.execute, command)
+
+
+def _marked(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A reading method run with the busy mark (a sandbox's inner commands stay plain)."""
+    if asyncio.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def async_marked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _busy():
+                return await method(self, *args, **kwargs)
+
+        return async_marked
+
+    @functools.wraps(method)
+    def marked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _busy():
+            return method(self, *args, **kwargs)
+
+    return marked
+
+
+_VIEW_CLASSES: dict[type, type] = {}
+_VIEW_CLASSES_LOCK = threading.Lock()
+
+
+def view_class(cls: type) -> type:
+    """The generated protected subclass of a backend class (one per class, cached)."""
+    with _VIEW_CLASSES_LOCK:
+        view = _VIEW_CLASSES.get(cls)
+        if view is None:
+            view = _build_view_class(cls)
+            _VIEW_CLASSES[cls] = view
+        return view
+
+
+def _build_view_class(cls: type) -> type:
+    methods: dict[str, Any] = {}
+    sources: list[type] = [_FileGuard]
+    if callable(getattr(cls, "execute", None)):
+        sources.append(_ShellGuard if execute_accepts_timeout(cls) else _ShellGuardWithoutTimeout)
+    for source in sources:
+        for klass in reversed(source.__mro__[:-1]):
+            methods.update((name, value) for name, value in vars(klass).items() if callable(value))
+    if not callable(getattr(cls, "execute_with_offload", None)):
+        methods.pop("execute_with_offload", None)
+        methods.pop("aexecute_with_offload", None)
+    for name in _PASS_THROUGH:
+        method = getattr(cls, name, None)
+        if callable(method) and "execute" in methods:
+            methods[name] = _marked(method)
+    methods.update(__module__=__name__, _lm_backend_class=cls, _lm_is_view=True)
+    return type(f"Protected{cls.__name__}", (cls,), methods)
+
+
+def make_view(backend: Any, protected: ProtectedPaths) -> Any:
+    """A shallow copy of `backend`, re-classed to its protected subclass."""
+    view = copy.copy(backend)
+    view.__class__ = view_class(type(backend))
+    view._layered_memory_protected = protected
+    view._layered_memory_base = backend
+    return view

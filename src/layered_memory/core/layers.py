@@ -1,0 +1,229 @@
+"""Memory layers: what files make up each layer, who may edit them, and how much may be shown.
+
+Layers are listed from lowest to highest precedence (organization -> user -> project -> team);
+a later layer wins a conflict. Paths are backend paths: `~` expands to the home folder, and a
+path that would leave the backend's root is refused before any I/O happens.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from deepagents.backends.filesystem import FilesystemBackend
+
+from layered_memory.core._validation import MAX_PATH_CHARS, as_path, invalid_path_reason
+
+MEMORY_FILE_NAME = "MEMORY.md"
+MEMORY_FILE_DEFAULT_MAX_LINES = 200
+"""A `MEMORY.md` grows with every learned insight; by default only its head is injected."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """One layer of memory: one or more files shown to the agent under one name.
+
+    Args:
+        name: Shown to the agent (e.g. `"organization"`, `"project"`).
+        paths: One path or several, in the order they are shown.
+        writable: Whether the agent may edit these files with its file tools.
+        max_lines: Lines shown per file (default: all, or 200 for a file named `MEMORY.md`).
+        max_chars: Characters shown for the whole layer (default: limited by the total budget).
+
+    Example:
+        Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)
+    """
+
+    name: str
+    paths: tuple[str, ...]
+    writable: bool = field(default=False, kw_only=True)
+    max_lines: int | None = field(default=None, kw_only=True)
+    max_chars: int | None = field(default=None, kw_only=True)
+
+    def __init__(
+        self,
+        name: str,
+        paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        writable: bool = False,
+        max_lines: int | None = None,
+        max_chars: int | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name.strip():
+            msg = f"Layer name must be a non-empty string; got {name!r}"
+            raise ValueError(msg)
+        path_tuple = _layer_paths(name, paths)
+        for label, value in (("max_lines", max_lines), ("max_chars", max_chars)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
+                msg = f"Layer {name!r}: {label} must be a positive int or None, got {value!r}"
+                raise ValueError(msg)
+        object.__setattr__(self, "name", name.strip())
+        object.__setattr__(self, "paths", path_tuple)
+        object.__setattr__(self, "writable", bool(writable))
+        object.__setattr__(self, "max_lines", max_lines)
+        object.__setattr__(self, "max_chars", max_chars)
+
+    def line_cap(self, path: str) -> int | None:
+        """Lines of `path` that may be shown: the layer's cap, else 200 for `MEMORY.md`."""
+        if self.max_lines is not None:
+            return self.max_lines
+        if PurePosixPath(path).name == MEMORY_FILE_NAME:
+            return MEMORY_FILE_DEFAULT_MAX_LINES
+        return None
+
+
+def _layer_paths(name: str, paths: object) -> tuple[str, ...]:
+    """One path or a sequence of them (`str` or `os.PathLike`), as a tuple of strings."""
+    items = [paths] if isinstance(paths, str | os.PathLike) else paths
+    if isinstance(items, bytes) or not isinstance(items, Sequence):
+        msg = (
+            f"Layer {name!r}: paths must be a str, an os.PathLike or a list of them; "
+            f"got {type(paths).__name__}"
+        )
+        raise TypeError(msg)
+    path_tuple = tuple(as_path(item, parameter=f"Layer {name!r} path") for item in items)
+    if not path_tuple or not all(path.strip() for path in path_tuple):
+        msg = f"Layer {name!r} needs at least one non-empty path"
+        raise ValueError(msg)
+    return path_tuple
+
+
+def layers_from_sources(sources: Sequence[str]) -> tuple[Layer, ...]:
+    """The layers equivalent to deepagents' flat `sources=[...]` list: one layer per source.
+
+    Compatible mode never refuses an edit (deepagents lets the agent edit its sources), so the
+    layers are marked writable; budgets stay at their defaults.
+    """
+    return tuple(Layer(path, (path,), writable=True) for path in dict.fromkeys(sources))
+
+
+def check_unique_layer_names(layers: Sequence[Layer]) -> None:
+    """Raise `ValueError` when two layers share a name (the prompt would be ambiguous)."""
+    seen: set[str] = set()
+    for layer in layers:
+        if layer.name in seen:
+            msg = f"two layers are named {layer.name!r}; layer names must be unique"
+            raise ValueError(msg)
+        seen.add(layer.name)
+
+
+def expand_user(path: str) -> str:
+    """`~` and `~user` expanded; any other path unchanged."""
+    return os.path.expanduser(path) if path.startswith("~") else path
+
+
+def normalize_backend_path(
+    path: str, backend: Any, *, resolve_links: bool = True
+) -> tuple[str | None, str | None]:
+    """The path to hand to the backend, or the reason it must not be read.
+
+    Args:
+        path: The path as the user wrote it (may start with `~`).
+        backend: The deepagents backend it will be read through.
+        resolve_links: Follow symlinks (every alias of a file then compares equal). Loading
+            through a virtual-mode `FilesystemBackend` may skip it: that backend refuses a
+            symlink out of its root itself, per file.
+
+    Returns:
+        `(normalized_path, None)` when the path stays inside the backend's root, else
+        `(None, reason)`. A path no file can have (a NUL byte, an unencodable character, past
+        4096 characters) is refused here, whoever wrote it: the agent, a file, the user.
+    """
+    # Slicing, not `len()`, and a cached check: free on the per-load path (`make bench`, 6).
+    invalid = _path_problem(path) if not path[MAX_PATH_CHARS:] else invalid_path_reason(path)
+    if invalid is not None:
+        return None, f"invalid path: {invalid}"
+    expanded = expand_user(path)
+    if isinstance(backend, FilesystemBackend):
+        from_home = path.startswith("~")
+        if backend.virtual_mode and not resolve_links and not from_home:
+            lexical = _normalize_virtual(expanded)
+            if lexical is None:
+                return None, f"path escapes the backend root {backend.cwd}"
+            return lexical, None
+        return _normalize_for_filesystem(
+            expanded, Path(backend.cwd), virtual=backend.virtual_mode, from_home=from_home
+        )
+    # State, store and composite backends address files by virtual absolute paths.
+    virtual_path = _normalize_virtual(expanded)
+    if virtual_path is None:
+        return None, "path escapes the backend root"
+    return virtual_path, None
+
+
+def lexical_path(path: str) -> str | None:
+    """`path` as a `/`-anchored POSIX path with `.`, `..` and `//` folded (no I/O), or None
+    when `..` would climb above `/` or the path holds a NUL byte."""
+    if "\x00" in path:
+        return None
+    return _normalize_virtual(path)
+
+
+@functools.lru_cache(maxsize=8192)
+def _path_problem(path: str) -> str | None:
+    """`invalid_path_reason`, remembered for the paths every load asks about again."""
+    return invalid_path_reason(path)
+
+
+def _resolved(root: Path) -> Path:
+    """A backend root with symlinks resolved (the backend fixes its root when it is built)."""
+    return root.resolve()
+
+
+@functools.lru_cache(maxsize=8192)
+def _normalize_virtual(path: str) -> str | None:
+    """`/`-anchored POSIX path, or None when `..` would climb above the root."""
+    parts: list[str] = []
+    for part in path.replace("\\", "/").split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(part)
+    return "/" + "/".join(parts)
+
+
+def _normalize_for_filesystem(
+    path: str, root: Path, *, virtual: bool, from_home: bool
+) -> tuple[str | None, str | None]:
+    """The real file's path (symlinks resolved), so every alias of one file compares equal.
+
+    Read-only protection compares these forms: `AGENTS.md`, `/abs/root/AGENTS.md` and a
+    symlink to it must all be recognised as the same file.
+    """
+    if virtual and not from_home:
+        normalized = _normalize_virtual(path)
+        if normalized is None:
+            return None, f"path escapes the backend root {root}"
+        candidate = root / normalized.lstrip("/")
+    else:
+        candidate = Path(path) if os.path.isabs(path) else root / path
+    try:
+        real = candidate.resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long
+        return None, f"cannot resolve the path: {type(exc).__name__}: {exc}"
+    if not virtual:
+        # A host-path backend reads any absolute path (deepagents' own docs put a user layer at
+        # `~/.deepagents/AGENTS.md`): there is no root to escape.
+        return str(real), None
+    try:
+        relative = real.relative_to(_resolved(root)).as_posix()
+    except ValueError:
+        if from_home:
+            return None, (
+                f"path is outside the backend root {root}; a virtual-mode backend cannot "
+                "read the home folder: route it with a CompositeBackend (see the README, "
+                "'A user layer in the home folder') or use FilesystemBackend(virtual_mode=False)"
+            )
+        return None, f"path escapes the backend root {root} (through a symlink)"
+    # A virtual-mode backend addresses files by `/`-anchored paths under its root.
+    return ("/" + relative if relative != "." else "/"), None

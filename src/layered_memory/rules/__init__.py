@@ -1,0 +1,84 @@
+"""Rule files: Markdown with YAML frontmatter, injected when what the agent works on matches.
+
+A rule file is any `*.md` (Claude Code), `*.mdc` (Cursor) or `*.instructions.md` (Copilot)
+below a rule folder. Its frontmatter may set `name` (default: the file stem), `description`,
+`paths` (globs; `globs:` and `applyTo:` are aliases, as a list or a comma-separated string)
+and `alwaysApply`. See `Rule.mode` for how these combine.
+
+The flow, each step a pure function except the two backend calls:
+
+    files, listing_problems = list_rule_files(backend, folders)      # one glob per folder
+    responses = backend.download_files([path for _, path in files])  # one batched call
+    rule_set = build_rule_set([*parse_downloads(files, responses), (None, listing_problems)])
+    match = rule_set.match(["/src/app.py", "acme_corp"], root="/")
+    prompt_part = render_rules(match, max_chars=4000)
+
+`load_rule_set(backend, folders)` does the first three lines; `rule_set.explain(keys)` says
+for every rule file whether it applies and why.
+"""
+
+from __future__ import annotations
+
+from layered_memory.rules._glob import GlobError, compile_glob, split_glob_list
+from layered_memory.rules._listing import (
+    LISTING_PATTERN,
+    alist_rule_files,
+    aload_rule_set,
+    list_rule_files,
+    load_rule_set,
+    parse_downloads,
+)
+from layered_memory.rules._parse import (
+    GLOB_FIELDS,
+    KNOWN_FIELDS,
+    MAX_FRONTMATTER_CHARS,
+    MAX_RULE_FILE_CHARS,
+    decode_rule_file,
+    default_rule_name,
+    is_rule_file,
+    parse_rule_file,
+)
+from layered_memory.rules._render import neutralize, render_rules
+from layered_memory.rules._set import RuleSet, build_rule_set
+from layered_memory.rules._types import (
+    DecisionStatus,
+    Rule,
+    RuleDecision,
+    RuleHit,
+    RuleMatch,
+    RuleMode,
+    RuleProblem,
+    Severity,
+)
+
+__all__ = [
+    "GLOB_FIELDS",
+    "KNOWN_FIELDS",
+    "LISTING_PATTERN",
+    "MAX_FRONTMATTER_CHARS",
+    "MAX_RULE_FILE_CHARS",
+    "DecisionStatus",
+    "GlobError",
+    "Rule",
+    "RuleDecision",
+    "RuleHit",
+    "RuleMatch",
+    "RuleMode",
+    "RuleProblem",
+    "RuleSet",
+    "Severity",
+    "alist_rule_files",
+    "aload_rule_set",
+    "build_rule_set",
+    "compile_glob",
+    "decode_rule_file",
+    "default_rule_name",
+    "is_rule_file",
+    "list_rule_files",
+    "load_rule_set",
+    "neutralize",
+    "parse_downloads",
+    "parse_rule_file",
+    "render_rules",
+    "split_glob_list",
+]

@@ -1,0 +1,172 @@
+"""Finding and loading rule files through a deepagents backend: one listing per folder, one
+batched download. Only the I/O call differs between the sync and async halves."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from layered_memory.core.loading import adownload_files_safely, download_files_safely
+from layered_memory.rules._parse import decode_rule_file, is_rule_file
+from layered_memory.rules._set import RuleSet, build_rule_set
+from layered_memory.rules._types import Rule, RuleProblem
+
+if TYPE_CHECKING:
+    from deepagents.backends.protocol import BackendProtocol, FileDownloadResponse
+
+logger = logging.getLogger(__name__)
+
+LISTING_PATTERN = "**/*"
+"""Every file below a folder. Per the backends' glob contract `**` does not descend into
+dot-folders, so a `.git/` or `.obsidian/` inside a rule folder is never read as rules."""
+
+RuleFileList = list[tuple[int, str]]
+
+
+def _folder(folder: str) -> str:
+    return folder.rstrip("/") or "/"
+
+
+def _collect(
+    results: Sequence[tuple[int, str, Any]],
+) -> tuple[RuleFileList, list[RuleProblem]]:
+    """Turn `(folder_index, folder, GlobResult or exception)` into rule files and problems."""
+    best: dict[str, int] = {}
+    problems: list[RuleProblem] = []
+    for folder_index, folder, result in results:
+        if isinstance(result, BaseException):
+            reason = f"cannot list rule folder: {type(result).__name__}: {result}"
+            problems.append(RuleProblem(folder, reason, "warning"))
+            continue
+        if result.error:
+            problems.append(
+                RuleProblem(folder, f"cannot list rule folder: {result.error}", "warning")
+            )
+        if result.truncated:
+            why = result.truncation_reason or "unknown reason"
+            reason = f"rule folder listing truncated ({why}); some rule files may be missing"
+            problems.append(RuleProblem(folder, reason, "warning"))
+        for info in result.matches or ():
+            path = info.get("path", "")
+            if info.get("is_dir") or not is_rule_file(path):
+                continue
+            # A file below two listed folders belongs to the higher one.
+            best[path] = max(folder_index, best.get(path, folder_index))
+    files = sorted(((index, path) for path, index in best.items()), key=lambda item: item)
+    return files, problems
+
+
+def list_rule_files(
+    backend: BackendProtocol, folders: Sequence[str]
+) -> tuple[RuleFileList, list[RuleProblem]]:
+    """List the rule files below each folder: one recursive `glob` call per folder.
+
+    A missing folder is not a problem (it lists nothing); a listing error is a `warning`
+    naming the folder. Nothing is downloaded.
+
+    Args:
+        backend: Any deepagents backend.
+        folders: Rule folders, lowest precedence first (index = `folder_index`).
+
+    Returns:
+        `(folder_index, path)` of each rule file, ordered by folder then path, and the problems.
+    """
+    results: list[tuple[int, str, Any]] = []
+    for folder_index, raw in enumerate(folders):
+        folder = _folder(raw)
+        try:
+            results.append((folder_index, folder, backend.glob(LISTING_PATTERN, path=folder)))
+        except Exception as exc:  # a backend is foreign code; one bad folder must not stop a run
+            results.append((folder_index, folder, exc))
+    return _collect(results)
+
+
+async def alist_rule_files(
+    backend: BackendProtocol, folders: Sequence[str]
+) -> tuple[RuleFileList, list[RuleProblem]]:
+    """Async `list_rule_files`."""
+    results: list[tuple[int, str, Any]] = []
+    for folder_index, raw in enumerate(folders):
+        folder = _folder(raw)
+        try:
+            results.append(
+                (folder_index, folder, await backend.aglob(LISTING_PATTERN, path=folder))
+            )
+        except Exception as exc:  # see list_rule_files
+            results.append((folder_index, folder, exc))
+    return _collect(results)
+
+
+def parse_downloads(
+    files: RuleFileList, responses: Sequence[FileDownloadResponse]
+) -> list[tuple[Rule | None, list[RuleProblem]]]:
+    """Parse the `download_files` responses of the listed rule files (same order).
+
+    Args:
+        files: What `list_rule_files` returned.
+        responses: `backend.download_files([path for _, path in files])`.
+
+    Returns:
+        One `(rule or None, problems)` per file, ready for `build_rule_set`.
+    """
+    return [
+        decode_rule_file(response, folder_index=folder_index)
+        for (folder_index, _), response in zip(files, responses, strict=True)
+    ]
+
+
+def _finish(
+    parsed: list[tuple[Rule | None, list[RuleProblem]]],
+    listing_problems: list[RuleProblem],
+    *,
+    strict: bool,
+    log: bool,
+) -> RuleSet:
+    rule_set = build_rule_set([*parsed, (None, listing_problems)], log=log)
+    if strict:
+        rule_set.raise_on_error()
+    return rule_set
+
+
+def load_rule_set(
+    backend: BackendProtocol,
+    folders: Sequence[str],
+    *,
+    strict: bool = False,
+    log: bool = True,
+) -> RuleSet:
+    """List, download (one batched call), parse and build the rules of `folders`.
+
+    Args:
+        backend: Any deepagents backend.
+        folders: Rule folders, lowest precedence first.
+        strict: Raise on the first invalid file instead of skipping it.
+        log: Log each problem as a warning naming the file.
+
+    Returns:
+        The rule set; its `problems` say what was skipped and why.
+
+    Raises:
+        RuleFileError: In strict mode, for the first invalid rule file.
+
+    Example:
+        `load_rule_set(FilesystemBackend(root_dir=".", virtual_mode=True), ["/.claude/rules"])`
+    """
+    files, listing_problems = list_rule_files(backend, folders)
+    responses = download_files_safely(backend, [path for _, path in files]) if files else []
+    return _finish(parse_downloads(files, responses), listing_problems, strict=strict, log=log)
+
+
+async def aload_rule_set(
+    backend: BackendProtocol,
+    folders: Sequence[str],
+    *,
+    strict: bool = False,
+    log: bool = True,
+) -> RuleSet:
+    """Async `load_rule_set`."""
+    files, listing_problems = await alist_rule_files(backend, folders)
+    paths = [path for _, path in files]
+    responses = await adownload_files_safely(backend, paths) if files else []
+    return _finish(parse_downloads(files, responses), listing_problems, strict=strict, log=log)

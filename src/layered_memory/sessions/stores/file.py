@@ -1,0 +1,189 @@
+"""File session store: one JSON file per session in one folder, replaced atomically."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from layered_memory.core._atomic import atomic_write
+from layered_memory.errors import SessionDataError, SessionStoreError
+from layered_memory.sessions.stores._common import (
+    Clock,
+    JsonDict,
+    check_key,
+    check_ttl,
+    encode_value,
+    wall_clock,
+)
+from layered_memory.sessions.stores.base import StoredSession
+
+__all__ = ["FileSessionStore"]
+
+_SLUG_UNSAFE = re.compile(r"[^a-z0-9_]+")
+_SLUG_MAX = 64
+_TEMP_PREFIX = ".tmp-"
+
+
+def file_name_for(key: str) -> str:
+    """Return the file name of ``key``: a readable slug plus a hash of the exact key.
+
+    The slug keeps only ``[a-z0-9_]`` so no key can produce a separator, ``..`` or a name that
+    differs only in case (which would collide on case-insensitive file systems); the hash keeps
+    distinct keys apart and bounds the name's length.
+    """
+    slug = _SLUG_UNSAFE.sub("_", key.lower()).strip("_")[:_SLUG_MAX] or "key"
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+    return f"{slug}-{digest}.json"
+
+
+class FileSessionStore:
+    """Stores each session as ``<root>/<slug>-<hash>.json``, written atomically.
+
+    A write goes to a temporary file in the same folder, is flushed to disk and then renamed over
+    the old file, so readers see the old or the new value, never a mix, and concurrent writers
+    end with the last rename winning. The expiry is stored in the file (wall-clock seconds);
+    expired files read as missing and are removed by `purge_expired`.
+
+    Args:
+        root: The folder; created when missing.
+        clock: Wall-clock seconds (default ``time.time``); tests inject one.
+        fsync: Flush each write to the disk before acknowledging it (default True).
+
+    Example:
+        >>> store = FileSessionStore("~/.cache/my-agent/sessions")  # doctest: +SKIP
+        >>> store.set("entity:acme:research", {"summary": "..."}, ttl=86400)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str], *, clock: Clock = wall_clock, fsync: bool = True
+    ) -> None:
+        self.root = Path(root).expanduser()
+        self._clock = clock
+        self._fsync = fsync
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            msg = f"cannot create session folder {str(self.root)!r}: {exc.strerror or exc}"
+            raise SessionStoreError(msg) from exc
+
+    def path_for(self, key: str) -> Path:
+        """The file that holds ``key`` (always directly inside `root`)."""
+        return self.root / file_name_for(check_key(key))
+
+    def get_entry(self, key: str) -> StoredSession | None:
+        """Return the value and its remaining TTL, or None when missing or expired."""
+        path = self.path_for(key)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            msg = f"cannot read session file {str(path)!r}: {exc.strerror or exc}"
+            raise SessionStoreError(msg, key=key) from exc
+        stored_key, expires_at, value = _parse_file(key, path, text)
+        if stored_key != key:
+            # Two keys sharing 128 hash bits is not expected; never hand one key's data to another.
+            return None
+        if expires_at is None:
+            return StoredSession(value, None)
+        remaining = expires_at - self._clock()
+        return StoredSession(value, remaining) if remaining > 0 else None
+
+    def get(self, key: str) -> JsonDict | None:
+        """Return the value under ``key``, or None when missing or expired."""
+        entry = self.get_entry(key)
+        return None if entry is None else entry.value
+
+    def set(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
+        """Atomically replace the file of ``key`` with ``value``, expiring after ``ttl`` s."""
+        path = self.path_for(key)
+        seconds = check_ttl(ttl)
+        value_text = encode_value(key, value)
+        expires_at = None if seconds is None else self._clock() + seconds
+        # The value is spliced in as already-encoded JSON: a 1 MB value is encoded only once.
+        text = (
+            f'{{"key":{json.dumps(key, ensure_ascii=False)},'
+            f'"expires_at":{json.dumps(expires_at)},"value":{value_text}}}'
+        )
+        self._write_atomically(key, path, text)
+
+    def _write_atomically(self, key: str, path: Path, text: str) -> None:
+        try:
+            atomic_write(
+                path,
+                text.encode("utf-8"),
+                mode=0o600,
+                durable=self._fsync,
+                temp_prefix=_TEMP_PREFIX,
+            )
+        except OSError as exc:
+            msg = f"cannot write session file {str(path)!r}: {exc.strerror or exc}"
+            raise SessionStoreError(msg, key=key) from exc
+
+    def delete(self, key: str) -> None:
+        """Remove the file of ``key`` if present."""
+        path = self.path_for(key)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            msg = f"cannot delete session file {str(path)!r}: {exc.strerror or exc}"
+            raise SessionStoreError(msg, key=key) from exc
+
+    def purge_expired(self) -> int:
+        """Delete the files of expired sessions; returns how many were deleted.
+
+        A session rewritten between this method's read and its delete is lost, so run it when
+        no writer is active (e.g. from a maintenance job).
+        """
+        now = self._clock()
+        purged = 0
+        for path in self.root.glob("*.json"):
+            if path.name.startswith(_TEMP_PREFIX):
+                continue
+            try:
+                _, expires_at, _ = _parse_file(path.name, path, path.read_text(encoding="utf-8"))
+            except (OSError, SessionStoreError):
+                continue
+            if expires_at is not None and expires_at <= now:
+                path.unlink(missing_ok=True)
+                purged += 1
+        return purged
+
+    # File I/O blocks, so the async twins run the sync methods in a worker thread.
+    async def aget_entry(self, key: str) -> StoredSession | None:
+        """Async twin of `get_entry`."""
+        return await asyncio.to_thread(self.get_entry, key)
+
+    async def aget(self, key: str) -> JsonDict | None:
+        """Async twin of `get`."""
+        return await asyncio.to_thread(self.get, key)
+
+    async def aset(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
+        """Async twin of `set`."""
+        await asyncio.to_thread(self.set, key, value, ttl=ttl)
+
+    async def adelete(self, key: str) -> None:
+        """Async twin of `delete`."""
+        await asyncio.to_thread(self.delete, key)
+
+
+def _parse_file(key: str, path: Path, text: str) -> tuple[str, float | None, JsonDict]:
+    try:
+        data = json.loads(text)
+        stored_key = data["key"]
+        expires_at = data["expires_at"]
+        value = data["value"]
+    except (ValueError, KeyError, TypeError) as exc:
+        msg = f"session file {str(path)!r} is corrupt: {exc}"
+        raise SessionDataError(msg, key=key) from exc
+    if not isinstance(value, dict) or not isinstance(stored_key, str):
+        msg = f"session file {str(path)!r} is corrupt: unexpected layout"
+        raise SessionDataError(msg, key=key)
+    if expires_at is not None and not isinstance(expires_at, int | float):
+        msg = f"session file {str(path)!r} is corrupt: bad expires_at"
+        raise SessionDataError(msg, key=key)
+    return stored_key, expires_at, value

@@ -1,0 +1,493 @@
+"""Two-tier session store: a fast L1 (Redis, in-memory) in front of a durable L2 (PostgreSQL, file).
+
+Reads try L1, and on a miss read L2 and backfill L1 with the entry's remaining lifetime.
+Writes go to L2, then L1 (write-through). L1 is only a cache, so when it fails, reads and writes
+still succeed through L2; L2 is the source of truth, so when it fails, writes raise: the store
+never acknowledges a write that is not durable.
+
+Faults, and what is guaranteed (the README's "Faults" paragraph says the same for users):
+
+- **A slow or frozen L1** costs one call at most its client's timeout (1 s for
+  `RedisSessionStore.from_url`; async calls also at most ``l1_timeout``): the failure opens a
+  circuit breaker and every later call goes straight to L2, with one warning. After
+  ``l1_retry_after`` seconds one call tries L1 again (the wait doubles while it keeps failing).
+- **L1 never serves a value older than L2's** when L1 restarted (even from an older snapshot),
+  failed over, or missed a write while it was unreachable. Each L1 entry is stamped with the L1
+  generation it was written under (the Redis server's ``run_id``, read on every new
+  connection) and the write time; entries of another generation, or written before the last
+  write L1 is known to have missed, are checked against L2 before use and replaced atomically.
+  A writer puts a tombstone in L1 before writing L2, so a concurrent reader's backfill (an
+  atomic add) can never overwrite its newer value, and a writer that dies between the two
+  writes leaves L1 pointing readers to L2 rather than at the old value.
+- **Missed writes are shared between workers** through one L2 entry (`MARKER_KEY`), written
+  before the L2 write the L1 missed and read by every worker at least every
+  ``l1_check_interval`` seconds and whenever its own L1 comes back. A worker that was idle during
+  another worker's L1 outage may therefore serve an older value for at most that long.
+
+Assumed: worker clocks agree within a second; L1 compare-and-set support (`RedisSessionStore`,
+`InMemorySessionStore`); without it (another L1) backfills and write completions are plain
+writes, which a concurrent writer can race.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Final, Self, TypeVar
+
+from layered_memory.errors import SessionDataError, SessionStoreError
+from layered_memory.sessions.stores._breaker import CircuitBreaker
+from layered_memory.sessions.stores._common import (
+    Clock,
+    JsonDict,
+    check_key,
+    check_ttl,
+    clean_value,
+    scrub,
+    wall_clock,
+)
+from layered_memory.sessions.stores._l1_entries import (
+    MARKER_KEY,
+    PENDING_TTL,
+    L1Trust,
+    marker_time,
+    marker_value,
+    pending,
+    wrap,
+)
+from layered_memory.sessions.stores.base import (
+    ConditionalSessionStore,
+    ExpiryAwareSessionStore,
+    GenerationalSessionStore,
+    SessionStore,
+    StoredSession,
+)
+
+__all__ = ["MARKER_KEY", "HybridSessionStore"]
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+class _Skipped:
+    """An L1 call that did not happen (breaker open) or failed."""
+
+
+SKIPPED: Final = _Skipped()
+
+
+class _Corrupt:
+    """An L1 entry that could not be decoded."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class HybridSessionStore:
+    """L1 cache + L2 source of truth, write-through, safe against L1 faults (see the module).
+
+    L1 holds each value in a small envelope (its generation and write time), so give L1 a
+    key prefix of its own; L2 holds plain values plus, after an L1 outage, one `MARKER_KEY`
+    entry.
+
+    Args:
+        l1: The cache tier; its failures are logged once per outage and bypassed.
+        l2: The durable tier; its failures raise.
+        l1_ttl: Most seconds an entry may live in L1 (None: as long as in L2).
+        l1_timeout: Seconds an L1 call may take: async calls are cancelled then, and a sync
+            call that took longer counts as a failure (bound sync calls with the L1 client's
+            own timeout, e.g. ``RedisSessionStore.from_url(url, socket_timeout=...)``).
+        l1_retry_after: Seconds to skip L1 after it failed before trying it again.
+        l1_check_interval: Seconds between two reads of the missed-writes marker in L2.
+        clock: Wall-clock seconds (tests inject one to move time without sleeping).
+
+    Example:
+        >>> store = HybridSessionStore(  # doctest: +SKIP
+        ...     RedisSessionStore.from_url("redis://localhost:6379/0"),
+        ...     PostgresSessionStore.from_conn_string("postgresql://app@db/app"),
+        ... )
+    """
+
+    def __init__(
+        self,
+        l1: SessionStore,
+        l2: SessionStore,
+        *,
+        l1_ttl: float | None = None,
+        l1_timeout: float = 0.5,
+        l1_retry_after: float = 5.0,
+        l1_check_interval: float = 5.0,
+        clock: Clock = wall_clock,
+    ) -> None:
+        for name, tier in (("l1", l1), ("l2", l2)):
+            if not isinstance(tier, SessionStore):
+                msg = (
+                    f"{name} must be a session store (get/set/delete and their async twins), "
+                    f"got {type(tier).__name__}"
+                )
+                raise TypeError(msg)
+        self.l1 = l1
+        self.l2 = l2
+        self.l1_ttl = check_ttl(l1_ttl)
+        self.l1_timeout = _seconds("l1_timeout", l1_timeout)
+        self.l1_check_interval = _seconds("l1_check_interval", l1_check_interval)
+        self._clock = clock
+        self._breaker = CircuitBreaker(
+            f"session store L1 ({type(l1).__name__})",
+            retry_after=_seconds("l1_retry_after", l1_retry_after),
+            clock=clock,
+        )
+        self._conditional = isinstance(l1, ConditionalSessionStore)
+        self._generational = isinstance(l1, GenerationalSessionStore)
+        self._trust = L1Trust(check_interval=self.l1_check_interval, clock=clock)
+
+    def __repr__(self) -> str:
+        return f"HybridSessionStore(l1={self.l1!r}, l2={self.l2!r})"
+
+    @property
+    def l1_state(self) -> str:
+        """The L1 circuit breaker: ``closed`` (used), ``open`` (skipped) or ``half-open``."""
+        return self._breaker.state
+
+    # -- pure helpers shared by both halves ------------------------------------------------------
+
+    def _l1_ttl(self, ttl: float | None) -> float | None:
+        if ttl is None:
+            return self.l1_ttl
+        return ttl if self.l1_ttl is None else min(ttl, self.l1_ttl)
+
+    def _generation(self) -> str:
+        return (self.l1.generation or "") if self._generational else ""  # type: ignore[attr-defined]
+
+    def _wrap(self, value: JsonDict) -> JsonDict:
+        return wrap(value, generation=self._generation(), now=self._clock())
+
+    def _tombstone(self) -> JsonDict:
+        return pending(generation=self._generation(), now=self._clock())
+
+    def _failed(self, exc: BaseException) -> None:
+        detail = scrub(str(exc), None) or "no detail"
+        self._breaker.failed(f"{type(exc).__name__}: {detail}")
+
+    # -- sync --------------------------------------------------------------------------------
+
+    def _l1_call(self, operation: Callable[[], _T]) -> _T | _Skipped:
+        if not self._breaker.allow():
+            return SKIPPED
+        started = time.monotonic()
+        try:
+            result = operation()
+        except Exception as exc:  # L1 is a cache: whatever it raises, L2 answers
+            self._failed(exc)
+            return SKIPPED
+        elapsed = time.monotonic() - started
+        if elapsed > self.l1_timeout:
+            self._breaker.failed(f"answered after {elapsed:.2f} s (l1_timeout={self.l1_timeout:g})")
+        elif self._breaker.succeeded():
+            self._check_marker(force=True)
+        return result
+
+    def _check_marker(self, *, force: bool = False) -> None:
+        if not self._trust.marker_due(force=force):
+            return
+        try:
+            marker = self.l2.get(MARKER_KEY)
+        except SessionStoreError as exc:  # L2 trouble shows on the operation itself
+            logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
+            return
+        self._trust.distrust_before(marker_time(marker))
+
+    def _l1_missed_write(self) -> None:
+        before = self._trust.missed_write()
+        if before is not None:
+            # Before the L2 write L1 missed: a crash in between still leaves the mark.
+            self.l2.set(MARKER_KEY, marker_value(before))
+            self._trust.published(before)
+
+    def _read_l1(self, key: str) -> StoredSession | _Corrupt | None:
+        try:
+            return _read(self.l1, key)
+        except SessionDataError as exc:
+            return _Corrupt(str(exc))
+
+    def _drop_corrupt(self, key: str, corrupt: _Corrupt) -> None:
+        logger.warning(
+            "session store L1 entry for key %r is unreadable, dropping it: %s", key, corrupt.reason
+        )
+        self._l1_call(lambda: self.l1.delete(key))
+
+    def get_entry(self, key: str) -> StoredSession | None:
+        """Return the value and remaining TTL from L1 when fresh, else from L2 (see the module)."""
+        check_key(key)
+        self._check_marker()
+        cached = self._l1_call(lambda: self._read_l1(key))
+        if isinstance(cached, _Skipped):
+            return _read(self.l2, key)
+        if isinstance(cached, _Corrupt):
+            self._drop_corrupt(key, cached)
+            cached = None
+        if cached is not None:
+            view = self._trust.view(cached.value, generation=self._generation())
+            if view.kind == "fresh" and view.value is not None:
+                return StoredSession(view.value, cached.ttl)
+            entry = _read(self.l2, key)
+            if view.kind == "suspect":
+                stale = cached.value
+                self._l1_call(lambda: self._replace(key, stale, entry))
+            return entry
+        entry = _read(self.l2, key)
+        if _live(entry):
+            self._l1_call(lambda: self._add(key, entry))
+        return entry
+
+    def _add(self, key: str, entry: StoredSession | None) -> None:
+        if entry is None:
+            return
+        if self._conditional:
+            self.l1.add(key, self._wrap(entry.value), ttl=self._l1_ttl(entry.ttl))  # type: ignore[attr-defined]
+        else:
+            self.l1.set(key, self._wrap(entry.value), ttl=self._l1_ttl(entry.ttl))
+
+    def _replace(self, key: str, stale: JsonDict, entry: StoredSession | None) -> None:
+        fresh = self._wrap(entry.value) if _live(entry) and entry is not None else None
+        ttl = self._l1_ttl(entry.ttl) if entry is not None else None
+        if self._conditional:
+            self.l1.replace(key, stale, fresh, ttl=ttl)  # type: ignore[attr-defined]
+        elif fresh is None:
+            self.l1.delete(key)
+        else:
+            self.l1.set(key, fresh, ttl=ttl)
+
+    def _finish_write(
+        self, key: str, tombstone: JsonDict, value: JsonDict, ttl: float | None
+    ) -> None:
+        fresh = self._wrap(value)
+        if not self._conditional:
+            self.l1.set(key, fresh, ttl=self._l1_ttl(ttl))
+        elif not self.l1.replace(key, tombstone, fresh, ttl=self._l1_ttl(ttl)):  # type: ignore[attr-defined]
+            # Another writer's tombstone (or value) is there: the order of the two L2 writes
+            # is unknown here, so leave no value behind; the next read fetches L2's.
+            self.l1.delete(key)
+
+    def get(self, key: str) -> JsonDict | None:
+        """Return the value under ``key``, or None when missing or expired."""
+        entry = self.get_entry(key)
+        return None if entry is None else entry.value
+
+    def set(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
+        """Mark the key in L1, write L2 (errors raise), then put the value in L1."""
+        check_key(key)
+        check_ttl(ttl)
+        # Checked, and its secrets redacted once, before either tier is touched.
+        value = clean_value(key, value)
+        self._check_marker()
+        tombstone = self._tombstone()
+        if isinstance(
+            self._l1_call(lambda: self.l1.set(key, tombstone, ttl=PENDING_TTL)), _Skipped
+        ):
+            self._l1_missed_write()
+        self.l2.set(key, value, ttl=ttl)
+        self._l1_call(lambda: self._finish_write(key, tombstone, value, ttl))
+
+    def delete(self, key: str) -> None:
+        """Mark the key in L1 (the mark expires by itself), then delete it from L2."""
+        check_key(key)
+        self._check_marker()
+        tombstone = self._tombstone()
+        if isinstance(
+            self._l1_call(lambda: self.l1.set(key, tombstone, ttl=PENDING_TTL)), _Skipped
+        ):
+            self._l1_missed_write()
+        self.l2.delete(key)
+
+    def close(self) -> None:
+        """Close both tiers (those that have a ``close`` method)."""
+        for tier in (self.l1, self.l2):
+            close = getattr(tier, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- async -------------------------------------------------------------------------------
+
+    async def _al1_call(self, operation: Callable[[], Awaitable[_T]]) -> _T | _Skipped:
+        if not self._breaker.allow():
+            return SKIPPED
+        try:
+            async with asyncio.timeout(self.l1_timeout):
+                result = await operation()
+        except Exception as exc:  # TimeoutError included; cancellation is not caught
+            self._failed(exc)
+            return SKIPPED
+        if self._breaker.succeeded():
+            await self._acheck_marker(force=True)
+        return result
+
+    async def _acheck_marker(self, *, force: bool = False) -> None:
+        if not self._trust.marker_due(force=force):
+            return
+        try:
+            marker = await self.l2.aget(MARKER_KEY)
+        except SessionStoreError as exc:
+            logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
+            return
+        self._trust.distrust_before(marker_time(marker))
+
+    async def _al1_missed_write(self) -> None:
+        before = self._trust.missed_write()
+        if before is not None:
+            await self.l2.aset(MARKER_KEY, marker_value(before))
+            self._trust.published(before)
+
+    async def _aread_l1(self, key: str) -> StoredSession | _Corrupt | None:
+        try:
+            return await _aread(self.l1, key)
+        except SessionDataError as exc:
+            return _Corrupt(str(exc))
+
+    async def aget_entry(self, key: str) -> StoredSession | None:
+        """Async twin of `get_entry`."""
+        check_key(key)
+        await self._acheck_marker()
+        cached = await self._al1_call(lambda: self._aread_l1(key))
+        if isinstance(cached, _Skipped):
+            return await _aread(self.l2, key)
+        if isinstance(cached, _Corrupt):
+            logger.warning(
+                "session store L1 entry for key %r is unreadable, dropping it: %s",
+                key,
+                cached.reason,
+            )
+            await self._al1_call(lambda: self.l1.adelete(key))
+            cached = None
+        if cached is not None:
+            view = self._trust.view(cached.value, generation=self._generation())
+            if view.kind == "fresh" and view.value is not None:
+                return StoredSession(view.value, cached.ttl)
+            entry = await _aread(self.l2, key)
+            if view.kind == "suspect":
+                stale = cached.value
+                await self._al1_call(lambda: self._areplace(key, stale, entry))
+            return entry
+        entry = await _aread(self.l2, key)
+        if _live(entry):
+            await self._al1_call(lambda: self._aadd(key, entry))
+        return entry
+
+    async def _aadd(self, key: str, entry: StoredSession | None) -> None:
+        if entry is None:
+            return
+        if self._conditional:
+            await self.l1.aadd(key, self._wrap(entry.value), ttl=self._l1_ttl(entry.ttl))  # type: ignore[attr-defined]
+        else:
+            await self.l1.aset(key, self._wrap(entry.value), ttl=self._l1_ttl(entry.ttl))
+
+    async def _areplace(self, key: str, stale: JsonDict, entry: StoredSession | None) -> None:
+        fresh = self._wrap(entry.value) if _live(entry) and entry is not None else None
+        ttl = self._l1_ttl(entry.ttl) if entry is not None else None
+        if self._conditional:
+            await self.l1.areplace(key, stale, fresh, ttl=ttl)  # type: ignore[attr-defined]
+        elif fresh is None:
+            await self.l1.adelete(key)
+        else:
+            await self.l1.aset(key, fresh, ttl=ttl)
+
+    async def _afinish_write(
+        self, key: str, tombstone: JsonDict, value: JsonDict, ttl: float | None
+    ) -> None:
+        fresh = self._wrap(value)
+        if not self._conditional:
+            await self.l1.aset(key, fresh, ttl=self._l1_ttl(ttl))
+        elif not await self.l1.areplace(key, tombstone, fresh, ttl=self._l1_ttl(ttl)):  # type: ignore[attr-defined]
+            await self.l1.adelete(key)
+
+    async def aget(self, key: str) -> JsonDict | None:
+        """Async twin of `get`."""
+        entry = await self.aget_entry(key)
+        return None if entry is None else entry.value
+
+    async def aset(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
+        """Async twin of `set`."""
+        check_key(key)
+        check_ttl(ttl)
+        value = clean_value(key, value)
+        await self._acheck_marker()
+        tombstone = self._tombstone()
+        marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
+        if isinstance(marked, _Skipped):
+            await self._al1_missed_write()
+        await self.l2.aset(key, value, ttl=ttl)
+        await self._al1_call(lambda: self._afinish_write(key, tombstone, value, ttl))
+
+    async def adelete(self, key: str) -> None:
+        """Async twin of `delete`."""
+        check_key(key)
+        await self._acheck_marker()
+        tombstone = self._tombstone()
+        marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
+        if isinstance(marked, _Skipped):
+            await self._al1_missed_write()
+        await self.l2.adelete(key)
+
+    async def aclose(self) -> None:
+        """Close both tiers (``aclose``, else ``close``)."""
+        for tier in (self.l1, self.l2):
+            aclose: Any = getattr(tier, "aclose", None)
+            if callable(aclose):
+                await aclose()
+            elif callable(getattr(tier, "close", None)):
+                tier.close()  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _seconds(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"{name} must be a number of seconds, got {type(value).__name__}"
+        raise TypeError(msg)
+    if not math.isfinite(value) or value <= 0:
+        msg = f"{name} must be a positive number of seconds, got {value!r}"
+        raise ValueError(msg)
+    return float(value)
+
+
+def _live(entry: StoredSession | None) -> bool:
+    return entry is not None and (entry.ttl is None or entry.ttl > 0)
+
+
+def _read(store: SessionStore, key: str) -> StoredSession | None:
+    if isinstance(store, ExpiryAwareSessionStore):
+        return store.get_entry(key)
+    value = store.get(key)
+    return None if value is None else StoredSession(value, None)
+
+
+async def _aread(store: SessionStore, key: str) -> StoredSession | None:
+    if isinstance(store, ExpiryAwareSessionStore):
+        return await store.aget_entry(key)
+    value = await store.aget(key)
+    return None if value is None else StoredSession(value, None)

@@ -1,0 +1,1 @@
+"""Writing what a run learned: hooks, MemoryWriter, insight sections, redaction, locks."""

@@ -1,0 +1,255 @@
+"""Pipeline hooks: named, prioritized handlers run when something happens in a memory pipeline.
+
+`MemoryMiddleware(hooks=registry)` fires `PIPELINE_START` in `before_agent` and `PIPELINE_END`
+in `after_agent`; a hand-built graph fires them itself:
+
+    registry = HookRegistry()
+    registry.register(HookEvent.PIPELINE_END, on_end, name="audit")
+    final_state = graph.invoke(inputs, config)
+    registry.trigger(HookEvent.PIPELINE_END, final_state)
+
+Dispatch rules:
+
+- Handlers run one after another, highest `priority` first; equal priorities run in
+  registration order.
+- A handler is `handler(event, data)`, a plain function or a coroutine function.
+- A handler that raises is logged with its name and the event, and the remaining handlers still
+  run. A handler registered with `strict=True` is different: its exception stops the dispatch
+  at once (lower-priority handlers do not run) and propagates to the caller of `trigger` /
+  `atrigger` unchanged, with a note naming the handler. Use it for handlers whose failure must
+  fail the run.
+- `trigger` (sync) runs a coroutine handler to completion: with `asyncio.run` when the calling
+  thread has no running event loop, otherwise in a short-lived worker thread with its own loop
+  (the caller's context variables are copied in). That blocks the calling loop until the
+  handler is done, and a handler that needs objects bound to the caller's loop must be fired
+  with `atrigger` instead.
+- `atrigger` (async) awaits coroutine handlers on the running loop and runs plain handlers in a
+  worker thread (`asyncio.to_thread`, context variables copied) so a blocking handler never
+  stalls the loop. A handler registered with an `async_handler` twin runs that twin instead.
+- The handler list is copied when a dispatch starts: handlers registered or removed by a
+  running handler take effect from the next dispatch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import enum
+import inspect
+import itertools
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+__all__ = ["AsyncHookHandler", "HookEvent", "HookHandler", "HookRegistry"]
+
+logger = logging.getLogger(__name__)
+
+HookHandler: TypeAlias = Callable[["HookEvent", Any], object]
+"""`handler(event, data)`: a plain function, or a coroutine function (its result awaited)."""
+
+AsyncHookHandler: TypeAlias = Callable[["HookEvent", Any], Awaitable[object]]
+"""The native async twin of a handler, used by `atrigger`."""
+
+
+class HookEvent(enum.StrEnum):
+    """What happened in a memory pipeline. The value is the event's stable wire name."""
+
+    PIPELINE_START = "pipeline_start"
+    """A run starts. Data: the input state as a dict, plus `config`, `runtime_context` and
+    `thread_id` when fired by `MemoryMiddleware`."""
+
+    PIPELINE_END = "pipeline_end"
+    """A run ended. Data: the final state as a dict, plus `config` (the `RunnableConfig` dict),
+    `runtime_context` (`runtime.context`: a dict, a dataclass or `None`) and `thread_id` when
+    fired by `MemoryMiddleware`. The write-back handler listens here."""
+
+    MEMORY_LOADED = "memory_loaded"
+    """The memory layers were (re)loaded."""
+
+    RULES_MATCHED = "rules_matched"
+    """Rule files matched the run's match keys."""
+
+    MEMORY_WRITTEN = "memory_written"
+    """An insight was written into a memory file. Data: a `MemoryWrittenData` dict (see
+    `layered_memory.writeback.insights`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Registration:
+    event: HookEvent
+    handler: HookHandler
+    async_handler: AsyncHookHandler | None
+    name: str
+    priority: int
+    strict: bool
+    order: int
+
+
+class HookRegistry:
+    """Named handlers per `HookEvent`, run by priority with per-handler error isolation.
+
+    Thread-safe: handlers may be registered, removed and fired from several threads.
+
+    Example:
+        registry = HookRegistry()
+        registry.register(HookEvent.PIPELINE_END, lambda event, data: print(event), name="echo")
+        registry.trigger(HookEvent.PIPELINE_END, {"messages": []})
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[str, _Registration] = {}
+        self._order = itertools.count()
+
+    def register(
+        self,
+        event: HookEvent | str,
+        handler: HookHandler,
+        *,
+        name: str,
+        priority: int = 50,
+        strict: bool = False,
+        async_handler: AsyncHookHandler | None = None,
+    ) -> None:
+        """Add a handler for one event.
+
+        Args:
+            event: The event (a `HookEvent` or its value, e.g. `"pipeline_end"`).
+            handler: `handler(event, data)`, sync or async.
+            name: Unique across the registry; used in logs and by `unregister`.
+            priority: Higher runs first; equal priorities run in registration order.
+            strict: Let this handler's exception stop the dispatch and propagate.
+            async_handler: An optional native async twin that `atrigger` runs instead of
+                `handler` (for handlers with both a blocking and an async implementation).
+
+        Raises:
+            ValueError: The name is empty or already registered, or the event is unknown.
+            TypeError: A handler is not callable or the priority is not an int.
+        """
+        hook_event = HookEvent(event)
+        if not isinstance(name, str) or not name.strip():
+            msg = "hook handler name must be a non-empty string"
+            raise ValueError(msg)
+        if not callable(handler):
+            msg = f"hook handler {name!r} is not callable"
+            raise TypeError(msg)
+        if async_handler is not None and not callable(async_handler):
+            msg = f"async_handler of hook handler {name!r} is not callable"
+            raise TypeError(msg)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            msg = f"priority of hook handler {name!r} must be an int, got {priority!r}"
+            raise TypeError(msg)
+        with self._lock:
+            if name in self._by_name:
+                msg = f"a hook handler named {name!r} is already registered"
+                raise ValueError(msg)
+            self._by_name[name] = _Registration(
+                event=hook_event,
+                handler=handler,
+                async_handler=async_handler,
+                name=name,
+                priority=priority,
+                strict=strict,
+                order=next(self._order),
+            )
+
+    def unregister(self, name: str) -> bool:
+        """Remove the handler registered under `name`.
+
+        Returns:
+            True when a handler was removed, False when none had that name.
+        """
+        with self._lock:
+            return self._by_name.pop(name, None) is not None
+
+    def names(self, event: HookEvent | str) -> list[str]:
+        """The names of the handlers of `event`, in the order they run."""
+        return [registration.name for registration in self._handlers_for(HookEvent(event))]
+
+    def __contains__(self, name: object) -> bool:
+        with self._lock:
+            return name in self._by_name
+
+    def trigger(self, event: HookEvent | str, data: Any) -> None:
+        """Run every handler of `event` with `data`, blocking until all are done.
+
+        Raises:
+            Exception: Whatever a `strict=True` handler raised (others are logged).
+        """
+        hook_event = HookEvent(event)
+        for registration in self._handlers_for(hook_event):
+            try:
+                result = registration.handler(hook_event, data)
+                if inspect.isawaitable(result):
+                    _run_to_completion(result)
+            except Exception as exc:
+                self._handle_failure(registration, exc)
+
+    async def atrigger(self, event: HookEvent | str, data: Any) -> None:
+        """Run every handler of `event` with `data` without blocking the event loop.
+
+        Raises:
+            Exception: Whatever a `strict=True` handler raised (others are logged).
+        """
+        hook_event = HookEvent(event)
+        for registration in self._handlers_for(hook_event):
+            try:
+                if registration.async_handler is not None:
+                    await registration.async_handler(hook_event, data)
+                elif inspect.iscoroutinefunction(registration.handler):
+                    await registration.handler(hook_event, data)
+                else:
+                    result = await asyncio.to_thread(registration.handler, hook_event, data)
+                    if inspect.isawaitable(result):
+                        await result
+            except Exception as exc:
+                self._handle_failure(registration, exc)
+
+    def _handlers_for(self, event: HookEvent) -> list[_Registration]:
+        with self._lock:
+            selected = [r for r in self._by_name.values() if r.event is event]
+        return sorted(selected, key=lambda r: (-r.priority, r.order))
+
+    @staticmethod
+    def _handle_failure(registration: _Registration, exc: Exception) -> None:
+        if registration.strict:
+            exc.add_note(
+                f"raised by strict hook handler {registration.name!r} on {registration.event}"
+            )
+            raise exc
+        logger.exception(
+            "hook handler %r failed on %s; the remaining handlers still run",
+            registration.name,
+            registration.event.value,
+        )
+
+
+def _run_to_completion(awaitable: Awaitable[object]) -> None:
+    """Run an awaitable to completion from synchronous code (see the module docstring)."""
+    coroutine = _as_coroutine(awaitable)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(coroutine)
+        return
+    # This thread's loop is busy running our caller, so the handler gets its own loop in a
+    # worker thread; the caller's context variables (e.g. LangGraph's config) go with it.
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(
+        max_workers=1, thread_name_prefix="layered-memory-hook"
+    ) as executor:
+        executor.submit(context.run, asyncio.run, coroutine).result()
+
+
+async def _await(awaitable: Awaitable[object]) -> object:
+    return await awaitable
+
+
+def _as_coroutine(awaitable: Awaitable[object]) -> Coroutine[Any, Any, object]:
+    if inspect.iscoroutine(awaitable):
+        return awaitable
+    return _await(awaitable)

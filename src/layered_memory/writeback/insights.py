@@ -1,0 +1,428 @@
+"""Write-back: what a run learned becomes one line in the writable MEMORY.md.
+
+`MemoryWriter` adds `- YYYY-MM-DD: [entity] text` at the top of the file's
+`## Recent Insights` section (file and section are created when missing; every other byte of the
+file stays as it was), skips a second entry for the same entity on the same day, keeps at most
+`max_insights` entries and moves older ones to an archive file beside it, redacts secrets first,
+and serializes concurrent writers (see `layered_memory.writeback._locking`).
+
+`register_write_back` turns that into the `PIPELINE_END` handler `memory_write_back`, and
+`record_insight_tool` gives the agent a tool whose notes are written when the run ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import posixpath
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, TypedDict
+
+from langchain.tools import ToolRuntime
+from langchain_core.tools import BaseTool, StructuredTool
+
+from layered_memory.core._run_data import is_dry_run, run_value, thread_id_of
+from layered_memory.writeback._locking import Texts, archive_path_for, choose_strategy
+from layered_memory.writeback._sections import (
+    Insight,
+    InsightPlan,
+    normalize_entity,
+    normalize_text,
+    plan_insight,
+)
+from layered_memory.writeback.hooks import HookEvent, HookRegistry
+from layered_memory.writeback.redaction import redact
+
+if TYPE_CHECKING:
+    from deepagents.backends.protocol import BackendProtocol
+
+__all__ = [
+    "DEFAULT_MAX_INSIGHT_CHARS",
+    "INSIGHT_MARKER",
+    "WRITE_BACK_HANDLER_NAME",
+    "InsightNotebook",
+    "MemoryWriter",
+    "MemoryWrittenData",
+    "default_formatter",
+    "record_insight_tool",
+    "register_write_back",
+]
+
+logger = logging.getLogger(__name__)
+
+WRITE_BACK_HANDLER_NAME: Final = "memory_write_back"
+DEFAULT_MAX_INSIGHT_CHARS: Final = 500
+INSIGHT_MARKER: Final = "INSIGHT:"
+"""A final AI message line starting with this marker is taken as the run's insight."""
+
+Formatter = Callable[[Mapping[str, Any]], "str | None"]
+Clock = Callable[[], dt.date]
+
+
+class MemoryWrittenData(TypedDict):
+    """The data of a `HookEvent.MEMORY_WRITTEN` event."""
+
+    path: str
+    archive_path: str
+    entity: str | None
+    text: str
+    """The line's text as written (redacted, one line)."""
+    date: str
+    archived: int
+    """Entries moved to the archive by this write."""
+    redacted: list[str]
+    """Kinds of secrets removed from the text (never the secrets)."""
+    thread_id: str | None
+
+
+class MemoryWriter:
+    """Adds insight lines to a memory file through a deepagents backend.
+
+    Args:
+        backend: Where the file lives (`FilesystemBackend`, `StoreBackend`, `StateBackend`,
+            `CompositeBackend`, ...).
+        path: The memory file's backend path, e.g. `"/MEMORY.md"`.
+        max_insights: Entries kept in the file's `## Recent Insights` section.
+        archive_path: Where rotated-out entries go (default: `MEMORY.archive.md` beside it).
+        clock: Returns today's date (default: the local date); inject one in tests.
+        max_insight_chars: Longer insight texts are cut (an ellipsis marks the cut).
+
+    Raises:
+        ValueError: `path` is empty, equals `archive_path`, or `max_insights` < 1.
+
+    Example:
+        writer = MemoryWriter(FilesystemBackend(root_dir=".", virtual_mode=True), "/MEMORY.md")
+        writer.add_insight("Acme wants weekly summaries", entity="acme")
+    """
+
+    def __init__(
+        self,
+        backend: BackendProtocol,
+        path: str,
+        *,
+        max_insights: int = 50,
+        archive_path: str | None = None,
+        clock: Clock | None = None,
+        max_insight_chars: int = DEFAULT_MAX_INSIGHT_CHARS,
+    ) -> None:
+        if not isinstance(path, str) or not path.strip():
+            msg = "MemoryWriter needs a non-empty path"
+            raise ValueError(msg)
+        if isinstance(max_insights, bool) or not isinstance(max_insights, int) or max_insights < 1:
+            msg = f"max_insights must be an int >= 1, got {max_insights!r}"
+            raise ValueError(msg)
+        if max_insight_chars < 20:
+            msg = f"max_insight_chars must be >= 20, got {max_insight_chars!r}"
+            raise ValueError(msg)
+        archive = archive_path if archive_path is not None else archive_path_for(path)
+        if archive == path:
+            msg = f"archive_path must differ from path ({path!r})"
+            raise ValueError(msg)
+        self.backend = backend
+        self.path = path
+        self.archive_path = archive
+        self.max_insights = max_insights
+        self.max_insight_chars = max_insight_chars
+        self._clock: Clock = clock or dt.date.today
+        self._strategy = choose_strategy(backend, [path, archive])
+
+    def add_insight(self, text: str, *, entity: str | None = None) -> bool:
+        """Write one insight line at the top of the Recent Insights section.
+
+        Args:
+            text: What was learned; secrets are redacted and whitespace collapsed to one line.
+            entity: Who or what it is about; one entry per entity per day.
+
+        Returns:
+            True when written; False when the entity already has an entry today (for an insight
+            without entity: the same text today), and nothing was written.
+
+        Raises:
+            ValueError: `text` is empty once cleaned.
+            MemoryWriteError: The backend could not read or write the files; the memory file
+                is left as it was.
+        """
+        return self._write(text, entity) is not None
+
+    async def aadd_insight(self, text: str, *, entity: str | None = None) -> bool:
+        """The async form of `add_insight` (same arguments, result and errors)."""
+        return await self._awrite(text, entity) is not None
+
+    # The `_write` pair also returns what the MEMORY_WRITTEN event needs.
+
+    def _write(self, text: str, entity: str | None) -> MemoryWrittenData | None:
+        insight, kinds = self._prepare(text, entity)
+        plan = self._strategy.transact(self._transform(insight))
+        return self._outcome(insight, kinds, plan)
+
+    async def _awrite(self, text: str, entity: str | None) -> MemoryWrittenData | None:
+        insight, kinds = self._prepare(text, entity)
+        plan = await self._strategy.atransact(self._transform(insight))
+        return self._outcome(insight, kinds, plan)
+
+    def _prepare(self, text: str, entity: str | None) -> tuple[Insight, list[str]]:
+        if not isinstance(text, str):
+            msg = f"insight text must be a str, got {type(text).__name__}"
+            raise TypeError(msg)
+        # Redact before collapsing lines (PEM blocks span lines) and before cutting the text
+        # (a cut must never leave a secret's unrecognizable tail behind).
+        clean_text, kinds = redact(text)
+        clean_entity, entity_kinds = redact(entity) if entity is not None else (None, [])
+        kinds = sorted({*kinds, *entity_kinds})
+        if kinds:
+            logger.warning(
+                "redacted %s from an insight for %s before writing it", ", ".join(kinds), self.path
+            )
+        one_line = normalize_text(clean_text, max_chars=self.max_insight_chars)
+        if not one_line:
+            msg = "insight text is empty"
+            raise ValueError(msg)
+        today = self._clock()
+        if isinstance(today, dt.datetime):
+            today = today.date()
+        return Insight(date=today, entity=normalize_entity(clean_entity), text=one_line), kinds
+
+    def _transform(
+        self, insight: Insight
+    ) -> Callable[[Texts], tuple[dict[str, str], InsightPlan | None]]:
+        source_name = posixpath.basename(self.path) or self.path
+
+        def transform(texts: Texts) -> tuple[dict[str, str], InsightPlan | None]:
+            plan = plan_insight(
+                texts[self.path],
+                texts[self.archive_path],
+                insight,
+                max_insights=self.max_insights,
+                source_name=source_name,
+            )
+            if plan is None:
+                return {}, None
+            # Archive first: a crash between the two writes duplicates entries, never loses one.
+            changes = {} if plan.archive is None else {self.archive_path: plan.archive}
+            changes[self.path] = plan.memory
+            return changes, plan
+
+        return transform
+
+    def _outcome(
+        self, insight: Insight, kinds: list[str], plan: InsightPlan | None
+    ) -> MemoryWrittenData | None:
+        if plan is None:
+            logger.debug("insight skipped: its entity already has one today in %s", self.path)
+            return None
+        if plan.archived:
+            logger.info(
+                "moved %d insight(s) from %s to %s", plan.archived, self.path, self.archive_path
+            )
+        return MemoryWrittenData(
+            path=self.path,
+            archive_path=self.archive_path,
+            entity=insight.entity,
+            text=insight.text,
+            date=insight.date.isoformat(),
+            archived=plan.archived,
+            redacted=kinds,
+            thread_id=None,
+        )
+
+
+# --- PIPELINE_END data helpers ----------------------------------------------------------
+
+
+def _entity_of(data: Mapping[str, Any]) -> str | None:
+    value = run_value(data, "entity_name")
+    return normalize_entity(value) if isinstance(value, str) else None
+
+
+def _final_message_insight(messages: Any) -> str | None:
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        if getattr(message, "type", None) != "ai":
+            continue
+        text = getattr(message, "text", None)
+        if not isinstance(text, str):
+            return None
+        for line in text.splitlines():
+            stripped = line.strip()
+            if stripped.upper().startswith(INSIGHT_MARKER):
+                return stripped[len(INSIGHT_MARKER) :].strip() or None
+        return None
+    return None
+
+
+def default_formatter(final_state: Mapping[str, Any]) -> str | None:
+    """The insight of a finished run, or None when the run did not state one.
+
+    Looks, in order, at the state's `insight` string, its `summary` string, and the last AI
+    message's line starting with `INSIGHT:` (so an agent can be told "end with a line
+    `INSIGHT: <what you learned>`"). The agent's plain final answer is never written as-is:
+    memory is re-read by every later run and must hold deliberate lessons only.
+
+    Returns None, so nothing is written, when no entity is known (`entity_name` in the state,
+    `runtime_context` or `config["configurable"]`) or no insight text is found: never an
+    `unknown` or `?` placeholder.
+    """
+    if _entity_of(final_state) is None:
+        return None
+    for key in ("insight", "summary"):
+        value = final_state.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return _final_message_insight(final_state.get("messages"))
+
+
+# --- record_insight: notes taken during the run, written at PIPELINE_END ---------------
+
+
+class InsightNotebook:
+    """Notes the agent recorded during a run, kept per thread until PIPELINE_END writes them.
+
+    Runs without a `thread_id` share one page (key None); give concurrent runs thread ids.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pages: dict[str | None, list[str]] = {}
+
+    def add(self, thread_id: str | None, note: str) -> None:
+        """Keep `note` for `thread_id`."""
+        with self._lock:
+            self._pages.setdefault(thread_id, []).append(note)
+
+    def peek(self, thread_id: str | None) -> list[str]:
+        """The notes kept for `thread_id`, oldest first."""
+        with self._lock:
+            return list(self._pages.get(thread_id, []))
+
+    def pop(self, thread_id: str | None) -> list[str]:
+        """Remove and return the notes kept for `thread_id`."""
+        with self._lock:
+            return self._pages.pop(thread_id, [])
+
+
+def record_insight_tool(notebook: InsightNotebook) -> BaseTool:
+    """A `record_insight(note)` tool: the note is written to memory when the run ends.
+
+    Pass the same notebook to `register_write_back(..., notebook=notebook)`. Several notes of
+    one run become one line, joined with `; `.
+    """
+
+    def record_insight(note: str, runtime: ToolRuntime) -> str:
+        cleaned = note.strip()
+        if not cleaned:
+            return "Nothing recorded: the note is empty."
+        configurable = (runtime.config or {}).get("configurable") or {}
+        thread_id = configurable.get("thread_id")
+        notebook.add(None if thread_id is None else str(thread_id), cleaned)
+        return "Recorded; it will be saved to long-term memory when this run ends."
+
+    return StructuredTool.from_function(
+        record_insight,
+        name="record_insight",
+        description=(
+            "Record one durable lesson learned in this run (a preference, a fact about the "
+            "entity, a pitfall to avoid) so future runs start with it. One short sentence. "
+            "Never include credentials or personal data."
+        ),
+    )
+
+
+# --- The PIPELINE_END handler -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _WriteBack:
+    registry: HookRegistry
+    writer: MemoryWriter
+    formatter: Formatter
+    notebook: InsightNotebook | None
+
+    def text_and_entity(self, data: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        thread_id = thread_id_of(data)
+        notes = self.notebook.pop(thread_id) if self.notebook is not None else []
+        if is_dry_run(data):
+            logger.info("dry run: memory write-back skipped for %s", self.writer.path)
+            return None, None
+        entity = _entity_of(data)
+        text = self.formatter(data)
+        parts = [part for part in (text, *notes) if isinstance(part, str) and part.strip()]
+        if not parts:
+            logger.debug("no insight in the final state; nothing written to %s", self.writer.path)
+            return None, None
+        return "; ".join(part.strip() for part in parts), entity
+
+    def __call__(self, _event: HookEvent, data: Mapping[str, Any]) -> None:
+        text, entity = self.text_and_entity(_as_mapping(data))
+        if text is None:
+            return
+        written = self.writer._write(text, entity)
+        if written is not None:
+            written["thread_id"] = thread_id_of(_as_mapping(data))
+            self.registry.trigger(HookEvent.MEMORY_WRITTEN, written)
+
+    async def acall(self, _event: HookEvent, data: Mapping[str, Any]) -> None:
+        text, entity = self.text_and_entity(_as_mapping(data))
+        if text is None:
+            return
+        written = await self.writer._awrite(text, entity)
+        if written is not None:
+            written["thread_id"] = thread_id_of(_as_mapping(data))
+            await self.registry.atrigger(HookEvent.MEMORY_WRITTEN, written)
+
+
+def _as_mapping(data: Any) -> Mapping[str, Any]:
+    return data if isinstance(data, Mapping) else {}
+
+
+def register_write_back(
+    registry: HookRegistry,
+    writer: MemoryWriter,
+    *,
+    formatter: Formatter | None = None,
+    priority: int = 85,
+    notebook: InsightNotebook | None = None,
+) -> None:
+    """Register the `PIPELINE_END` handler `memory_write_back`.
+
+    On `PIPELINE_END` the handler:
+
+    1. writes nothing when `dry_run` is true in the state, `runtime_context` or
+       `config["configurable"]` (notes of that thread are discarded too);
+    2. builds the text with `formatter(data)` (default: `default_formatter`), plus the notes the
+       agent recorded with `record_insight_tool` for this `thread_id`, joined with `; `;
+       no text: nothing written;
+    3. takes the entity from `entity_name` in `runtime_context`, the state, then
+       `config["configurable"]`;
+    4. adds the insight with `writer` (redacted, deduplicated, rotated) and, when a line was
+       written, fires `HookEvent.MEMORY_WRITTEN` with a `MemoryWrittenData` dict.
+
+    `trigger` runs it synchronously; `atrigger` runs its native async form.
+
+    Args:
+        registry: The registry to add the handler to.
+        writer: Writes into the memory file.
+        formatter: `formatter(final_state) -> str | None`; `final_state` is the event data
+            (the final state, plus `config`, `runtime_context` and `thread_id` when fired by
+            `MemoryMiddleware`).
+        priority: Handler priority (higher runs first).
+        notebook: Where `record_insight_tool` keeps the run's notes.
+
+    Raises:
+        ValueError: A handler named `memory_write_back` is already registered.
+    """
+    handler = _WriteBack(
+        registry=registry,
+        writer=writer,
+        formatter=formatter or default_formatter,
+        notebook=notebook,
+    )
+    registry.register(
+        HookEvent.PIPELINE_END,
+        handler,
+        name=WRITE_BACK_HANDLER_NAME,
+        priority=priority,
+        async_handler=handler.acall,
+    )

@@ -1,0 +1,114 @@
+"""The agent's own edits of memory files, redacted before the tool writes them.
+
+`MemoryMiddleware.wrap_tool_call` passes every tool call it did not refuse through
+`redact_memory_edit`. For a ``write_file`` / ``edit_file`` of a memory file (or a writable
+rule file) the text the tool would write (``content``, ``new_string``) is redacted, the tool
+runs on the redacted call, and `note_redaction` tells the model in the tool result, so it
+neither retries with the secret nor later looks for it in the file. ``old_string`` is left
+alone: it must match what the file holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
+
+from layered_memory.writeback.redaction import Redaction, redact_text
+
+if TYPE_CHECKING:
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+
+__all__ = ["REDACTED_ARGUMENTS", "note_redaction", "redact_memory_edit"]
+
+logger = logging.getLogger(__name__)
+
+REDACTED_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
+    "write_file": ("content",),
+    "edit_file": ("new_string",),
+}
+"""Per file tool, the arguments whose text ends up in the file."""
+
+
+def redact_memory_edit(
+    request: ToolCallRequest, access_of: Callable[[str], tuple[object | None, object]]
+) -> tuple[ToolCallRequest, Redaction | None]:
+    """Redact the text a file tool would write into a memory file.
+
+    Args:
+        request: A tool call the middleware did not refuse.
+        access_of: ``MemoryAssembler.access_of``: whether a path is a memory or rule file
+            (``(None, None)`` for any other file, which is left alone).
+
+    Returns:
+        The request to run (the same one when it writes no memory file or nothing was found)
+        and what was redacted (None when nothing was).
+    """
+    call = request.tool_call
+    names = REDACTED_ARGUMENTS.get(call.get("name", ""), ())
+    if not names:
+        return request, None
+    args: dict[str, Any] = dict(call.get("args") or {})
+    paths = [args[key] for key in ("file_path", "path") if isinstance(args.get(key), str)]
+    if not any(access_of(path)[0] is not None for path in paths):
+        return request, None
+    kinds: set[str] = set()
+    count = 0
+    for name in names:
+        value = args.get(name)
+        if not isinstance(value, str):
+            continue
+        result = redact_text(value)
+        if result.count:
+            args[name] = result.text
+            kinds.update(result.kinds)
+            count += result.count
+    if not count:
+        return request, None
+    path = args.get("file_path") or args.get("path")
+    ordered = tuple(sorted(kinds))
+    logger.warning(
+        "redacted %d secret(s) (%s) from the agent's %s of %s before it was saved",
+        count,
+        ", ".join(ordered),
+        call.get("name"),
+        path,
+    )
+    redacted = request.override(tool_call={**call, "args": args})
+    return redacted, Redaction("", ordered, count)
+
+
+def note_redaction(
+    result: ToolMessage | Command[Any], redaction: Redaction | None
+) -> ToolMessage | Command[Any]:
+    """Add to a successful tool result that secrets were redacted before saving."""
+    if redaction is None:
+        return result
+    note = (
+        f"\n{redaction.count} secret{'s were' if redaction.count != 1 else ' was'} redacted "
+        f"before saving ({', '.join(redaction.kinds)}): the file holds [REDACTED:<kind>] "
+        "markers in their place. Never write secrets into memory; refer to where they are "
+        "kept instead (an environment variable, a secret manager)."
+    )
+    if isinstance(result, ToolMessage):
+        return _with_note(result, note)
+    update = result.update if isinstance(result.update, dict) else None
+    messages = update.get("messages") if update else None
+    if not update or not isinstance(messages, list):
+        return result
+    noted = [_with_note(m, note) if isinstance(m, ToolMessage) else m for m in messages]
+    return Command(
+        graph=result.graph,
+        update={**update, "messages": noted},
+        resume=result.resume,
+        goto=result.goto,
+    )
+
+
+def _with_note(message: ToolMessage, note: str) -> ToolMessage:
+    if message.status == "error" or not isinstance(message.content, str):
+        return message
+    return message.model_copy(update={"content": message.content + note})

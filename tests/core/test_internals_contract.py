@@ -1,0 +1,105 @@
+"""The private internals of deepagents and langgraph that `_internals.py` relies on still behave
+as they did in the versions it names. A failure here after an upgrade points at the adapter to
+fix, before any feature misbehaves."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from deepagents.backends import CompositeBackend, FilesystemBackend, StateBackend, StoreBackend
+from deepagents.backends.utils import create_file_data
+from langgraph.store.memory import InMemoryStore
+
+from layered_memory.core import _internals
+
+
+def test_the_versions_are_named() -> None:
+    assert set(_internals.WRITTEN_FOR) == {"deepagents", "langgraph-checkpoint-postgres"}
+    installed = importlib.metadata.version("deepagents")
+    major_minor = ".".join(_internals.WRITTEN_FOR["deepagents"].split(".")[:2])
+    assert installed.startswith(major_minor), (
+        f"deepagents {installed} is installed; _internals.py was written for "
+        f"{_internals.WRITTEN_FOR['deepagents']}: re-check every adapter, then update it"
+    )
+
+
+def test_composite_routing_matches_the_backend(tmp_path: Path) -> None:
+    disk = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    inner = CompositeBackend(default=StateBackend(), routes={"/deep/": disk})
+    outer = CompositeBackend(default=StateBackend(), routes={"/mem/": inner})
+    assert _internals.route(outer, "/mem/deep/x.md")[:2] == (inner, "/deep/x.md")
+    assert _internals.route(outer, "/mem")[:2] == (inner, "/")
+    assert _internals.route(outer, "/other.md")[:2] == (outer.default, "/other.md")
+    assert _internals.final_route(outer, "/mem/deep/x.md") == (disk, "/x.md")
+    # The backend itself writes where the route says.
+    outer.upload_files([("/mem/deep/x.md", b"routed")])
+    assert (tmp_path / "x.md").read_bytes() == b"routed"
+
+
+def test_filesystem_path_resolves_as_the_backend_does(tmp_path: Path) -> None:
+    virtual = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    assert _internals.filesystem_path(virtual, "/a/b.md") == (tmp_path / "a" / "b.md").resolve()
+    with pytest.raises(ValueError, match="traversal"):
+        _internals.filesystem_path(virtual, "/../etc/passwd")
+    host = FilesystemBackend(root_dir=tmp_path, virtual_mode=False)
+    assert _internals.filesystem_path(host, "/etc/hosts") == Path("/etc/hosts")
+
+
+def test_store_backend_store_and_namespace() -> None:
+    store = InMemoryStore()
+    backend = StoreBackend(namespace=lambda _runtime: ("memory", "org"), store=store)
+    assert _internals.store_of(backend) is store
+    assert _internals.namespace_of(backend) == ("memory", "org")
+    backend.upload_files([("/AGENTS.md", b"org")])
+    item = store.get(("memory", "org"), "/AGENTS.md")
+    assert item is not None
+    assert item.value["content"] == "org"
+
+
+@pytest.fixture
+def postgres_store(postgres_url: str) -> Iterator[object]:
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.conninfo import make_conninfo
+
+    schema = f"lm_contract_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        conninfo = make_conninfo(postgres_url, options=f"-csearch_path={schema}")
+        with PostgresStore.from_conn_string(conninfo) as store:
+            store.setup()
+            yield store
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def test_store_table_sql_reads_and_writes_what_the_store_does(postgres_store: object) -> None:
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.rows import dict_row
+    from psycopg.types.json import Jsonb
+
+    assert isinstance(postgres_store, PostgresStore)
+    namespace = ("memory", "project")
+    postgres_store.put(namespace, "/AGENTS.md", dict(create_file_data("from the store")))
+    prefix = _internals.store_prefix(namespace)
+    with (
+        _internals.sync_store_connection(postgres_store) as conn,
+        conn.cursor(row_factory=dict_row) as cur,
+    ):
+        cur.execute(_internals.store_select_sql(postgres_store), (prefix, ["/AGENTS.md"]))
+        (row,) = cur.fetchall()
+        assert row["key"] == "/AGENTS.md"
+        assert row["value"]["content"] == "from the store"
+        ttl = _internals.store_default_ttl(postgres_store)
+        new = {"content": "from our SQL", "encoding": "utf-8"}
+        cur.execute(_internals.STORE_UPSERT_SQL, (prefix, "/NEW.md", Jsonb(new), ttl, ttl))
+        conn.commit()
+    item = postgres_store.get(namespace, "/NEW.md")
+    assert item is not None
+    assert item.value["content"] == "from our SQL"

@@ -1,0 +1,305 @@
+"""Adapter-specific behaviour: what the shared conformance suite cannot see from outside."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from store_harness import FakeClock, RedisClock, drop_schema, unique
+
+from layered_memory.errors import SessionStoreError, StoreUnavailableError
+from layered_memory.sessions.stores import (
+    MIGRATIONS,
+    FileSessionStore,
+    InMemorySessionStore,
+    PostgresSessionStore,
+    RedisSessionStore,
+)
+from layered_memory.sessions.stores._common import redact_url
+
+# -- in-memory ------------------------------------------------------------------------------
+
+
+def test_memory_store_evicts_lazily_on_read_without_a_thread(clock: FakeClock) -> None:
+    threads_before = threading.active_count()
+    store = InMemorySessionStore(clock=clock)
+    store.set("a", {"v": 1}, ttl=5)
+    store.set("b", {"v": 2}, ttl=5)
+    clock.advance(10)
+    assert threading.active_count() == threads_before
+    assert len(store) == 2, "nothing is evicted until read"
+    assert store.get("a") is None
+    assert len(store) == 1, "the expired entry read is evicted"
+    assert store.purge_expired() == 1
+    assert len(store) == 0
+
+
+# -- file -----------------------------------------------------------------------------------
+
+
+def _all_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "../escape",
+        "../../../../../../../../tmp/layered-memory-escape",
+        "/etc/passwd",
+        "..",
+        "a/../../b",
+        "..\\..\\x",
+        "~/x",
+        "con",
+        "x" * 5000,
+    ],
+)
+def test_file_store_keeps_every_key_inside_its_folder(tmp_path: Path, key: str) -> None:
+    root = tmp_path / "inner" / "sessions"
+    store = FileSessionStore(root)
+    store.set(key, {"key": key})
+
+    files = _all_files(tmp_path)
+    assert len(files) == 1
+    assert files[0].parent == root
+    assert len(files[0].name) <= 120
+    assert store.path_for(key) == files[0]
+    assert store.get(key) == {"key": key}
+    store.delete(key)
+    assert _all_files(tmp_path) == []
+
+
+def test_file_store_writes_one_readable_json_file_per_session(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path, clock=FakeClock(100.0))
+    store.set("entity:acme:research", {"summary": "ok"}, ttl=50)
+    store.set("entity:acme:evaluation", {"summary": "ok"})
+
+    files = _all_files(tmp_path)
+    assert len(files) == 2, "no temporary files are left behind"
+    data = json.loads(store.path_for("entity:acme:research").read_text(encoding="utf-8"))
+    assert data == {"key": "entity:acme:research", "expires_at": 150.0, "value": {"summary": "ok"}}
+    assert store.path_for("entity:acme:research").name.startswith("entity_acme_research-")
+
+
+def test_file_store_replaces_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = FileSessionStore(tmp_path)
+    store.set("k", {"v": "old"})
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("layered_memory.sessions.stores.file.os.replace", broken_replace)
+    with pytest.raises(SessionStoreError, match="No space left") as info:
+        store.set("k", {"v": "new"})
+    assert info.value.key == "k"
+    monkeypatch.undo()
+    assert store.get("k") == {"v": "old"}
+    assert len(_all_files(tmp_path)) == 1, "the temporary file is removed"
+
+
+def test_file_store_reports_a_corrupt_file(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path)
+    store.path_for("k").write_text("{not json", encoding="utf-8")
+    with pytest.raises(SessionStoreError, match="corrupt"):
+        store.get("k")
+
+
+def test_file_store_purges_expired_files(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = FileSessionStore(tmp_path, clock=clock)
+    store.set("old", {"v": 1}, ttl=10)
+    store.set("new", {"v": 2}, ttl=100)
+    store.set("forever", {"v": 3})
+    clock.advance(50)
+    assert store.purge_expired() == 1
+    assert not store.path_for("old").exists()
+    assert store.get("new") == {"v": 2}
+    assert store.get("forever") == {"v": 3}
+
+
+# -- Redis ----------------------------------------------------------------------------------
+
+
+def test_redis_store_uses_the_prefix_and_server_ttl(
+    redis_store: tuple[RedisSessionStore, RedisClock],
+) -> None:
+    store, redis_clock = redis_store
+    store.set("entity:acme:research", {"v": 1}, ttl=120)
+    store.set("entity:acme:forever", {"v": 2})
+
+    client = redis_clock.client
+    name = f"{store.prefix}entity:acme:research"
+    assert json.loads(client.get(name)) == {"v": 1}
+    assert 0 < client.ttl(name) <= 120, "written with an expiry the server enforces"
+    assert client.ttl(f"{store.prefix}entity:acme:forever") == -1
+
+
+def test_redis_store_connects_lazily_and_names_the_url_without_password() -> None:
+    store = RedisSessionStore.from_url("redis://:hunter2@127.0.0.1:1/0", retries=0)
+    try:
+        with pytest.raises(StoreUnavailableError) as info:
+            store.get("k")
+    finally:
+        store.close()
+    message = str(info.value)
+    assert "redis://:***@127.0.0.1:1/0" in message
+    assert "hunter2" not in message
+    assert info.value.key == "k"
+
+
+async def test_redis_store_async_unreachable() -> None:
+    store = RedisSessionStore.from_url("redis://user:hunter2@127.0.0.1:1/0", retries=0)
+    try:
+        with pytest.raises(StoreUnavailableError, match=r"redis://user:\*\*\*@127\.0\.0\.1:1/0"):
+            await store.aset("k", {"v": 1})
+    finally:
+        await store.aclose()
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------
+
+
+def test_postgres_setup_applies_versioned_migrations_once(
+    postgres_url: str, pg_schema: str
+) -> None:
+    import psycopg
+
+    with PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema) as store:
+        store.setup()
+        store.setup()  # idempotent
+        store.set("k", {"v": 1})
+    with psycopg.connect(postgres_url) as conn:
+        versions = conn.execute(
+            f'SELECT v FROM "{pg_schema}".layered_memory_session_migrations ORDER BY v'
+        ).fetchall()
+    assert [row[0] for row in versions] == list(range(len(MIGRATIONS)))
+
+
+def test_postgres_ignores_expired_rows_and_purges_them(postgres_url: str, pg_schema: str) -> None:
+    import psycopg
+
+    # No injected clock: expiry follows the server's now().
+    with PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema) as store:
+        store.setup()
+        store.set("expired", {"v": 1}, ttl=3600)
+        store.set("live", {"v": 2}, ttl=3600)
+        store.set("forever", {"v": 3})
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            seconds = conn.execute(
+                f"SELECT EXTRACT(EPOCH FROM expires_at - now()) "
+                f'FROM "{pg_schema}".layered_memory_sessions WHERE key = %s',
+                ("live",),
+            ).fetchone()
+            assert seconds is not None
+            assert 3000 < seconds[0] <= 3600
+            conn.execute(
+                f'UPDATE "{pg_schema}".layered_memory_sessions '
+                "SET expires_at = now() - interval '1 second' WHERE key = %s",
+                ("expired",),
+            )
+        assert store.get("expired") is None
+        assert store.get_entry("expired") is None
+        assert store.purge_expired() == 1
+        assert store.purge_expired() == 0
+        assert store.get("live") == {"v": 2}
+        assert store.get("forever") == {"v": 3}
+
+
+async def test_postgres_async_purge(postgres_url: str, pg_schema: str) -> None:
+    clock = FakeClock()
+    store = PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema, clock=clock)
+    try:
+        store.setup()
+        await store.aset("k", {"v": 1}, ttl=1)
+        clock.advance(2)
+        assert await store.apurge_expired() == 1
+    finally:
+        await store.aclose()
+
+
+def test_postgres_schemas_are_isolated(postgres_url: str) -> None:
+    first, second = unique("lm_test_"), unique("lm_test_")
+    try:
+        with (
+            PostgresSessionStore.from_conn_string(postgres_url, schema=first) as a,
+            PostgresSessionStore.from_conn_string(postgres_url, schema=second) as b,
+        ):
+            a.setup()
+            b.setup()
+            a.set("k", {"from": "a"})
+            assert b.get("k") is None
+    finally:
+        drop_schema(postgres_url, first)
+        drop_schema(postgres_url, second)
+
+
+def test_postgres_without_setup_says_so(postgres_url: str, pg_schema: str) -> None:
+    with (
+        PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema) as store,
+        pytest.raises(SessionStoreError, match=r"setup\(\)"),
+    ):
+        store.get("k")
+
+
+def test_postgres_unreachable_names_the_url_without_password() -> None:
+    url = "postgresql://app:hunter2@127.0.0.1:1/sessions?sslmode=disable"
+    with pytest.raises(StoreUnavailableError) as info:
+        PostgresSessionStore.from_conn_string(url, connect_timeout=2)
+    message = str(info.value)
+    assert "postgresql://app:***@127.0.0.1:1/sessions" in message
+    assert "hunter2" not in message
+    assert "unreachable" in message
+
+
+def test_postgres_closed_store_raises_unavailable(postgres_url: str, pg_schema: str) -> None:
+    store = PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema)
+    store.setup()
+    store.close()
+    with pytest.raises(StoreUnavailableError):
+        store.set("k", {"v": 1})
+
+
+# -- shared helpers and packaging ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://u:pw@h:5432/db", "postgresql://u:***@h:5432/db"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+        ("redis://:pw@h:6379/0", "redis://:***@h:6379/0"),
+        ("postgresql://h/db?user=u&password=pw", "postgresql://h/db?user=u&password=***"),
+        ("host=h user=u password=pw dbname=db", "host=h user=u password=*** dbname=db"),
+        ("host=h password='p w' dbname=db", "host=h password=*** dbname=db"),
+    ],
+)
+def test_redact_url(url: str, expected: str) -> None:
+    assert redact_url(url) == expected
+
+
+def test_stores_import_without_the_optional_drivers() -> None:
+    code = (
+        "import sys\n"
+        "for name in ('redis', 'psycopg', 'psycopg_pool'):\n"
+        "    sys.modules[name] = None\n"
+        "import layered_memory.sessions.stores as stores\n"
+        "try:\n"
+        "    stores.RedisSessionStore.from_url('redis://localhost')\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+        "try:\n"
+        "    stores.PostgresSessionStore.from_conn_string('postgresql://localhost/x')\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "pip install 'layered-memory[redis]'" in result.stdout
+    assert "pip install 'layered-memory[postgres]'" in result.stdout

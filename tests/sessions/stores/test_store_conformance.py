@@ -1,0 +1,251 @@
+"""The one conformance suite every session store adapter runs (see the `case` fixture)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+
+import pytest
+from store_harness import StoreCase, call
+
+from layered_memory.errors import SessionStoreError
+from layered_memory.sessions.stores import ExpiryAwareSessionStore, SessionStore
+
+USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+
+KEY = "entity:acme_corp:evaluation:quality_evaluator"
+
+
+def test_implements_the_protocols(case: StoreCase) -> None:
+    assert isinstance(case.store, SessionStore)
+    assert isinstance(case.store, ExpiryAwareSessionStore)
+
+
+@USE_ASYNC
+async def test_set_get_delete_round_trip(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    value = {"summary": "done", "scores": [1, 2.5, None], "nested": {"ok": True}}
+
+    assert await call(store, use_async, "get", KEY) is None
+    await call(store, use_async, "set", KEY, value)
+    assert await call(store, use_async, "get", KEY) == value
+
+    await call(store, use_async, "set", KEY, {"other": 1})
+    assert await call(store, use_async, "get", KEY) == {"other": 1}, "set replaces the whole value"
+
+    await call(store, use_async, "delete", KEY)
+    assert await call(store, use_async, "get", KEY) is None
+    await call(store, use_async, "delete", KEY)  # deleting a missing key is not an error
+
+
+@USE_ASYNC
+async def test_keys_are_independent(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    await call(store, use_async, "set", "entity:a:x", {"v": "a"})
+    await call(store, use_async, "set", "entity:b:x", {"v": "b"})
+    await call(store, use_async, "delete", "entity:a:x")
+    assert await call(store, use_async, "get", "entity:a:x") is None
+    assert await call(store, use_async, "get", "entity:b:x") == {"v": "b"}
+
+
+@USE_ASYNC
+async def test_stored_value_is_isolated_from_the_callers_dicts(
+    case: StoreCase, use_async: bool
+) -> None:
+    store = case.store
+    value = {"items": ["a"]}
+    await call(store, use_async, "set", KEY, value)
+    value["items"].append("changed after set")
+    read = await call(store, use_async, "get", KEY)
+    assert read == {"items": ["a"]}
+    read["items"].append("changed after get")
+    assert await call(store, use_async, "get", KEY) == {"items": ["a"]}
+
+
+@USE_ASYNC
+async def test_entry_expires_after_its_ttl(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    await call(store, use_async, "set", KEY, {"v": 1}, ttl=10)
+    await call(store, use_async, "set", "entity:forever:x", {"v": 2})
+
+    case.advance(4)
+    entry = await call(store, use_async, "get_entry", KEY)
+    assert entry is not None
+    assert entry.value == {"v": 1}
+    assert 0 < entry.ttl <= 6 + 0.5  # Redis counts down on its own, so allow its slack
+
+    case.advance(7)
+    assert await call(store, use_async, "get", KEY) is None
+    assert await call(store, use_async, "get_entry", KEY) is None
+    assert await call(store, use_async, "get", "entity:forever:x") == {"v": 2}
+    forever = await call(store, use_async, "get_entry", "entity:forever:x")
+    assert forever is not None
+    assert forever.ttl is None
+
+
+@USE_ASYNC
+async def test_overwrite_without_ttl_clears_the_expiry(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    await call(store, use_async, "set", KEY, {"v": 1}, ttl=5)
+    await call(store, use_async, "set", KEY, {"v": 2})
+    case.advance(3600)
+    assert await call(store, use_async, "get", KEY) == {"v": 2}
+
+
+@USE_ASYNC
+async def test_fractional_ttl_expires(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    await call(store, use_async, "set", KEY, {"v": 1}, ttl=1.5)
+    case.advance(2)
+    assert await call(store, use_async, "get", KEY) is None
+
+
+@USE_ASYNC
+@pytest.mark.parametrize("ttl", [0, -1, math.nan, math.inf])
+async def test_invalid_ttl_is_rejected(case: StoreCase, use_async: bool, ttl: float) -> None:
+    with pytest.raises(ValueError, match="ttl"):
+        await call(case.store, use_async, "set", KEY, {"v": 1}, ttl=ttl)
+    assert await call(case.store, use_async, "get", KEY) is None
+
+
+@USE_ASYNC
+@pytest.mark.parametrize(
+    "value",
+    [["not", "a", "dict"], {"when": object()}, {"nan": math.nan}],
+    ids=["list", "object", "nan"],
+)
+async def test_bad_value_is_rejected_and_old_value_kept(
+    case: StoreCase, use_async: bool, value: object
+) -> None:
+    store = case.store
+    await call(store, use_async, "set", KEY, {"v": "old"})
+    with pytest.raises(SessionStoreError) as info:
+        await call(store, use_async, "set", KEY, value)
+    assert info.value.key == KEY
+    assert await call(store, use_async, "get", KEY) == {"v": "old"}
+
+
+@USE_ASYNC
+@pytest.mark.parametrize("key", ["", "a\x00b", "\ud800"], ids=["empty", "nul", "surrogate"])
+async def test_unstorable_key_is_rejected(case: StoreCase, use_async: bool, key: str) -> None:
+    with pytest.raises(SessionStoreError):
+        await call(case.store, use_async, "set", key, {"v": 1})
+
+
+UNICODE_KEYS = [
+    "entity:삼성전자:평가",
+    "entity:トヨタ自動車:評価:品質",
+    "entity:مرحبا:مرحلة",
+    "entity:emoji_🚀:phase",
+    "entity:café:x",  # NFC é
+    "entity:cafe\u0301:x",  # NFD e + combining acute: a different key
+    "entity:Café:x",  # differs only in case: a different key (even on case-insensitive disks)
+]
+
+
+@USE_ASYNC
+async def test_unicode_keys_are_distinct_and_round_trip(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    for index, key in enumerate(UNICODE_KEYS):
+        await call(store, use_async, "set", key, {"index": index, "key": key, "text": "한국어 ✓"})
+    for index, key in enumerate(UNICODE_KEYS):
+        assert await call(store, use_async, "get", key) == {
+            "index": index,
+            "key": key,
+            "text": "한국어 ✓",
+        }
+
+
+ESCAPE_KEYS = [
+    "../escape",
+    "../../../../../../tmp/layered-memory-escape",
+    "/etc/passwd",
+    "..",
+    ".",
+    "a/../../b",
+    "..\\..\\windows",
+    "C:\\temp\\x",
+    "~/.ssh/id_rsa",
+]
+
+
+@USE_ASYNC
+async def test_path_like_keys_are_plain_keys(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    for key in ESCAPE_KEYS:
+        await call(store, use_async, "set", key, {"key": key})
+    for key in ESCAPE_KEYS:
+        assert await call(store, use_async, "get", key) == {"key": key}
+        await call(store, use_async, "delete", key)
+        assert await call(store, use_async, "get", key) is None
+
+
+@USE_ASYNC
+async def test_one_megabyte_value_round_trips(case: StoreCase, use_async: bool) -> None:
+    chunk = 'memory ✓ 메모리 記憶 "quoted" \\ back\n'
+    text = (chunk * (1024 * 1024 // len(chunk.encode()) + 1))[: 1024 * 1024]
+    value = {"text": text, "list": list(range(1000))}
+    assert len(text.encode()) >= 1024 * 1024 - 4
+    await call(case.store, use_async, "set", KEY, value)
+    assert await call(case.store, use_async, "get", KEY) == value
+
+
+def _payload(writer: int, round_: int) -> dict[str, object]:
+    # Large enough that a torn write would show, self-describing so a mix would be caught.
+    return {"writer": writer, "round": round_, "body": f"{writer}-{round_}|" * 20_000}
+
+
+def _is_intact(value: dict[str, object]) -> bool:
+    return value == _payload(int(value["writer"]), int(value["round"]))  # type: ignore[call-overload]
+
+
+def test_concurrent_writers_on_one_key_last_write_wins(case: StoreCase) -> None:
+    store = case.store
+    writers, rounds = 6, 4
+    barrier = threading.Barrier(writers + 1)  # all writers and the reader start together
+    errors: list[BaseException] = []
+    seen: list[dict[str, object]] = []
+
+    def write(writer: int) -> None:
+        try:
+            barrier.wait()
+            for round_ in range(rounds):
+                store.set(KEY, _payload(writer, round_))
+        except BaseException as exc:
+            errors.append(exc)
+
+    def read() -> None:
+        try:
+            barrier.wait()
+            for _ in range(writers * rounds):
+                value = store.get(KEY)
+                if value is not None:
+                    seen.append(value)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    threads.append(threading.Thread(target=read))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert all(_is_intact(value) for value in seen), "a reader saw a torn value"
+    final = store.get(KEY)
+    assert final is not None
+    assert _is_intact(final)
+    store.set(KEY, _payload(99, 0))
+    assert store.get(KEY) == _payload(99, 0), "the last write wins"
+
+
+async def test_concurrent_async_writers_on_one_key(case: StoreCase) -> None:
+    store = case.store
+    await asyncio.gather(*(store.aset(KEY, _payload(w, 0)) for w in range(8)))
+    final = await store.aget(KEY)
+    assert final is not None
+    assert _is_intact(final)
+    await store.aset(KEY, _payload(42, 1))
+    assert await store.aget(KEY) == _payload(42, 1)

@@ -1,0 +1,176 @@
+"""HybridSessionStore: read-through with backfill, write-through, and each tier failing."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from store_harness import FakeClock, call, make_postgres
+
+from layered_memory.errors import SessionStoreError, StoreUnavailableError
+from layered_memory.sessions.stores import (
+    HybridSessionStore,
+    InMemorySessionStore,
+    RedisSessionStore,
+    SessionStore,
+)
+
+USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+DEAD_REDIS = "redis://:secret@127.0.0.1:1/0"  # nothing listens on port 1
+
+
+class Recording(InMemorySessionStore):
+    """An in-memory store that records the operations it served."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.calls: list[str] = []
+
+    def get_entry(self, key: str) -> Any:
+        self.calls.append("get")
+        return super().get_entry(key)
+
+    def set(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
+        self.calls.append("set")
+        super().set(key, value, ttl=ttl)
+
+    def delete(self, key: str) -> None:
+        self.calls.append("delete")
+        super().delete(key)
+
+
+@USE_ASYNC
+async def test_l1_hit_does_not_touch_l2(clock: FakeClock, use_async: bool) -> None:
+    l1, l2 = Recording(clock), Recording(clock)
+    store = HybridSessionStore(l1, l2)
+    await call(store, use_async, "set", "k", {"v": 1})
+    l2.calls.clear()
+    assert await call(store, use_async, "get", "k") == {"v": 1}
+    assert l2.calls == []
+
+
+@USE_ASYNC
+async def test_l1_miss_reads_l2_and_backfills_with_the_remaining_ttl(
+    clock: FakeClock, use_async: bool
+) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    l2.set("k", {"v": "durable"}, ttl=100)
+    clock.advance(40)
+    store = HybridSessionStore(l1, l2)
+
+    assert await call(store, use_async, "get", "k") == {"v": "durable"}
+    cached = l1.get_entry("k")
+    assert cached is not None
+    assert cached.value["value"] == {"v": "durable"}, "L1 holds the value in a stamped envelope"
+    assert cached.ttl == pytest.approx(60)
+    clock.advance(61)
+    assert l1.get("k") is None, "L1 never outlives L2's expiry"
+
+
+@USE_ASYNC
+async def test_l1_ttl_caps_how_long_l1_keeps_an_entry(clock: FakeClock, use_async: bool) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    store = HybridSessionStore(l1, l2, l1_ttl=30)
+    await call(store, use_async, "set", "k", {"v": 1}, ttl=3600)
+    await call(store, use_async, "set", "forever", {"v": 2})
+    clock.advance(31)
+    assert l1.get("k") is None
+    assert l1.get("forever") is None
+    assert l2.get("k") == {"v": 1}
+    assert await call(store, use_async, "get", "k") == {"v": 1}
+
+
+@USE_ASYNC
+async def test_writes_and_deletes_go_through_to_both(clock: FakeClock, use_async: bool) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    store = HybridSessionStore(l1, l2)
+    await call(store, use_async, "set", "k", {"v": 1}, ttl=10)
+    cached = l1.get("k")
+    assert cached is not None
+    assert cached["value"] == l2.get("k") == {"v": 1}
+    await call(store, use_async, "delete", "k")
+    assert l2.get("k") is None
+    tombstone = l1.get("k")
+    assert tombstone is not None
+    assert "value" not in tombstone, "a delete leaves only a short-lived tombstone in L1"
+    assert await call(store, use_async, "get", "k") is None
+
+
+@USE_ASYNC
+async def test_redis_l1_down_reads_and_writes_go_through_l2(
+    clock: FakeClock, use_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    l1 = RedisSessionStore.from_url(DEAD_REDIS, retries=0)
+    l2 = InMemorySessionStore(clock=clock)
+    store = HybridSessionStore(l1, l2)
+    try:
+        with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores.hybrid"):
+            await call(store, use_async, "set", "k", {"v": 1})
+            assert await call(store, use_async, "get", "k") == {"v": 1}
+            await call(store, use_async, "delete", "k")
+            assert await call(store, use_async, "get", "k") is None
+    finally:
+        await l1.aclose()
+    assert l2.get("k") is None
+    messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(messages) == 1, "one warning per outage, not one per call"
+    assert "session store L1 (RedisSessionStore) failed" in messages[0]
+    assert "redis://:***@127.0.0.1:1/0" in messages[0]
+    assert all("secret" not in m for m in messages)
+
+
+@USE_ASYNC
+async def test_l2_down_fails_writes_loudly_and_leaves_l1_alone(
+    clock: FakeClock, use_async: bool
+) -> None:
+    l1 = InMemorySessionStore(clock=clock)
+    l2 = RedisSessionStore.from_url(DEAD_REDIS, retries=0)
+    store = HybridSessionStore(l1, l2)
+    try:
+        with pytest.raises(StoreUnavailableError, match=r"127\.0\.0\.1:1"):
+            await call(store, use_async, "set", "k", {"v": 1})
+        assert "value" not in (l1.get("k") or {}), "nothing is acknowledged, not even in L1"
+        with pytest.raises(StoreUnavailableError):
+            await call(store, use_async, "delete", "k")
+        with pytest.raises(StoreUnavailableError):
+            await call(store, use_async, "get", "missing-in-l1")
+    finally:
+        await l2.aclose()
+
+
+async def test_l2_down_still_serves_l1_hits(clock: FakeClock) -> None:
+    l1 = InMemorySessionStore(clock=clock)
+    HybridSessionStore(l1, InMemorySessionStore(clock=clock)).set("k", {"v": "cached"})
+    l2 = RedisSessionStore.from_url(DEAD_REDIS, retries=0)
+    try:
+        assert await HybridSessionStore(l1, l2).aget("k") == {"v": "cached"}
+    finally:
+        await l2.aclose()
+
+
+def test_redis_l1_down_over_real_postgres_l2(
+    postgres_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    cleanups: list[Any] = []
+    l1 = RedisSessionStore.from_url(DEAD_REDIS, retries=0)
+    try:
+        l2 = make_postgres(postgres_url, clock, cleanups)
+        store: SessionStore = HybridSessionStore(l1, l2)
+        with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores.hybrid"):
+            store.set("entity:acme:research", {"summary": "durable"}, ttl=60)
+            assert store.get("entity:acme:research") == {"summary": "durable"}
+        assert l2.get("entity:acme:research") == {"summary": "durable"}
+        assert any("failed" in r.getMessage() for r in caplog.records)
+    finally:
+        l1.close()
+        for cleanup in cleanups:
+            cleanup()
+
+
+def test_bad_value_touches_neither_tier(clock: FakeClock) -> None:
+    l1, l2 = Recording(clock), Recording(clock)
+    store = HybridSessionStore(l1, l2)
+    with pytest.raises(SessionStoreError, match="JSON"):
+        store.set("k", {"v": object()})
+    assert l1.calls == l2.calls == []

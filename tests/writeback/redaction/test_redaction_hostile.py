@@ -1,0 +1,59 @@
+"""Redaction stays linear on hostile input: a megabyte of adversarial text never hangs it.
+
+Run in a subprocess with a generous time limit (a hang fails the test, a slow machine does
+not): every text below made some version of the detectors rescan the rest of the text for each
+occurrence of a pattern (quadratic), or backtrack inside a run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+LIMIT_SECONDS = 300
+
+SCRIPT = textwrap.dedent(
+    """
+    import random
+    from layered_memory.writeback.redaction import redact
+
+    MB = 1 << 20
+
+    def fill(unit, size=MB):
+        return (unit * (size // len(unit) + 1))[:size]
+
+    rnd = random.Random(5)
+    units = [
+        "-----BEGIN PRIVATE KEY-----\\n", "-----BEGIN A PRIVATE KEY-----x",
+        "PuTTY-User-Key-File-2: ", "a://a:@", "ab://" + "u" * 100 + ":" + "p" * 100 + "@@",
+        "s://:", "password=",
+        "password: '", '"password":"', "password=`", "password is ", "--password ", "?token=a&",
+        "passwordtokensecretkeysig", "sk-", "eyJaaaaa.eyJ", "%41", "%E2%80%8B", "a\\u200b", "a\\n",
+        "ab1C2d\\n", "aB3/", "aB3/" * 10 + "x ", "Bearer ", "Basic YWJjOmRlZg== ",
+        "Authorization: ", "-u a:", "https://hooks.slack.com/", "AccountKey=", "a-", "=", " ",
+    ]
+    # One megabyte mixing every unit, then the run- and line-sensitive ones a megabyte each.
+    mixed = "".join(fill(unit, MB // len(units)) for unit in units)
+    mixed += "".join(rnd.choice("=:'\\"@/%\\n \\tpassword") for _ in range(MB // 8))
+    texts = [mixed] + [fill(unit) for unit in (
+        "password=", "-----BEGIN PRIVATE KEY-----\\n", "PuTTY-User-Key-File-2: ", "a://a:@",
+        "ab1C2d\\n", "%41\\u200b",
+    )]
+    for text in texts:
+        redact(text)
+    print("ok", len(texts))
+    """
+)
+
+
+def test_a_megabyte_of_adversarial_text_never_hangs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", "7"]
