@@ -25,8 +25,8 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
+from layered_memory.cli._measure import FileReport, InspectReport, LayerReport, tokens
 from layered_memory.cli._text import dumps_json, printable
-from layered_memory.cli.inspect import FileReport, InspectReport, LayerReport, tokens
 
 WIDTH = 80
 BAR_CELLS = 20
