@@ -275,14 +275,10 @@ def _search(value: Any) -> tuple[list[tuple[MemoryMiddleware[Any, Any], str]], l
 
 def _describe(value: Any, others: list[Any]) -> str:
     """What was found instead of a memory middleware, in words."""
-    if any(_is_deepagents_memory(other) for other in [value, *others]):
-        return (
-            "deepagents' own MemoryMiddleware (deepagents.middleware.memory), not "
-            "layered-memory's: replace it with layered_memory.MemoryMiddleware(backend=..., "
-            "sources=[...]) (a drop-in) and pass memory=[] to create_deep_agent"
-        )
-    names = sorted({type(other).__name__ for other in others})
-    listed = f" (it has: {', '.join(names[:12])})" if names else ""
+    from langchain.agents.middleware import AgentMiddleware
+
+    names = sorted({type(o).__name__ for o in others if isinstance(o, AgentMiddleware)})
+    listed = f" (its middleware: {', '.join(names[:12])})" if names else ""
     if _builder(value) is not None:
         return f"a compiled agent ({type(value).__name__}) with no MemoryMiddleware{listed}"
     if isinstance(value, list | tuple):
@@ -336,6 +332,13 @@ def find_memory(spec: _Spec, value: Any) -> tuple[MemoryMiddleware[Any, Any], st
         hits, others = _search(value)
         hits = [(middleware, f"{where}, returned by {label}()") for middleware, where in hits]
         label = f"{label}()"
+    if not hits and any(_is_deepagents_memory(other) for other in [value, *others]):
+        raise spec.error(
+            f"{label} holds deepagents' own MemoryMiddleware (deepagents.middleware.memory), "
+            "not layered-memory's: use layered_memory.MemoryMiddleware(backend=..., "
+            "sources=[...]) (a drop-in), and pass memory=[] with middleware=[memory] to "
+            "create_deep_agent"
+        )
     if not hits:
         raise spec.error(f"{label} is {_describe(value, others)}; expected {WANTED}")
     if len({id(middleware) for middleware, _ in hits}) > 1:

@@ -101,14 +101,18 @@ def build_assembler(
     rule_folders: Sequence[str] | None,
     max_chars: int,
     max_rules_chars: int,
+    discover: bool = True,
 ) -> MemoryAssembler:
-    """The assembler the options describe (conventional files discovered when not given).
+    """The assembler the options describe (conventional files discovered when not given and
+    `discover` is true).
 
     Raises:
         UsageError: A budget the template does not fit in.
     """
-    chosen_layers = list(layers) if layers else discover_layers(backend)
-    folders = list(rule_folders) if rule_folders else discover_rule_folders(backend)
+    chosen_layers = list(layers or ()) if layers or not discover else discover_layers(backend)
+    folders = (
+        list(rule_folders or ()) if rule_folders or not discover else discover_rule_folders(backend)
+    )
     try:
         return MemoryAssembler(
             backend=backend,
@@ -145,7 +149,7 @@ def build_report(
 
 
 @contextmanager
-def _quiet_package_logs() -> Iterator[None]:
+def quiet_package_logs() -> Iterator[None]:
     """The report lists every problem; keep the same warnings off stderr meanwhile."""
     logger = logging.getLogger("layered_memory")
     handler = logging.NullHandler()
@@ -275,7 +279,7 @@ def _from_config(options: SourceOptions) -> Loaded:
     assembler: MemoryAssembler = memory.assembler
     fixed = assembler.backend if is_backend(assembler.backend) else None
     paths = tuple(options.paths) + ((options.entity,) if options.entity else ())
-    folder = _disk_root(fixed)
+    folder = disk_root(fixed)
     given = AgentInput(
         message=options.message,
         paths=tuple(_virtual_key(p, folder) for p in paths) if folder else paths,
@@ -293,6 +297,7 @@ def _from_config(options: SourceOptions) -> Loaded:
             "middleware": type(memory).__name__,
             "backend": describe_backend(seen.backend),
             "injected": seen.injected,
+            "input": given.as_data(),
         }
         report = report_from(assembler, seen.snapshot, seen.block, keys=seen.keys, source=source)
     return Loaded(
@@ -307,12 +312,18 @@ def _from_config(options: SourceOptions) -> Loaded:
     )
 
 
-def _disk_root(backend: Any) -> Path | None:
-    """The folder of a virtual-path disk backend (host paths are mapped into it)."""
+def disk_root(backend: Any) -> Path | None:
+    """The disk folder behind a virtual-path backend's `/` (also through a `CompositeBackend`'s
+    routes); None for other backends. The agent names files of that folder from `/`."""
     from deepagents.backends import FilesystemBackend
 
-    if isinstance(backend, FilesystemBackend) and backend.virtual_mode:
-        return Path(backend.cwd)
+    from layered_memory.core._internals import final_route
+
+    if backend is None:
+        return None
+    serving, _ = final_route(backend, "/")
+    if isinstance(serving, FilesystemBackend) and serving.virtual_mode:
+        return Path(serving.cwd)
     return None
 
 
@@ -337,14 +348,14 @@ def loaded_memory(options: SourceOptions) -> Iterator[Loaded]:
         ConfigLoadError: `--config` did not lead to a memory middleware.
         PreviewError: The middleware's own code failed on the given input.
     """
-    with _quiet_package_logs():
+    with quiet_package_logs():
         if options.config is not None:
             yield _from_config(options)
             return
         keys = _by_hand_keys(options)
         layers = parse_layers(options.layer_specs)
         folders = [backend_path(folder) for folder in options.rule_folders]
-        budgets = {
+        budgets: dict[str, Any] = {
             "max_chars": options.max_chars or DEFAULT_MAX_CHARS,
             "max_rules_chars": (
                 DEFAULT_MAX_RULES_CHARS
