@@ -98,12 +98,12 @@ def load_findings(loaded: Loaded) -> list[Finding]:
         for path in layer.paths:
             if path in snapshot.files or path in reported:
                 continue
-            if layer.writable:
+            if assembler.compat:  # `sources=` mode skips a missing file quietly, as deepagents
+                message = "memory source not found: skipped quietly (sources=[...] mode)"
+                findings.append(Finding("layer-file", "warning", path, message))
+            elif layer.writable:
                 message = f"layer {layer.name!r}: no file yet; the agent creates it when it saves"
                 findings.append(Finding("layer-absent", "info", path, message))
-            else:  # `sources=` mode skips a missing file quietly, as deepagents does
-                message = f"layer {layer.name!r}: no file at this path; it is skipped quietly"
-                findings.append(Finding("layer-file", "warning", path, message))
     return findings
 
 
@@ -168,7 +168,12 @@ def _path_only(globs: Sequence[str]) -> bool:
 
 
 def file_match_findings(
-    rule_set: RuleSet | None, files: ProjectFiles, *, rule_root: str, context_keys: bool
+    rule_set: RuleSet | None,
+    files: ProjectFiles,
+    *,
+    rule_root: str,
+    context_keys: bool,
+    disk_root: str | None = None,
 ) -> tuple[list[Finding], list[str]]:
     """`paths` rules that no file of the project matches, and one matching file per rule that
     some file matches (the keys of the busiest model call).
@@ -180,12 +185,18 @@ def file_match_findings(
         context_keys: Whether match keys may also be context strings (`match_keys`): a rule
             with a glob that cannot hold a path (`*acme*`) may be meant for those, and is not
             judged by files.
+        disk_root: The disk folder of a virtual-path backend (its rules' dead globs are
+            reported by `rule_findings` already).
     """
     if rule_set is None:
         return [], []
     match = rule_set.match(files.keys, root=rule_root)
     first_key = {hit.name: hit.key for hit in match.hits}
-    dead = {dead.rule.path for dead in dead_globs(rule_set.rules) if dead.all_dead}
+    dead = {
+        dead.rule.path
+        for dead in dead_globs(rule_set.rules, disk_root=disk_root)
+        if dead.all_dead
+    }
     findings = []
     for rule in rule_set.rules:
         if rule.mode != "paths" or rule.name in first_key or rule.path in dead:
@@ -226,11 +237,11 @@ def budget_findings(report: InspectReport, *, when: str = "") -> list[Finding]:
                     "the model sees its head and a marker"
                 )
                 findings.append(Finding("budget-truncates", "warning", file.path, message))
-            elif file.cut_by_lines:
+            if file.cut_by_lines:
                 cap = layer.layer.line_cap(file.path)
                 message = f"{where}: only the first {cap} of {file.lines:,} lines are shown"
                 findings.append(Finding("budget-line-cap", "info", file.path, message))
-            elif file.status == "loaded" and file.shown == "absent" and not when:
+            if file.status == "loaded" and file.shown == "absent" and not when:
                 message = f"{where}: only HTML comments or blank lines: nothing is shown"
                 findings.append(Finding("layer-empty", "warning", file.path, message))
     rules_budget = f"max_rules_chars={report.max_rules_chars:,}"

@@ -16,6 +16,7 @@ JSON (`--json`, `"version": 1`; keys are stable, new keys may be added):
   "cut_by_lines", "block_chars"}]}` — `share` is `block_chars / max_chars`
 - `rules`: `{"folders", "block_chars", "block_tokens", "share", "decisions": [{"name",
   "path", "status", "mode", "reason", "key", "glob"}]}`
+- `session`: `{"key", "chars", "tokens", "share"}` of the session layer, or null
 - `overhead`: `{"chars", "tokens", "share"}` (template, guidelines, preamble, separators)
 - `problems[]`: `{"path", "severity", "reason"}`
 - `block`: the exact memory block, as a string
@@ -126,6 +127,9 @@ def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
     listed = sum(d.status == "listed" for d in report.decisions)
     rules_label = f"rules ({applied} applied, {listed} listed)"
     lines.append(_row(rules_label, report.rules_block_chars, budget, paint))
+    if report.session_key is not None:
+        label = f"session ({printable(report.session_key)})"
+        lines.append(_row(label, report.session_block_chars, budget, paint))
     lines.append(_row("template + guidelines", report.overhead_chars, budget, paint))
     lines.append(_row("total block", len(report.block), budget, paint, "bold"))
     lines.append("  tokens are approximate: characters / 4")
@@ -294,6 +298,11 @@ def report_data(report: InspectReport) -> dict[str, Any]:
             "share": _share(report.rules_block_chars, budget),
             "decisions": decisions,
         },
+        "session": (
+            {"key": report.session_key, **sized(report.session_block_chars)}
+            if report.session_key is not None
+            else None
+        ),
         "overhead": sized(report.overhead_chars),
         "problems": [
             {"path": p.path, "severity": p.severity, "reason": p.reason} for p in report.problems

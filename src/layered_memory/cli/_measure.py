@@ -89,11 +89,18 @@ class InspectReport:
     rules_block_chars: int
     problems: tuple[Problem, ...]
     block: str
+    session_key: str | None = None
+    session_block_chars: int = 0
 
     @property
     def overhead_chars(self) -> int:
-        """Template, guidelines, preamble and separators: the block minus layers and rules."""
-        used = sum(layer.block_chars for layer in self.layers) + self.rules_block_chars
+        """Template, guidelines, preamble and separators: the block minus layers, rules and
+        the session layer."""
+        used = (
+            sum(layer.block_chars for layer in self.layers)
+            + self.rules_block_chars
+            + self.session_block_chars
+        )
         return len(self.block) - used
 
 
@@ -242,6 +249,17 @@ def _rules_chars(block: str, position: int) -> int:
     return block.index("</rules>", start) + len("</rules>") - start
 
 
+def _session_chars(block: str, position: int, snapshot: MemorySnapshot) -> int:
+    """The session layer's element, the last piece the renderer writes (after the rules)."""
+    if snapshot.session is None:
+        return 0
+    start = block.find('<layer name="session" key="', position)
+    if start == -1:
+        return 0
+    end = block.find("\n</layer>", start)
+    return (end + len("\n</layer>") if end != -1 else len(block)) - start
+
+
 def report_from(
     assembler: MemoryAssembler,
     snapshot: MemorySnapshot,
@@ -269,6 +287,8 @@ def report_from(
         rule_folders=tuple(assembler.rule_folders),
         decisions=decisions,
         rules_block_chars=_rules_chars(block, position),
+        session_key=snapshot.session.key if snapshot.session else None,
+        session_block_chars=_session_chars(block, position, snapshot),
         problems=tuple(sorted(problems, key=lambda p: (p.path, p.severity, p.reason))),
         block=block,
     )

@@ -56,7 +56,8 @@ def diagnose(loaded: Loaded) -> tuple[list[Finding], list[dict[str, str]]]:
             message += "describe yours with --layer / --rules, or use --config)"
         findings.append(Finding("no-memory", "error", None, message))
     rule_set = assembler.rule_set(loaded.snapshot.rule_files)
-    findings.extend(rule_findings(rule_set, root=disk_root(loaded.backend)))
+    root = disk_root(loaded.backend)
+    findings.extend(rule_findings(rule_set, root=root))
     busiest: list[str] = []
     files = project_files(loaded.backend) if rule_set is not None else None
     if rule_set is not None and files is None:
@@ -68,7 +69,11 @@ def diagnose(loaded: Loaded) -> tuple[list[Finding], list[dict[str, str]]]:
             skipped.append({"check": "rule-matches-no-file", "reason": reason})
         context_keys = loaded.middleware is None or bool(loaded.middleware.match_keys)
         found, busiest = file_match_findings(
-            rule_set, files, rule_root=assembler.rule_root, context_keys=context_keys
+            rule_set,
+            files,
+            rule_root=assembler.rule_root,
+            context_keys=context_keys,
+            disk_root=str(root) if root else None,
         )
         findings.extend(found)
     if loaded.injected:
