@@ -193,9 +193,7 @@ def file_match_findings(
     match = rule_set.match(files.keys, root=rule_root)
     first_key = {hit.name: hit.key for hit in match.hits}
     dead = {
-        dead.rule.path
-        for dead in dead_globs(rule_set.rules, disk_root=disk_root)
-        if dead.all_dead
+        dead.rule.path for dead in dead_globs(rule_set.rules, disk_root=disk_root) if dead.all_dead
     }
     findings = []
     for rule in rule_set.rules:
@@ -336,8 +334,8 @@ def store_findings(session_store: Any) -> list[Finding]:
     skipped = "the session layer is skipped while it does not answer"
     tiers: list[tuple[str, Any, Severity, str]] = (
         [
-            ("L1 ", session_store.l1, "warning", "reads go to L2 while it does not answer"),
-            ("L2 ", session_store.l2, "error", skipped),
+            (" L1", session_store.l1, "warning", "reads go to L2 while it does not answer"),
+            (" L2", session_store.l2, "error", skipped),
         ]
         if isinstance(session_store, HybridSessionStore)
         else [("", session_store, "error", skipped)]
@@ -347,6 +345,6 @@ def store_findings(session_store: Any) -> list[Finding]:
         reason = ping(tier)
         if reason is not None:
             name = scrub(repr(tier), None)
-            message = f"session store {label}{name}: {reason}; {consequence}"
+            message = f"session store{label}: {reason}; {consequence}"
             findings.append(Finding("store-unreachable", severity, name, message))
     return findings
