@@ -86,15 +86,31 @@ def test_every_shape_leads_to_the_agents_middleware(
     assert data["session"]["chars"] > 0
 
 
+def test_paths_are_named_as_the_agents_file_tools_name_them(
+    project: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, name = project
+    for given in ("src/app.py", "./src/app.py", f"{root.resolve()}/src/app.py", "/src/app.py"):
+        data = inspect_json(capsys, "--config", f"{name}:agent", "--path", given)
+        assert data["keys"] == ["/src/app.py"], given
+        assert data["source"]["input"]["paths"] == ["/src/app.py"]
+
+
 def test_a_file_path_works_like_a_module_name(
-    project: tuple[Path, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+    project: tuple[Path, str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     root, name = project
     by_name = inspect_json(capsys, "--config", f"{name}:agent", *CALL)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the file is found by its path, not from the working folder
     by_file = inspect_json(capsys, "--config", f"{root / name}.py:agent", *CALL)
     assert by_file["block"] == by_name["block"]
+    relative = inspect_json(capsys, "--config", f"../project/{name}.py:agent", *CALL)
+    assert relative["block"] == by_name["block"]
 
 
 def test_nothing_runs_and_prints_stay_off_stdout(
@@ -307,6 +323,7 @@ def test_a_config_value_that_cannot_load(
         (["--root", ".", "--message", "hi"], "--message and --thread need --config"),
         (["--root", ".", "--thread", "t1"], "--message and --thread need --config"),
         (["--config", "{name}:agent", "--context", "novalue"], "--context 'novalue': expected"),
+        (["--config", "{name}:agent", "--entity", "acme"], "--entity: with --config, give"),
     ],
 )
 def test_option_mistakes_are_usage_errors(

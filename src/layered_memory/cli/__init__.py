@@ -103,7 +103,11 @@ def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a file the agent's tools touched (a rule match key); repeatable",
     )
-    parser.add_argument("--entity", metavar="NAME", help="a context match key, e.g. an entity")
+    parser.add_argument(
+        "--entity",
+        metavar="NAME",
+        help="a context match key, e.g. an entity (with --config: --context KEY=VALUE instead)",
+    )
     parser.add_argument(
         "--context",
         action="append",

@@ -6,6 +6,8 @@ one model call by the code the middleware runs.
 from __future__ import annotations
 
 import logging
+import os
+import posixpath
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -160,6 +162,17 @@ def quiet_package_logs() -> Iterator[None]:
         logger.removeHandler(handler)
 
 
+def _tool_path(key: str, folder: Path) -> str:
+    """A `--path` as a virtual-path backend's file tools name it: `src/app.py` and
+    `/srv/project/src/app.py` (below the folder) are both `/src/app.py`."""
+    if key.startswith("/"):
+        return _virtual_key(key, folder)
+    relative = posixpath.normpath(key.replace(os.sep, "/"))
+    if key.startswith("~") or relative == "." or relative.startswith(".."):
+        return key
+    return "/" + relative
+
+
 def _virtual_key(key: str, folder: Path) -> str:
     """An absolute path below the folder as the agent's file tools name it (`/src/app.py`)."""
     if not key.startswith("/"):
@@ -252,6 +265,12 @@ def _lenient(assembler: MemoryAssembler) -> Iterator[None]:
 
 
 def _check_config_options(options: SourceOptions) -> None:
+    if options.entity:
+        msg = (
+            "--entity: with --config, give the run's context as --context KEY=VALUE (your "
+            "middleware's match_keys read it)"
+        )
+        raise UsageError(msg)
     by_hand = [
         flag
         for flag, value in (
@@ -278,11 +297,11 @@ def _from_config(options: SourceOptions) -> Loaded:
     memory = config.middleware
     assembler: MemoryAssembler = memory.assembler
     fixed = assembler.backend if is_backend(assembler.backend) else None
-    paths = tuple(options.paths) + ((options.entity,) if options.entity else ())
     folder = disk_root(fixed)
+    paths = tuple(options.paths)
     given = AgentInput(
         message=options.message,
-        paths=tuple(_virtual_key(p, folder) for p in paths) if folder else paths,
+        paths=tuple(_tool_path(p, folder) for p in paths) if folder else paths,
         context=context,
         thread_id=options.thread_id,
     )
