@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,8 +23,8 @@ from layered_memory.core.loading import download_files_safely
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
-    EMPTY_WRITABLE_NOTE,
-    clean_memory_text,
+    PieceReport,
+    RenderedMemory,
 )
 from layered_memory.rules import list_rule_files
 from layered_memory.rules._types import RuleDecision
@@ -176,49 +175,28 @@ def discover_rule_folders(backend: Any) -> list[str]:
     return found
 
 
-def _element_start(layer: Layer, path: str) -> str:
-    access = "writable" if layer.writable else "read-only"
-    return f'<layer name="{escape(layer.name)}" path="{escape(path)}" access="{access}"'
-
-
-def _find_element(block: str, start_tag: str, position: int) -> tuple[str, bool, int]:
-    """The layer element opened by `start_tag` at or after `position`: its text, whether it is
-    the one-line stub of a file left out, and where it ends.
-
-    Memory text has its closing tags defused (`</layer` -> `<\\/layer`), so the first
-    `</layer>` after a real opening tag is its own.
-    """
-    index = block.find(start_tag + ">\n", position)
-    stub_index = block.find(start_tag + " omitted=", position)
-    if index == -1 and stub_index == -1:
-        return "", False, position
-    if index == -1 or (stub_index != -1 and stub_index < index):
-        end = block.index("/>", stub_index) + 2
-        return block[stub_index:end], True, end
-    end = block.index("\n</layer>", index) + len("\n</layer>")
-    return block[index:end], False, end
-
-
 def _file_report(
-    path: str, snapshot: MemorySnapshot, problems: dict[str, str], element: str, *, stub: bool
+    path: str,
+    snapshot: MemorySnapshot,
+    problems: Mapping[str, str],
+    piece: PieceReport | None,
 ) -> FileReport:
+    """One file of a layer, from the renderer's own account of its part of the block."""
     text = snapshot.files.get(path)
     status: FileStatus = "loaded" if text is not None else "missing"
     if path in problems:
         status = "skipped"
-    body = "" if stub or not element else element[element.find(">\n") + 2 : -len("\n</layer>")]
-    line_marker = f" more lines of {path} not shown (first "
-    cut_marker = f" of {path} not shown; read_file {path} for the rest]"
+    cut_by_lines = piece is not None and any("max_lines" in why for why in piece.why)
     shown: Shown
-    if not element:
+    if piece is None or piece.outcome == "dropped":
         shown = "absent"
-    elif stub:
+    elif piece.outcome == "stub":
         shown = "omitted"
-    elif body == EMPTY_WRITABLE_NOTE.format(path=path):
+    elif piece.kind == "note" and path not in snapshot.unreadable:
         shown = "empty"
-    elif cut_marker in body:
+    elif piece.outcome == "truncated" and not (cut_by_lines and len(piece.why) == 1):
         shown = "truncated"
-    elif line_marker in body:
+    elif cut_by_lines:
         shown = "lines-capped"
     else:
         shown = "full"
@@ -229,37 +207,30 @@ def _file_report(
         lines=(text.count("\n") + (0 if text.endswith("\n") else 1)) if text else 0,
         reason=problems.get(path),
         shown=shown,
-        cut_by_lines=line_marker in body,
-        block_chars=len(element),
+        cut_by_lines=cut_by_lines,
+        block_chars=piece.shown_chars if piece is not None and piece.outcome != "dropped" else 0,
     )
 
 
 def _layer_reports(
-    layers: Sequence[Layer], snapshot: MemorySnapshot, block: str
-) -> tuple[tuple[LayerReport, ...], int]:
+    layers: Sequence[Layer], snapshot: MemorySnapshot, rendered: RenderedMemory
+) -> tuple[LayerReport, ...]:
     problems = {problem.path: problem.reason for problem in snapshot.problems}
-    reports = []
-    position = 0
-    for layer in layers:
-        files = []
-        for path in layer.paths:
-            raw = snapshot.files.get(path)
-            element, stub = "", False
-            # Search only for elements the renderer writes, so memory text that imitates a
-            # missing file's opening tag is never taken for it.
-            if layer.writable or (raw is not None and clean_memory_text(raw)):
-                start = _element_start(layer, path)
-                element, stub, position = _find_element(block, start, position)
-            files.append(_file_report(path, snapshot, problems, element, stub=stub))
-        reports.append(LayerReport(layer, tuple(files)))
-    return tuple(reports), position
-
-
-def _rules_chars(block: str, position: int) -> int:
-    start = block.find("<rules>\n", position)
-    if start == -1:
-        return 0
-    return block.index("</rules>", start) + len("</rules>") - start
+    pieces = {
+        (piece.layer, piece.path): piece
+        for piece in rendered.pieces
+        if piece.kind in ("layer", "note")
+    }
+    return tuple(
+        LayerReport(
+            layer,
+            tuple(
+                _file_report(path, snapshot, problems, pieces.get((layer.name, path)))
+                for path in layer.paths
+            ),
+        )
+        for layer in layers
+    )
 
 
 def build_report(
@@ -286,8 +257,10 @@ def build_report(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     snapshot = assembler.load()
-    block = assembler.render(snapshot, keys=keys)
-    layer_reports, position = _layer_reports(chosen_layers, snapshot, block)
+    rendered = assembler.render_report(snapshot, keys=keys)
+    block = rendered.block
+    layer_reports = _layer_reports(chosen_layers, snapshot, rendered)
+    rules_chars = sum(piece.shown_chars for piece in rendered.pieces if piece.kind == "rules")
     rule_set = assembler.rule_set(snapshot.rule_files)
     decisions = (
         tuple(rule_set.explain(keys, root=assembler.rule_root)) if rule_set is not None else ()
@@ -303,7 +276,7 @@ def build_report(
         layers=layer_reports,
         rule_folders=tuple(folders),
         decisions=decisions,
-        rules_block_chars=_rules_chars(block, position),
+        rules_block_chars=rules_chars,
         problems=tuple(sorted(problems, key=lambda p: (p.path, p.severity, p.reason))),
         block=block,
     )

@@ -10,11 +10,11 @@ from pathlib import Path
 from deepagents.backends import FilesystemBackend
 
 from layered_memory.cli._text import printable
-from layered_memory.core.loading import download_files_safely
-from layered_memory.rules._listing import list_rule_files
-from layered_memory.rules._parse import decode_rule_file, is_rule_file
+from layered_memory.core.loading import download_texts
+from layered_memory.rules._listing import list_rule_files, parse_loaded
+from layered_memory.rules._parse import is_rule_file
 from layered_memory.rules._set import build_rule_set
-from layered_memory.rules._types import Rule, RuleProblem
+from layered_memory.rules._types import RuleProblem
 
 
 def _display(path: str) -> str:
@@ -71,13 +71,9 @@ def run_lint(paths: Sequence[str], *, explain: Sequence[str] = (), root: str = "
         print(f"{printable(raw)}: error: no such file or directory", file=sys.stderr)
     if missing:
         return 2
-    # One batched read, exactly as the middleware loads rule files.
-    responses = download_files_safely(backend, [path for _, path in files]) if files else []
-    parsed: list[tuple[Rule | None, list[RuleProblem]]] = [
-        decode_rule_file(response, folder_index=index)
-        for (index, _), response in zip(files, responses, strict=True)
-    ]
-    rule_set = build_rule_set([*parsed, (None, problems)], log=False)
+    # One batched read and the same decoder and parser as the middleware's.
+    loaded = download_texts(backend, [path for _, path in files])
+    rule_set = build_rule_set([*parse_loaded(files, loaded), (None, problems)], log=False)
     for problem in rule_set.problems:
         print(f"{_display(problem.path)}: {problem.severity}: {printable(problem.reason)}")
     invalid = {p.path for p in rule_set.problems if p.severity == "error"}

@@ -46,9 +46,10 @@ from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
+    RenderedMemory,
     SessionEntry,
     minimum_budget,
-    render_memory,
+    render_memory_report,
 )
 from layered_memory.errors import SessionStoreError
 from layered_memory.rules import (
@@ -472,6 +473,19 @@ class MemoryAssembler:
         self._report_rule_problems(rule_set)
         return rule_set
 
+    def render_report(
+        self, snapshot: MemorySnapshot, *, keys: Iterable[str] = ()
+    ) -> RenderedMemory:
+        """The block `render` gives, with what happened to each part of it (uncached; for
+        `layered-memory inspect` and `doctor`, which show why a file is cut or left out)."""
+        return self._rendered(
+            snapshot.files,
+            snapshot.rule_files,
+            snapshot.session,
+            tuple(keys) if self.rule_folders else (),
+            snapshot.unreadable,
+        )
+
     def _render_uncached(
         self,
         files: Mapping[str, str],
@@ -480,6 +494,16 @@ class MemoryAssembler:
         keys: tuple[str, ...],
         unreadable: Mapping[str, str],
     ) -> str:
+        return self._rendered(files, rule_files, session, keys, unreadable).block
+
+    def _rendered(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: tuple[str, ...],
+        unreadable: Mapping[str, str],
+    ) -> RenderedMemory:
         match = self.match_rules(rule_files, keys)
         rules_renderer = None
         if match is not None and (match.applied or match.requested):
@@ -487,7 +511,7 @@ class MemoryAssembler:
             def rules_renderer(limit: int) -> str:
                 return render_rules(match, max_chars=min(limit, self.max_rules_chars))
 
-        return render_memory(
+        return render_memory_report(
             self.layers,
             files,
             template=self.system_prompt,

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from layered_memory.core._defuse import defuse, defuse_attribute, defuse_name
 from layered_memory.core.layers import Layer
@@ -89,6 +89,49 @@ class _Piece:
     min_len: int
     stub: str = ""
     """Left in place of a piece dropped whole, so the agent still learns the file exists."""
+    kind: PieceKind = "layer"
+    layer: str = ""
+    path: str = ""
+    source_chars: int = 0
+    """Characters of the file's text before any cap (0 for notes)."""
+    capped: tuple[str, ...] = ()
+    """Caps applied before the budget was looked at (line cap, layer cap)."""
+
+
+PieceKind = Literal["layer", "rules", "session", "note"]
+Outcome = Literal["whole", "truncated", "stub", "dropped"]
+
+
+@dataclass(frozen=True, slots=True)
+class PieceReport:
+    """What happened to one part of the memory block (for `inspect` and `doctor`).
+
+    Attributes:
+        kind: A layer file, the rules, the session layer, or a note (a missing, empty or
+            unreadable file).
+        layer: The layer's name ("" for rules).
+        path: The file's path (the session key for the session layer).
+        source_chars: Characters of the file's text, before any cap.
+        shown_chars: Characters of the part in the block (tags included).
+        outcome: Shown whole, truncated, left as a one-line stub, or dropped.
+        why: The caps and budget decisions that shaped it, in words.
+    """
+
+    kind: PieceKind
+    layer: str
+    path: str
+    source_chars: int
+    shown_chars: int
+    outcome: Outcome
+    why: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedMemory:
+    """A memory block and how each part of it fared."""
+
+    block: str
+    pieces: tuple[PieceReport, ...]
 
 
 neutralize_tags = defuse
@@ -178,6 +221,30 @@ def render_memory(
     Returns:
         The block to append to the system message.
     """
+    return render_memory_report(
+        layers,
+        files,
+        template=template,
+        max_chars=max_chars,
+        compat=compat,
+        rules=rules,
+        session=session,
+        unreadable=unreadable,
+    ).block
+
+
+def render_memory_report(
+    layers: Sequence[Layer],
+    files: Mapping[str, str],
+    *,
+    template: str = MEMORY_SYSTEM_PROMPT,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    compat: bool = False,
+    rules: Callable[[int], str] | None = None,
+    session: SessionEntry | None = None,
+    unreadable: Mapping[str, str] | None = None,
+) -> RenderedMemory:
+    """`render_memory`, with what happened to each part (the block is the same bytes)."""
     overhead = len(template.format(agent_memory=""))
     available = max_chars - overhead
     unreadable = unreadable or {}
@@ -192,12 +259,29 @@ def render_memory(
         pieces.append(_session_piece(session, available))
     pieces = [piece for piece in pieces if piece.full]
     if not pieces:
-        return template.format(agent_memory=NO_MEMORY)
+        return RenderedMemory(template.format(agent_memory=NO_MEMORY), ())
     preamble = "" if compat else LAYERED_PREAMBLE
-    body = _fit(preamble, pieces, available)
-    block = template.format(agent_memory=body)
+    texts = _fit(preamble, pieces, available)
+    block = template.format(agent_memory=_join(preamble, texts))
     # The budget is a promise; the arithmetic above keeps it, this line guards it.
-    return block[:max_chars]
+    return RenderedMemory(block[:max_chars], tuple(map(_report, pieces, texts)))
+
+
+def _report(piece: _Piece, shown: str) -> PieceReport:
+    if shown == piece.full:
+        outcome: Outcome = "truncated" if piece.capped else "whole"
+    elif not shown:
+        outcome = "dropped"
+    elif shown == piece.stub:
+        outcome = "stub"
+    else:
+        outcome = "truncated"
+    why = list(piece.capped)
+    if shown != piece.full:
+        why.append("over the total memory budget (max_chars)")
+    return PieceReport(
+        piece.kind, piece.layer, piece.path, piece.source_chars, len(shown), outcome, tuple(why)
+    )
 
 
 def minimum_budget(template: str) -> int:
@@ -205,7 +289,7 @@ def minimum_budget(template: str) -> int:
     return len(template.format(agent_memory="")) + len(LAYERED_PREAMBLE) + 200
 
 
-def _fit(preamble: str, pieces: list[_Piece], available: int) -> str:
+def _fit(preamble: str, pieces: list[_Piece], available: int) -> list[str]:
     texts = [piece.full for piece in pieces]
     excess = _joined_length(preamble, texts) - available
     # Lowest precedence first: pieces are in precedence order already.
@@ -227,7 +311,7 @@ def _fit(preamble: str, pieces: list[_Piece], available: int) -> str:
             if len(replacement) < len(texts[index]):
                 texts[index] = replacement
                 excess = _joined_length(preamble, texts) - available
-    return _join(preamble, texts)
+    return texts
 
 
 def _join(preamble: str, texts: Sequence[str]) -> str:
@@ -256,24 +340,36 @@ def _layer_pieces(
         for path in layer.paths:
             if path in unreadable:
                 note = _unreadable_note(unreadable[path])
-                pieces.append(_element_piece(layer, path, note, shrinkable=False))
+                pieces.append(_element_piece(layer, path, note, shrinkable=False, kind="note"))
                 continue
             raw = files.get(path)
             text = clean_memory_text(raw) if raw is not None else ""
             if not text:
                 if layer.writable:
                     note = EMPTY_WRITABLE_NOTE.format(path=defuse_name(path))
-                    pieces.append(_element_piece(layer, path, note, shrinkable=False))
+                    pieces.append(_element_piece(layer, path, note, shrinkable=False, kind="note"))
                 continue
-            text = defuse_within(cap_lines(text, layer.line_cap(path), path), available)
+            source_chars = len(text)
+            capped: list[str] = []
+            line_cap = layer.line_cap(path)
+            lined = cap_lines(text, line_cap, path)
+            if lined is not text:
+                capped.append(f"first {line_cap} lines kept (max_lines)")
+            text = defuse_within(lined, available)
             if remaining is not None:
-                text = truncate_text(text, max(remaining, 0), path)
+                cut = truncate_text(text, max(remaining, 0), path)
+                if cut != text:
+                    capped.append(f"over the layer's max_chars={layer.max_chars}")
+                text = cut
                 remaining -= len(text)
-            pieces.append(_element_piece(layer, path, text, shrinkable=True))
+            piece = _element_piece(layer, path, text, shrinkable=True)
+            pieces.append(replace(piece, source_chars=source_chars, capped=tuple(capped)))
     return pieces
 
 
-def _element_piece(layer: Layer, path: str, body: str, *, shrinkable: bool) -> _Piece:
+def _element_piece(
+    layer: Layer, path: str, body: str, *, shrinkable: bool, kind: PieceKind = "layer"
+) -> _Piece:
     access = "writable" if layer.writable else "read-only"
     shown = defuse_attribute(path)
     attributes = f'name="{defuse_attribute(layer.name)}" path="{shown}" access="{access}"'
@@ -281,15 +377,16 @@ def _element_piece(layer: Layer, path: str, body: str, *, shrinkable: bool) -> _
     tail = "\n</layer>"
     full = f"{head}{body}{tail}"
     stub = f'<layer {attributes} omitted="over the memory budget; read_file {shown}"/>'
+    label = {"kind": kind, "layer": layer.name, "path": path}
     if not shrinkable:
-        return _Piece(full, lambda _limit: full, len(full), stub)
+        return _Piece(full, _fixed(full), len(full), stub, **label)  # type: ignore[arg-type]
     frame = len(head) + len(tail)
 
     def shrink(limit: int) -> str:
         kept = truncate_text(body, max(limit - frame, 0), path)
         return f"{head}{kept}{tail}" if kept else stub
 
-    return _Piece(full, shrink, len(stub), stub)
+    return _Piece(full, shrink, len(stub), stub, **label)  # type: ignore[arg-type]
 
 
 def _compat_pieces(
@@ -304,19 +401,35 @@ def _compat_pieces(
             if path in unreadable:
                 # deepagents would have aborted the run here; say what is wrong instead.
                 note = f"{defuse_name(path)}\n\n{_unreadable_note(unreadable[path])}"
-                pieces.append(_Piece(note, _fixed(note), len(note)))
+                pieces.append(
+                    _Piece(note, _fixed(note), len(note), kind="note", layer=layer.name, path=path)
+                )
                 continue
             raw = files.get(path)
             text = clean_memory_text(raw) if raw else ""
             if not text:
                 continue  # deepagents drops empty and comment-only sources
-            text = defuse_within(cap_lines(text, layer.line_cap(path), path), available)
+            source_chars = len(text)
+            line_cap = layer.line_cap(path)
+            lined = cap_lines(text, line_cap, path)
+            capped = () if lined is text else (f"first {line_cap} lines kept (max_lines)",)
+            text = defuse_within(lined, available)
             head = f"{defuse_name(path)}\n\n"
 
             def shrink(limit: int, head: str = head, text: str = text, path: str = path) -> str:
                 return f"{head}{truncate_text(text, max(limit - len(head), 0), path)}"
 
-            pieces.append(_Piece(f"{head}{text}", shrink, len(shrink(0))))
+            pieces.append(
+                _Piece(
+                    f"{head}{text}",
+                    shrink,
+                    len(shrink(0)),
+                    layer=layer.name,
+                    path=path,
+                    source_chars=source_chars,
+                    capped=capped,
+                )
+            )
     return pieces
 
 
@@ -327,7 +440,7 @@ def _fixed(text: str) -> Callable[[int], str]:
 
 def _rules_piece(rules: Callable[[int], str], available: int) -> _Piece:
     full = rules(max(available, 0))
-    return _Piece(full, rules, 0)
+    return _Piece(full, rules, 0, kind="rules", source_chars=len(full))
 
 
 def _session_piece(session: SessionEntry, available: int) -> _Piece:
@@ -342,7 +455,15 @@ def _session_piece(session: SessionEntry, available: int) -> _Piece:
     def shrink(limit: int) -> str:
         return f"{head}{truncate_text(body, max(limit - frame, 0), 'session:' + session.key)}{tail}"
 
-    return _Piece(f"{head}{body}{tail}", shrink, len(shrink(0)))
+    return _Piece(
+        f"{head}{body}{tail}",
+        shrink,
+        len(shrink(0)),
+        kind="session",
+        layer="session",
+        path=session.key,
+        source_chars=len(body),
+    )
 
 
 def _cut_marker(path: str, cut_chars: int, cut_lines: int) -> str:
