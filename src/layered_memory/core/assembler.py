@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -144,7 +144,7 @@ class MemoryAssembler:
     def __init__(
         self,
         *,
-        backend: Any,
+        backend: BackendProtocol | Callable[[Any], BackendProtocol],
         layers: Sequence[Layer],
         rules: Sequence[str] = (),
         session_store: SessionStore | None = None,
@@ -164,7 +164,7 @@ class MemoryAssembler:
         if max_rules_chars < 0:
             msg = f"max_rules_chars must be >= 0, got {max_rules_chars}"
             raise ValueError(msg)
-        self.backend = backend
+        self.backend: Any = backend  # a factory is resolved per load (`load(backend=...)`)
         self.layers = tuple(layers)
         self.rule_folders = tuple(rules)
         self.session_store = session_store
@@ -192,10 +192,12 @@ class MemoryAssembler:
         ) = None
         self._probed_folders: set[str] = set()
         # Local disk: skip re-reading (and re-listing) what has not changed since last time.
-        on_disk = isinstance(backend, FilesystemBackend)
-        self._disk_cache = read_cache_for(backend) if on_disk else None
+        disk = backend if isinstance(backend, FilesystemBackend) else None
+        self._disk_cache = read_cache_for(disk) if disk is not None else None
         self._listing_cache = (
-            listing_cache_for(backend, self.rule_folders) if on_disk and self.rule_folders else None
+            listing_cache_for(disk, self.rule_folders)
+            if disk is not None and self.rule_folders
+            else None
         )
 
     # -- loading ----------------------------------------------------------------------------
