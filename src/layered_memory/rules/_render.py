@@ -7,7 +7,7 @@ one defusing function (`_defuse.defuse`), so a rule cannot close the tags around
 from __future__ import annotations
 
 from layered_memory.core._defuse import defuse, defuse_attribute, defuse_name
-from layered_memory.core.render import defuse_within, truncate_text
+from layered_memory.core._truncation import defuse_within, truncate_text
 from layered_memory.rules._types import Rule, RuleMatch
 
 RULES_OPEN = "<rules>\n"
