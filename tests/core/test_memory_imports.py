@@ -16,6 +16,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.store.memory import InMemoryStore
 
 from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
+from layered_memory.core._imports import import_cycles
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 FILES = {
@@ -87,6 +88,29 @@ def test_imports_follow_five_hops_each_file_once_never_from_code(tmp_path: Path)
         block
     )
     assert 'path="/notes/detail.md" access="writable"' in block
+
+
+def test_cycles_and_imports_past_five_hops_are_reported_for_lint(tmp_path: Path) -> None:
+    write_tree(tmp_path)
+    assembler = MemoryAssembler(
+        backend=FilesystemBackend(root_dir=tmp_path, virtual_mode=True), layers=LAYERS
+    )
+    extras = assembler.load().extras
+    # AGENTS.md -> shared/ops.md -> AGENTS.md; reported once, from its smallest path.
+    assert extras.cycles == [("/AGENTS.md", "/shared/ops.md")]
+    # d.md is hop 5: its own import of e.md is the one left unfollowed.
+    assert extras.too_deep == ("/docs/deeper/d.md",)
+
+
+def test_import_cycles_are_found_once_each_and_deep_graphs_do_not_recurse() -> None:
+    assert import_cycles({"/b": ["/a"], "/a": ["/b", "/c"], "/c": ["/d"], "/d": ["/c"]}) == [
+        ("/a", "/b"),
+        ("/c", "/d"),
+    ]
+    assert import_cycles({"/a": ["/b"], "/b": ["/c"]}) == []
+    ring = {f"/{i}": [f"/{i + 1}"] for i in range(50_000)}
+    ring["/50000"] = ["/0"]
+    assert len(import_cycles(ring)[0]) == 50_001
 
 
 def test_a_missing_import_is_warned_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -52,6 +52,8 @@ class Discovered:
         access: Imported file -> its access (inherited from what imports it).
         missing: Importing file -> references that named no file (worth reporting).
         problems: Imported or nested files that exist but could not be used.
+        too_deep: Files `MAX_IMPORT_DEPTH` hops from a configured file whose own imports were
+            not followed.
     """
 
     first: DownloadResult
@@ -62,6 +64,7 @@ class Discovered:
     access: Mapping[str, Access] = field(default_factory=dict)
     missing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     problems: tuple[SourceProblem, ...] = ()
+    too_deep: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -139,6 +142,7 @@ def _follow(
     edges: dict[str, tuple[str, ...]] = {}
     missing: dict[str, list[str]] = {}
     frontier = roots
+    too_deep: tuple[str, ...] = ()
     imported_access: dict[str, Access] = {}
     for _depth in range(MAX_IMPORT_DEPTH):
         requests: dict[str, list[tuple[str, ImportReference]]] = {}
@@ -170,6 +174,16 @@ def _follow(
                     if reference.names_a_file:
                         missing.setdefault(importer, []).append(reference.raw)
         problems.extend(p for p in result.problems if p.path in requests)
+    else:
+        too_deep = tuple(
+            path
+            for path, text in frontier.items()
+            if any(
+                (target := resolve_reference(reference.raw, path)) not in seen
+                and target not in access
+                for reference in _references(text)
+            )
+        )
     shown_access = {path: access[path] for path in nested}
     shown_access.update((path, imported_access[path]) for path in imports)
     return Discovered(
@@ -181,6 +195,7 @@ def _follow(
         shown_access,
         {importer: tuple(dict.fromkeys(refs)) for importer, refs in missing.items()},
         tuple(problems),
+        too_deep,
     )
 
 

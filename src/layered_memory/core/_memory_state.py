@@ -143,6 +143,7 @@ def extras_to_state(extras: MemoryExtras) -> dict[str, Any]:
         "access": dict(extras.access),
         "missing": {path: list(refs) for path, refs in extras.missing.items()},
         "nested_dirs": list(extras.nested_dirs),
+        "too_deep": list(extras.too_deep),
     }
 
 
@@ -158,6 +159,7 @@ def extras_of(state: Mapping[str, Any]) -> MemoryExtras:
         access=data.get("access") or {},
         missing={path: tuple(refs) for path, refs in (data.get("missing") or {}).items()},
         nested_dirs=tuple(data.get("nested_dirs") or ()),
+        too_deep=tuple(data.get("too_deep") or ()),
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from layered_memory.core._defuse import defuse, defuse_attribute, defuse_name
+from layered_memory.core._imports import import_cycles
 from layered_memory.core._truncation import (
     cap_lines,
     clean_memory_text,
@@ -56,6 +57,7 @@ class MemoryExtras:
         access: Nested or imported file -> `writable` / `read-only`.
         missing: Importing file -> `@` references that named no file.
         nested_dirs: The directories nested memory was looked up in.
+        too_deep: Files whose own imports were past `MAX_IMPORT_DEPTH` and not followed.
     """
 
     nested: Mapping[str, str] = field(default_factory=dict)
@@ -64,9 +66,15 @@ class MemoryExtras:
     access: Mapping[str, str] = field(default_factory=dict)
     missing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     nested_dirs: tuple[str, ...] = ()
+    too_deep: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.nested or self.imports or self.missing or self.nested_dirs)
+
+    @property
+    def cycles(self) -> list[tuple[str, ...]]:
+        """Import cycles among the loaded files (harmless at run time; `lint` reports them)."""
+        return import_cycles(self.edges)
 
 
 @dataclass(frozen=True, slots=True)

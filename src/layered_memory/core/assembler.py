@@ -344,6 +344,7 @@ class MemoryAssembler:
             access=dict(found.access),
             missing=dict(found.missing),
             nested_dirs=found.nested_dirs,
+            too_deep=found.too_deep,
         )
         problems = [
             *(problem for problem in result.problems if problem.path in configured),
