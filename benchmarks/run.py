@@ -31,6 +31,7 @@ from benchmarks.scenarios import (
     cold_load,
     end_to_end,
     graph,
+    nested,
     per_call,
     redaction,
     rule_matching,
@@ -55,6 +56,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "tiers": ("10. Tiered memory", tiers.run),
     "checkpoint": ("11. Checkpoint cache", checkpoint.run),
     "redaction": ("12. Redaction", redaction.run),
+    "nested": ("13. Nested memory and imports", nested.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

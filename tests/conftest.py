@@ -7,6 +7,7 @@ into a failure, so CI can never pass by skipping the Redis and PostgreSQL tests.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -54,3 +55,12 @@ def postgres_url() -> str:
     except psycopg.Error as exc:
         _service_unavailable("PostgreSQL", str(exc).splitlines()[0] if str(exc) else repr(exc))
     return POSTGRES_URL
+
+
+@pytest.fixture
+def settled_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk caches' clock runs an hour ahead, so files the test just wrote count as
+    settled (outside the racy window) without touching their timestamps."""
+    import layered_memory.core._disk_cache as disk_cache
+
+    monkeypatch.setattr(disk_cache, "_clock", lambda: time.time_ns() + 3_600 * 10**9)

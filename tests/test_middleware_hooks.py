@@ -132,13 +132,13 @@ def test_unchanged_memory_writes_no_state_and_renders_once(
     import layered_memory.core.assembler as assembler_module
 
     renders: list[int] = []
-    real_render = assembler_module.render_memory
+    real_render = assembler_module.render_memory_report
 
     def counting_render(*args: Any, **kwargs: Any) -> str:
         renders.append(1)
         return real_render(*args, **kwargs)
 
-    monkeypatch.setattr(assembler_module, "render_memory", counting_render)
+    monkeypatch.setattr(assembler_module, "render_memory_report", counting_render)
     mw = middleware(root)
     state: dict[str, Any] = {"messages": []}
     state.update(mw.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, interleaved
 from layered_memory.testing import ScriptedChatModel
 
-COUNTED_STEPS = ("parse_rule_file", "build_rule_set", "render_memory", "render_rules")
+COUNTED_STEPS = ("parse_rule_file", "build_rule_set", "render_memory_report", "render_rules")
 """The assembler's parse and render steps; a warm invocation must call none of them."""
 
 _threads = itertools.count()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Optional
@@ -42,6 +43,7 @@ from langgraph.types import Command
 from layered_memory.core import _backend_factory
 from layered_memory.core._memory_state import (
     LayeredMemoryState,
+    extras_of,
     loaded,
     match_keys_of,
     merge_paths,
@@ -49,7 +51,9 @@ from layered_memory.core._memory_state import (
     session_of,
     snapshot_update,
     tool_notes,
+    touched_of,
 )
+from layered_memory.core._nested import directories_of
 from layered_memory.core._run_data import context_strings, current_config, run_data, thread_id
 from layered_memory.core._system_message import (
     append_block,
@@ -71,6 +75,7 @@ from layered_memory.core._validation import (
     check_int,
     check_layers,
     check_match_keys,
+    check_names,
     check_path_list,
     is_backend,
 )
@@ -83,6 +88,7 @@ from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
+    MemoryExtras,
 )
 from layered_memory.writeback.hooks import HookEvent, HookRegistry
 from layered_memory.writeback.redaction.memory_edits import note_redaction, redact_memory_edit
@@ -124,6 +130,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         rules_writable: Let the agent edit rule files (refused by default).
         add_cache_control: Tag the last system block for Anthropic prompt caching.
         system_prompt: Template with an `{agent_memory}` slot, or `None` to inject nothing.
+        nested: File names of nested memory (`("AGENTS.md", "CLAUDE.md")`): when the agent
+            touches a path, the first existing name in every folder from the backend root down
+            to it is loaded and injected, shallow to deep (a deeper file wins a conflict).
+        nested_writable: Let the agent edit nested memory files (read-only by default).
+        imports: Follow `@path` imports in memory files (at most 5 hops, each file once).
 
     Attributes:
         protected_backend: The backend to give the agent
@@ -156,6 +167,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         rules_writable: bool = False,
         add_cache_control: bool = False,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
+        nested: Sequence[str] = (),
+        nested_writable: bool = False,
+        imports: bool = True,
     ) -> None:
         if system_prompt is not None:
             if not isinstance(system_prompt, str):
@@ -201,9 +215,23 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             system_prompt=system_prompt or MEMORY_SYSTEM_PROMPT,
             compat=source_list is not None,
             strict=strict,
+            nested=check_names(nested, parameter="nested"),
+            nested_writable=nested_writable,
+            follow_imports=imports,
         )
-        self.protected_paths = protected_paths_of(
-            self.assembler.layers, () if rules_writable else self.assembler.rule_folders, backend
+        self._found_read_only = _FoundReadOnly()
+        self.protected_paths = replace(
+            protected_paths_of(
+                self.assembler.layers,
+                () if rules_writable else self.assembler.rule_folders,
+                backend,
+            ),
+            names=(
+                {}
+                if nested_writable
+                else dict.fromkeys(self.assembler.nested, "nested memory (read-only)")
+            ),
+            discovered=self._found_read_only.get,
         )
         self.protected_backend: Any = (
             _backend_factory.protecting(self._backend_factory, self.protected_paths)
@@ -235,6 +263,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             rules_writable=False,
             add_cache_control=self._add_cache_control,
             system_prompt=self.system_prompt,
+            nested=self.assembler.nested,
+            nested_writable=False,
+            imports=self.assembler.follow_imports,
         )
         # The twin is built from layers, but must keep the flat layout a `sources=` parent uses.
         twin.assembler.compat = self.assembler.compat
@@ -257,7 +288,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
         snapshot = self.assembler.load(
-            session_key=thread_id(config), backend=self._backend(state, runtime, config)
+            session_key=thread_id(config),
+            backend=self._backend(state, runtime, config),
+            touched=touched_of(state),
         )
         update = self._loaded(state, snapshot, runtime, config)
         if self.hooks is not None:
@@ -277,7 +310,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if self.hooks is not None:
             await self.hooks.atrigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
         snapshot = await self.assembler.aload(
-            session_key=thread_id(config), backend=self._backend(state, runtime, config)
+            session_key=thread_id(config),
+            backend=self._backend(state, runtime, config),
+            touched=touched_of(state),
         )
         update = self._loaded(state, snapshot, runtime, config)
         if self.hooks is not None:
@@ -308,7 +343,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             snapshot = self.assembler.load(
                 session_key=thread_id(config),
                 backend=self._backend(request.state, request.runtime, config),
+                touched=touched_of(request.state),
             )
+            self._found_read_only.remember(snapshot.extras)
             update = snapshot_update(
                 request.state, snapshot, list(loaded(request.state).get("match_context", []))
             )
@@ -329,7 +366,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             snapshot = await self.assembler.aload(
                 session_key=thread_id(config),
                 backend=self._backend(request.state, request.runtime, config),
+                touched=touched_of(request.state),
             )
+            self._found_read_only.remember(snapshot.extras)
             update = snapshot_update(
                 request.state, snapshot, list(loaded(request.state).get("match_context", []))
             )
@@ -410,6 +449,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         config: RunnableConfig | None,
     ) -> dict[str, Any]:
         keys = context_strings(self.match_keys, state, runtime, config)
+        self._found_read_only.remember(snapshot.extras)
         return snapshot_update(state, snapshot, keys)
 
     def _reports_rules(self, notes: Mapping[str, Any]) -> bool:
@@ -452,6 +492,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             match_keys_of(state),
             digest=memory.get("digest"),
             unreadable=memory.get("unreadable"),
+            extras=extras_of(state),
         )
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:
@@ -481,7 +522,25 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         # next model call reloads (a digest check; nothing is re-rendered when unchanged).
         if tool_name in SHELL_TOOLS or tool_name == "task":
             edits_memory = True
+        if paths and (self.assembler.nested or self.assembler.follow_imports):
+            edits_memory = edits_memory or self._brings_memory(state, tool_name, paths)
         return None, tool_notes(state, paths, edits_memory)
+
+    def _brings_memory(self, state: Mapping[str, Any], tool_name: str, paths: set[str]) -> bool:
+        """A path in a folder nested memory was not looked up in yet, or an edit of a nested
+        or imported file: the next model call loads again."""
+        extras = extras_of(state)
+        if tool_name in MUTATING_TOOLS and any(
+            path in extras.nested or path in extras.imports for path in paths
+        ):
+            return True
+        if not self.assembler.nested:
+            return False
+        known = set(extras.nested_dirs)
+        return any(
+            folder not in known
+            for folder in directories_of(sorted(paths), self.assembler.rule_root)
+        )
 
     def _unreadable_reason(
         self, tool_path: str, layer: Layer, unreadable: Mapping[str, str]
@@ -505,7 +564,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         backend = self._tool_backend(request)
         state = getattr(request, "state", None) or {}
         protected = self.protected_paths
-        baseline = loaded_snapshot(state, list(protected.files), self._folders_of(backend), backend)
+        baseline = loaded_snapshot(
+            state, list(protected.all_files()), self._folders_of(backend), backend
+        )
         for path in self._listed_in_folders(backend):
             baseline.setdefault(path, None)  # not loaded: it appeared since
         if not baseline:
@@ -570,6 +631,37 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             "applied": [rule.name for rule in match.applied] if match else [],
             "requested": [rule.name for rule in match.requested] if match else [],
         }
+
+
+class _FoundReadOnly:
+    """Read-only files the loads of this middleware found (nested files, imports of read-only
+    memory), for the guard: protection derived from the files on disk, never run state.
+
+    Only ever grows while the process lives: a file once imported by read-only memory stays
+    protected, so a later edit of the importing file cannot free it for the agent's turn.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, extras: MemoryExtras) -> None:
+        found = {
+            path: (
+                "nested memory (read-only)"
+                if path in extras.nested
+                else "imported by read-only memory"
+            )
+            for path, access in extras.access.items()
+            if access == "read-only"
+        }
+        if found.keys() - self._files.keys():
+            with self._lock:
+                self._files.update(found)
+
+    def get(self) -> Mapping[str, str]:
+        with self._lock:
+            return dict(self._files)
 
 
 class LeanMemoryMiddleware(MemoryMiddleware[Any, Any]):

@@ -14,8 +14,6 @@ from layered_memory import Layer, MemoryAssembler
 from layered_memory.core._disk_cache import DiskReadCache
 from layered_memory.core.loading import adownload_texts, download_texts
 
-HOUR_AGO = 3_600
-
 
 class CountingBackend(FilesystemBackend):
     def __init__(self, root: Path) -> None:
@@ -30,12 +28,6 @@ class CountingBackend(FilesystemBackend):
         return self.download_files(paths)
 
 
-def age(path: Path, seconds: int = HOUR_AGO) -> None:
-    """Backdate a file, as if written long before the read (outside the racy window)."""
-    stamp = path.stat().st_mtime - seconds
-    os.utime(path, (stamp, stamp))
-
-
 async def load(backend: CountingBackend, cache: DiskReadCache, use_async: bool) -> dict[str, str]:
     paths = ["/AGENTS.md", "/MEMORY.md", "/missing.md"]
     if use_async:
@@ -47,10 +39,9 @@ async def load(backend: CountingBackend, cache: DiskReadCache, use_async: bool) 
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
+def root(tmp_path: Path, settled_files: None) -> Path:
     for name, text in (("AGENTS.md", "agents v1"), ("MEMORY.md", "memory v1")):
         (tmp_path / name).write_text(text)
-        age(tmp_path / name)
     return tmp_path
 
 
@@ -121,9 +112,11 @@ class GlobCountingBackend(CountingBackend):
 
 
 def age_tree(top: Path) -> None:
-    for path in sorted(top.rglob("*"), reverse=True):
-        age(path)
-    age(top)
+    """Backdate a folder tree, so that a later change is a different mtime even on a filesystem
+    whose clock ticks coarsely (the change must be told apart from the state cached before)."""
+    for path in [*sorted(top.rglob("*"), reverse=True), top]:
+        stamp = path.stat().st_mtime - 3_600
+        os.utime(path, (stamp, stamp))
 
 
 @pytest.fixture

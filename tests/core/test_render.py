@@ -144,3 +144,31 @@ def test_truncate_and_cap_helpers() -> None:
 
 def test_minimum_budget_covers_the_template() -> None:
     assert minimum_budget(MEMORY_SYSTEM_PROMPT) > len(MEMORY_SYSTEM_PROMPT) - len("{agent_memory}")
+
+
+def test_the_renderer_reports_what_happened_to_each_part() -> None:
+    """`inspect` and `doctor` read these reports; they never re-parse the block."""
+    from layered_memory.core.render import render_memory_report
+
+    layers = [
+        Layer("org", "/org.md"),
+        Layer("project", "/AGENTS.md", max_chars=300),
+        Layer("notes", "/MEMORY.md", writable=True),
+    ]
+    files = {
+        "/org.md": "o" * 6000,
+        "/AGENTS.md": "p" * 2000,
+        "/MEMORY.md": "\n".join(f"- note {i}" for i in range(500)),
+    }
+    rendered = render_memory_report(layers, files, max_chars=5000)
+    assert rendered.block == render_memory(layers, files, max_chars=5000)
+    by_layer = {piece.layer: piece for piece in rendered.pieces}
+    assert by_layer["org"].outcome in ("stub", "truncated")  # lowest precedence gives way first
+    assert "over the total memory budget (max_chars)" in by_layer["org"].why
+    assert by_layer["project"].outcome == "truncated"
+    assert "over the layer's max_chars=300" in by_layer["project"].why
+    assert by_layer["notes"].why[0] == "first 200 lines kept (max_lines)"
+    assert by_layer["notes"].source_chars == len(files["/MEMORY.md"])
+    assert sum(piece.shown_chars for piece in rendered.pieces) < len(rendered.block)
+    empty = render_memory_report([Layer("notes", "/MEMORY.md", writable=True)], {})
+    assert [(piece.kind, piece.outcome) for piece in empty.pieces] == [("note", "whole")]

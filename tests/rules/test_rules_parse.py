@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-from deepagents.backends.protocol import FileDownloadResponse
 
 from layered_memory.rules import (
     MAX_FRONTMATTER_CHARS,
@@ -13,9 +12,9 @@ from layered_memory.rules import (
     Rule,
     RuleProblem,
     build_rule_set,
-    decode_rule_file,
     default_rule_name,
     is_rule_file,
+    parse_loaded,
     parse_rule_file,
 )
 
@@ -231,23 +230,27 @@ def test_long_description_is_truncated_with_a_warning() -> None:
     assert [p.severity for p in problems] == ["warning"]
 
 
-def test_decode_rule_file_errors() -> None:
-    rule, problems = decode_rule_file(
-        FileDownloadResponse(path="/r/gone.md", error="file_not_found"), folder_index=0
+def test_parse_loaded_turns_read_errors_into_problems() -> None:
+    """Rules come through the engine's one decoder (`download_texts`), errors included."""
+    from layered_memory.core.loading import DownloadResult, SourceProblem
+
+    loaded = DownloadResult(
+        texts={"/r/ok.md": "Hi."},
+        missing=frozenset({"/r/gone.md"}),
+        problems=(SourceProblem("/r/bin.md", "not valid UTF-8 (byte 3)", unreadable=True),),
     )
-    assert rule is None
-    assert problems == [
+    files = [(0, "/r/gone.md"), (0, "/r/bin.md"), (2, "/r/ok.md")]
+    (gone, gone_problems), (binary, binary_problems), (ok, ok_problems) = parse_loaded(
+        files, loaded
+    )
+    assert gone is None
+    assert gone_problems == [
         RuleProblem("/r/gone.md", "cannot read: file not found (deleted after it was listed?)")
     ]
-    rule, problems = decode_rule_file(
-        FileDownloadResponse(path="/r/bin.md", content=b"ok \xff"), folder_index=0
-    )
-    assert rule is None
-    assert problems[0].reason == "not valid UTF-8 (byte 3)"
-    rule, problems = decode_rule_file(
-        FileDownloadResponse(path="/r/ok.md", content=b"Hi."), folder_index=2
-    )
-    assert rule == Rule(name="ok", path="/r/ok.md", body="Hi.", folder_index=2)
+    assert binary is None
+    assert binary_problems == [RuleProblem("/r/bin.md", "not valid UTF-8 (byte 3)")]
+    assert ok == Rule(name="ok", path="/r/ok.md", body="Hi.", folder_index=2)
+    assert ok_problems == []
 
 
 def test_default_rule_name_keeps_odd_names() -> None:

@@ -63,11 +63,12 @@ def test_over_budget_rule_keeps_its_head_and_names_its_file() -> None:
     assert len(text) <= 300
     assert '<rule name="base"' in text
     assert "python-style" not in text  # nothing left after the truncated rule
-    assert "[rule truncated: " in text
-    cut = int(text.split("[rule truncated: ")[1].split(" ")[0])
-    kept = text.split('path="/rules/big.md">\n')[1].split("\n[rule truncated")[0]
+    # The same marker as a cut memory file: it names the file and how to read the rest.
+    assert "[... truncated: " in text
+    cut = int(text.split("[... truncated: ")[1].split(" ")[0])
+    kept = text.split('path="/rules/big.md">\n')[1].split("\n[... truncated")[0]
     assert kept == "x" * (1000 - cut)
-    assert "of 1000 characters of /rules/big.md cut]" in text
+    assert "of /rules/big.md not shown; read_file /rules/big.md for the rest]" in text
 
 
 @pytest.mark.parametrize("budget", [0, 10, 17, 18, 60, 100, 150, 200, 333, 500, 1000])

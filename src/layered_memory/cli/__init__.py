@@ -80,6 +80,14 @@ def _add_source_arguments(parser: argparse.ArgumentParser, *, required: bool) ->
         help="rule folder; repeatable (not with --config)",
     )
     parser.add_argument(
+        "--nested",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="nested memory file name looked up in every folder down to each --path, as "
+        "nested=(...) (e.g. AGENTS.md); repeatable, first existing wins (not with --config)",
+    )
+    parser.add_argument(
         "--max-chars",
         type=int,
         metavar="N",

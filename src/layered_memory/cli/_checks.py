@@ -18,7 +18,8 @@ from layered_memory.cli._glob_checks import dead_globs
 from layered_memory.cli._measure import InspectReport, report_from
 from layered_memory.cli._source import Loaded
 from layered_memory.core._defuse import defuse_attribute, defuse_name
-from layered_memory.rules._render import TRUNCATION_MARKER
+from layered_memory.core._imports import MAX_IMPORT_DEPTH
+from layered_memory.core.render import MemoryExtras
 from layered_memory.rules._set import RuleSet
 from layered_memory.sessions.stores._urls import scrub
 
@@ -41,7 +42,10 @@ CHECKS: dict[str, str] = {
     "budget-drops-rule": "a rule that applies but does not fit the rules budget",
     "budget-truncates-rule": "a rule cut to fit the rules budget",
     "store-unreachable": "a session store, or the --store, that does not answer",
-    "memory-problem": "any other problem a load reports (a root holding none of the files...)",
+    "import-too-deep": "@imports more than 5 hops from a configured file: not followed",
+    "import-cycle": "memory files that import each other (harmless at run time, a mistake)",
+    "memory-problem": "any other problem a load reports (a missing @import, a root holding "
+    "none of the files...)",
     "strict": "strict=True: the agent's run stops at the first of these problems",
     "not-injected": "system_prompt=None: no block reaches the model (note)",
 }
@@ -85,7 +89,7 @@ def load_findings(loaded: Loaded) -> list[Finding]:
     reported = set()
     for problem in snapshot.problems:
         reported.add(problem.path)
-        if problem.path in layer_paths:
+        if problem.path in layer_paths and problem.path not in snapshot.files:
             check = "layer-unreadable" if problem.unreadable else "layer-file"
         elif problem.path in folders:
             check = "rules-folder"
@@ -104,6 +108,25 @@ def load_findings(loaded: Loaded) -> list[Finding]:
             elif layer.writable:
                 message = f"layer {layer.name!r}: no file yet; the agent creates it when it saves"
                 findings.append(Finding("layer-absent", "info", path, message))
+    return findings
+
+
+def import_findings(extras: MemoryExtras) -> list[Finding]:
+    """Import chains cut at the depth limit (memory silently absent) and import cycles."""
+    findings = [
+        Finding(
+            "import-too-deep",
+            "error",
+            path,
+            f"its @imports are {MAX_IMPORT_DEPTH} hops from a configured memory file and are "
+            "not read: import those files from a shallower one",
+        )
+        for path in extras.too_deep
+    ]
+    for cycle in extras.cycles:
+        chain = " -> ".join((*cycle, cycle[0]))
+        message = f"memory files import each other ({chain}); each is read once, so it is harmless"
+        findings.append(Finding("import-cycle", "warning", cycle[0], message + ", but a mistake"))
     return findings
 
 
@@ -242,6 +265,19 @@ def budget_findings(report: InspectReport, *, when: str = "") -> list[Finding]:
             if file.status == "loaded" and file.shown == "absent" and not when:
                 message = f"{where}: only HTML comments or blank lines: nothing is shown"
                 findings.append(Finding("layer-empty", "warning", file.path, message))
+    for piece in report.extras:
+        what = "nested memory file" if piece.kind == "nested" else f"{piece.layer!r}"
+        if piece.outcome in ("stub", "dropped"):
+            message = (
+                f"{what}: left out of the block by the budget ({piece.source_chars:,} chars, "
+                f"{budget}){when}"
+            )
+            findings.append(Finding("budget-omits", "error", piece.path, message))
+        elif piece.outcome == "truncated" and not all("max_lines" in why for why in piece.why):
+            message = (
+                f"{what}: cut to fit the budget ({piece.source_chars:,} chars, {budget}){when}"
+            )
+            findings.append(Finding("budget-truncates", "warning", piece.path, message))
     rules_budget = f"max_rules_chars={report.max_rules_chars:,}"
     for decision in report.decisions:
         if decision.status == "applied":
@@ -258,9 +294,10 @@ def budget_findings(report: InspectReport, *, when: str = "") -> list[Finding]:
                 findings.append(Finding("budget-drops-rule", "error", decision.path, message))
                 continue
             end = report.block.find("\n</rule>\n", start)
-            marker = TRUNCATION_MARKER.split("{cut}")[0]
-            tail = f" characters of {defuse_name(decision.path)} cut]"
-            if marker in report.block[start:end] and tail in report.block[start:end]:
+            # A cut rule ends with the marker every cut ends with (`core._truncation`).
+            shown = defuse_name(decision.path)
+            marker = f" not shown; read_file {shown} for the rest]"
+            if marker in report.block[start:end] and "[... truncated: " in report.block[start:end]:
                 message = (
                     f"rule {decision.name!r} is cut to fit the rules budget ({rules_budget}){when}"
                 )
@@ -283,9 +320,9 @@ def busiest_findings(loaded: Loaded, keys: Sequence[str], seen: Iterable[Finding
     if not keys:
         return []
     all_keys = [*loaded.report.keys, *keys]
-    block = loaded.assembler.render(loaded.snapshot, keys=all_keys)
+    rendered = loaded.assembler.render_report(loaded.snapshot, keys=all_keys)
     report = report_from(
-        loaded.assembler, loaded.snapshot, block, keys=all_keys, source=loaded.report.source
+        loaded.assembler, loaded.snapshot, rendered, keys=all_keys, source=loaded.report.source
     )
     sample = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
     when = f" when the agent has touched a file of every rule ({sample})"

@@ -16,6 +16,8 @@ JSON (`--json`, `"version": 1`; keys are stable, new keys may be added):
   "cut_by_lines", "block_chars"}]}` — `share` is `block_chars / max_chars`
 - `rules`: `{"folders", "block_chars", "block_tokens", "share", "decisions": [{"name",
   "path", "status", "mode", "reason", "key", "glob"}]}`
+- `extras[]`: nested memory files and `@path` imports: `{"kind" ("nested" or "import"),
+  "layer", "path", "chars", "block_chars", "shown", "why"}`
 - `session`: `{"key", "chars", "tokens", "share"}` of the session layer, or null
 - `overhead`: `{"chars", "tokens", "share"}` (template, guidelines, preamble, separators)
 - `problems[]`: `{"path", "severity", "reason"}`
@@ -30,7 +32,13 @@ import sys
 import textwrap
 from typing import Any
 
-from layered_memory.cli._measure import FileReport, InspectReport, LayerReport, tokens
+from layered_memory.cli._measure import (
+    FileReport,
+    InspectReport,
+    LayerReport,
+    shown_of,
+    tokens,
+)
 from layered_memory.cli._style import Painter, use_colour
 from layered_memory.cli._text import dumps_json, printable
 
@@ -109,6 +117,16 @@ def _file_line(file: FileReport, layer: LayerReport) -> str:
     return f"{path}: {size}; {shown}"
 
 
+_SHOWN_WORDS = {
+    "full": "shown in full",
+    "truncated": "cut to fit the budget (marker names the file)",
+    "lines-capped": "its line cap kept the head",
+    "omitted": "left out: over the budget (a one-line stub names it)",
+    "empty": "empty",
+    "absent": "left out: over the budget",
+}
+
+
 def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
     budget = report.max_chars
     header = f"{'LAYERS (lowest first)':<{LABEL_WIDTH}}{'chars':>9} {'~tokens':>8}"
@@ -127,6 +145,13 @@ def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
     listed = sum(d.status == "listed" for d in report.decisions)
     rules_label = f"rules ({applied} applied, {listed} listed)"
     lines.append(_row(rules_label, report.rules_block_chars, budget, paint))
+    for piece in report.extras:
+        label = f"{piece.kind}: {printable(piece.path)}"
+        lines.append(
+            _row(label, piece.shown_chars if piece.outcome != "dropped" else 0, budget, paint)
+        )
+        shown, _ = shown_of(piece)
+        lines.extend(_wrap(f"{printable(piece.layer)}: {_SHOWN_WORDS[shown]}", 4, 6))
     if report.session_key is not None:
         label = f"session ({printable(report.session_key)})"
         lines.append(_row(label, report.session_block_chars, budget, paint))
@@ -298,6 +323,18 @@ def report_data(report: InspectReport) -> dict[str, Any]:
             "share": _share(report.rules_block_chars, budget),
             "decisions": decisions,
         },
+        "extras": [
+            {
+                "kind": piece.kind,
+                "layer": piece.layer,
+                "path": piece.path,
+                "chars": piece.source_chars,
+                "block_chars": piece.shown_chars if piece.outcome != "dropped" else 0,
+                "shown": shown_of(piece)[0],
+                "why": list(piece.why),
+            }
+            for piece in report.extras
+        ],
         "session": (
             {"key": report.session_key, **sized(report.session_block_chars)}
             if report.session_key is not None

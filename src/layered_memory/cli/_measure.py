@@ -1,22 +1,21 @@
 """The block a model call would carry, measured: each layer's files, the rules, the problems.
 
-The block is rendered by the middleware's own code (`MemoryAssembler`); this module only reads
-it back, locating each file's element exactly as the renderer writes it, so the sizes and the
-"shown in full / cut / left out" verdicts describe the bytes the model receives. `inspect`
-prints the result, `doctor` and `lint` judge it.
+The block is rendered by the middleware's own code (`MemoryAssembler.render_report`), which
+also says what became of each part (whole, truncated, left as a stub, dropped, and why); this
+module turns that account into per-file verdicts ("shown in full / cut / left out"), so the
+sizes describe the bytes the model receives. `inspect` prints the result, `doctor` and `lint`
+judge it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any, Literal
 
-from layered_memory.core._defuse import defuse_name
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.layers import Layer
-from layered_memory.core.render import EMPTY_WRITABLE_NOTE, clean_memory_text
+from layered_memory.core.render import PieceReport, RenderedMemory
 from layered_memory.rules._types import RuleDecision
 
 Shown = Literal["full", "truncated", "lines-capped", "omitted", "empty", "absent"]
@@ -91,6 +90,13 @@ class InspectReport:
     block: str
     session_key: str | None = None
     session_block_chars: int = 0
+    extras: tuple[PieceReport, ...] = ()
+    """Nested memory files and `@path` imports, as the renderer placed them."""
+
+    @property
+    def extras_block_chars(self) -> int:
+        """Characters of the nested and imported files' elements in the block."""
+        return sum(piece.shown_chars for piece in self.extras if piece.outcome != "dropped")
 
     @property
     def overhead_chars(self) -> int:
@@ -100,6 +106,7 @@ class InspectReport:
             sum(layer.block_chars for layer in self.layers)
             + self.rules_block_chars
             + self.session_block_chars
+            + self.extras_block_chars
         )
         return len(self.block) - used
 
@@ -109,52 +116,37 @@ def tokens(chars: int) -> int:
     return (chars + 3) // 4
 
 
-def _element_start(layer: Layer, path: str) -> str:
-    access = "writable" if layer.writable else "read-only"
-    return f'<layer name="{escape(layer.name)}" path="{escape(path)}" access="{access}"'
-
-
-def _find_element(block: str, start_tag: str, position: int) -> tuple[str, bool, int]:
-    """The layer element opened by `start_tag` at or after `position`: its text, whether it is
-    the one-line stub of a file left out, and where it ends.
-
-    Memory text has its closing tags defused (`</layer` -> `<\\/layer`), so the first
-    `</layer>` after a real opening tag is its own.
-    """
-    index = block.find(start_tag + ">\n", position)
-    stub_index = block.find(start_tag + " omitted=", position)
-    if index == -1 and stub_index == -1:
-        return "", False, position
-    if index == -1 or (stub_index != -1 and stub_index < index):
-        end = block.index("/>", stub_index) + 2
-        return block[stub_index:end], True, end
-    end = block.index("\n</layer>", index) + len("\n</layer>")
-    return block[index:end], False, end
+def shown_of(piece: PieceReport | None, *, unreadable: bool = False) -> tuple[Shown, bool]:
+    """The verdict on one file's part of the block, and whether its line cap cut it."""
+    cut_by_lines = piece is not None and any("max_lines" in why for why in piece.why)
+    shown: Shown
+    if piece is None or piece.outcome == "dropped":
+        shown = "absent"
+    elif piece.outcome == "stub":
+        shown = "omitted"
+    elif piece.kind == "note" and not unreadable:
+        shown = "empty"
+    elif piece.outcome == "truncated" and not (cut_by_lines and len(piece.why) == 1):
+        shown = "truncated"
+    elif cut_by_lines:
+        shown = "lines-capped"
+    else:
+        shown = "full"
+    return shown, cut_by_lines
 
 
 def _file_report(
-    path: str, snapshot: MemorySnapshot, problems: dict[str, str], element: str, *, stub: bool
+    path: str,
+    snapshot: MemorySnapshot,
+    problems: Mapping[str, str],
+    piece: PieceReport | None,
 ) -> FileReport:
+    """One file of a layer, from the renderer's own account of its part of the block."""
     text = snapshot.files.get(path)
     status: FileStatus = "loaded" if text is not None else "missing"
     if path in problems:
         status = "skipped"
-    body = "" if stub or not element else element[element.find(">\n") + 2 : -len("\n</layer>")]
-    line_marker = f" more lines of {path} not shown (first "
-    cut_marker = f" of {path} not shown; read_file {path} for the rest]"
-    shown: Shown
-    if not element:
-        shown = "absent"
-    elif stub:
-        shown = "omitted"
-    elif body == EMPTY_WRITABLE_NOTE.format(path=path):
-        shown = "empty"
-    elif cut_marker in body:
-        shown = "truncated"
-    elif line_marker in body:
-        shown = "lines-capped"
-    else:
-        shown = "full"
+    shown, cut_by_lines = shown_of(piece, unreadable=path in snapshot.unreadable)
     return FileReport(
         path=path,
         status=status,
@@ -162,115 +154,62 @@ def _file_report(
         lines=(text.count("\n") + (0 if text.endswith("\n") else 1)) if text else 0,
         reason=problems.get(path),
         shown=shown,
-        cut_by_lines=line_marker in body,
-        block_chars=len(element),
+        cut_by_lines=cut_by_lines,
+        block_chars=piece.shown_chars if piece is not None and piece.outcome != "dropped" else 0,
     )
-
-
-def _compat_starts(block: str, layers: Sequence[Layer], snapshot: MemorySnapshot) -> list[int]:
-    """Where each file's piece starts in a `sources=` (flat) block, -1 when it is not there.
-
-    A flat piece is the file's path, a blank line, then its text; pieces follow the template's
-    opening or a blank line. Searched in order, each after the previous one.
-    """
-    starts = []
-    position = 0
-    for layer in layers:
-        for path in layer.paths:
-            raw = snapshot.files.get(path)
-            found = -1
-            if path in snapshot.unreadable or (raw is not None and clean_memory_text(raw)):
-                index = block.find("\n" + defuse_name(path) + "\n\n", position)
-                if index != -1:
-                    found = index + 1
-                    position = found
-            starts.append(found)
-    return starts
-
-
-def _compat_elements(
-    block: str, layers: Sequence[Layer], snapshot: MemorySnapshot, template: str
-) -> list[tuple[int, str]]:
-    """Each file's piece of a flat block as `(start, text)`; `(-1, "")` when it is not there."""
-    starts = _compat_starts(block, layers, snapshot)
-    suffix = template.split("{agent_memory}", 1)[-1]
-    body_end = len(block) - len(suffix) if block.endswith(suffix) else len(block)
-    ends = sorted({*(start for start in starts if start != -1), body_end})
-    elements = []
-    for start in starts:
-        if start == -1:
-            elements.append((-1, ""))
-            continue
-        end = next(end for end in ends if end > start)
-        text = block[start:end]
-        elements.append((start, text[:-2] if text.endswith("\n\n") else text))
-    return elements
 
 
 def _layer_reports(
-    assembler: MemoryAssembler, snapshot: MemorySnapshot, block: str
-) -> tuple[tuple[LayerReport, ...], int]:
-    layers = assembler.layers
+    layers: Sequence[Layer], snapshot: MemorySnapshot, rendered: RenderedMemory
+) -> tuple[LayerReport, ...]:
     problems = {problem.path: problem.reason for problem in snapshot.problems}
-    compat = (
-        iter(_compat_elements(block, layers, snapshot, assembler.system_prompt))
-        if assembler.compat
-        else None
+    pieces = {
+        (piece.layer, piece.path): piece
+        for piece in rendered.pieces
+        if piece.kind in ("layer", "note")
+    }
+    return tuple(
+        LayerReport(
+            layer,
+            tuple(
+                _file_report(path, snapshot, problems, pieces.get((layer.name, path)))
+                for path in layer.paths
+            ),
+        )
+        for layer in layers
     )
-    reports = []
-    position = 0
-    for layer in layers:
-        files = []
-        for path in layer.paths:
-            raw = snapshot.files.get(path)
-            element, stub = "", False
-            if compat is not None:
-                start_at, element = next(compat)
-                if element:
-                    position = start_at + len(element)
-            # Search only for elements the renderer writes, so memory text that imitates a
-            # missing file's opening tag is never taken for it.
-            elif (
-                layer.writable
-                or (raw is not None and clean_memory_text(raw))
-                or path in snapshot.unreadable
-            ):
-                start = _element_start(layer, path)
-                element, stub, position = _find_element(block, start, position)
-            files.append(_file_report(path, snapshot, problems, element, stub=stub))
-        reports.append(LayerReport(layer, tuple(files)))
-    return tuple(reports), position
 
 
-def _rules_chars(block: str, position: int) -> int:
-    start = block.find("<rules>\n", position)
-    if start == -1:
-        return 0
-    return block.index("</rules>", start) + len("</rules>") - start
-
-
-def _session_chars(block: str, position: int, snapshot: MemorySnapshot) -> int:
-    """The session layer's element, the last piece the renderer writes (after the rules)."""
-    if snapshot.session is None:
-        return 0
-    start = block.find('<layer name="session" key="', position)
-    if start == -1:
-        return 0
-    end = block.find("\n</layer>", start)
-    return (end + len("\n</layer>") if end != -1 else len(block)) - start
+def _chars(rendered: RenderedMemory, kind: str) -> int:
+    return sum(
+        piece.shown_chars
+        for piece in rendered.pieces
+        if piece.kind == kind and piece.outcome != "dropped"
+    )
 
 
 def report_from(
     assembler: MemoryAssembler,
     snapshot: MemorySnapshot,
-    block: str,
+    rendered: RenderedMemory,
     *,
     keys: Sequence[str],
     source: dict[str, Any],
+    block: str | None = None,
 ) -> InspectReport:
-    """Measure `block` (rendered by `assembler` from `snapshot`) layer by layer, and explain
-    the rules for `keys`."""
-    layer_reports, position = _layer_reports(assembler, snapshot, block)
+    """Measure the block `assembler` rendered from `snapshot` (`render_report`) layer by layer,
+    and explain the rules for `keys`.
+
+    Args:
+        assembler: The assembler that rendered it.
+        snapshot: What it loaded.
+        rendered: `assembler.render_report(snapshot, keys=keys)`.
+        keys: The rule match keys of the call.
+        source: Where memory came from (printed as is).
+        block: The block as the middleware injects it, when it was rendered through the
+            middleware's own function (the same text as `rendered.block`); default
+            `rendered.block`.
+    """
     rule_set = assembler.rule_set(snapshot.rule_files)
     decisions = (
         tuple(rule_set.explain(keys, root=assembler.rule_root)) if rule_set is not None else ()
@@ -283,12 +222,13 @@ def report_from(
         keys=tuple(keys),
         max_chars=assembler.max_chars,
         max_rules_chars=assembler.max_rules_chars,
-        layers=layer_reports,
+        layers=_layer_reports(assembler.layers, snapshot, rendered),
         rule_folders=tuple(assembler.rule_folders),
         decisions=decisions,
-        rules_block_chars=_rules_chars(block, position),
-        session_key=snapshot.session.key if snapshot.session else None,
-        session_block_chars=_session_chars(block, position, snapshot),
+        rules_block_chars=_chars(rendered, "rules"),
         problems=tuple(sorted(problems, key=lambda p: (p.path, p.severity, p.reason))),
-        block=block,
+        block=rendered.block if block is None else block,
+        session_key=snapshot.session.key if snapshot.session else None,
+        session_block_chars=_chars(rendered, "session"),
+        extras=tuple(piece for piece in rendered.pieces if piece.kind in ("nested", "import")),
     )

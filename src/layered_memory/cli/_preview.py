@@ -17,9 +17,15 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
-from layered_memory.core._memory_state import match_keys_of, merge_paths, snapshot_update
+from layered_memory.core._memory_state import (
+    match_keys_of,
+    merge_paths,
+    snapshot_update,
+    touched_of,
+)
 from layered_memory.core._run_data import context_strings
 from layered_memory.core.assembler import MemorySnapshot
+from layered_memory.core.render import RenderedMemory
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.middleware import MemoryMiddleware
 
@@ -75,6 +81,7 @@ class Preview:
         snapshot: What the middleware's load read.
         keys: The rule match keys of the call (touched paths, then context strings).
         block: The text appended to the system message ("" when `system_prompt=None`).
+        rendered: The same block with the renderer's account of each part (`render_report`).
         backend: The backend the load read through (a factory's product, or the fixed one).
         injected: Whether the middleware injects a block at all (`system_prompt` not None).
     """
@@ -82,6 +89,7 @@ class Preview:
     snapshot: MemorySnapshot
     keys: tuple[str, ...]
     block: str
+    rendered: RenderedMemory
     backend: Any
     injected: bool
 
@@ -128,7 +136,11 @@ def preview(memory: MemoryMiddleware[Any, Any], given: AgentInput, *, store: Any
         failure = PreviewError(f"the backend factory raised {type(exc).__name__}: {exc}")
     if failure is not None:
         raise failure
-    snapshot = memory.assembler.load(session_key=given.thread_id, backend=backend)
+    # As `before_agent` loads at the start of a run in a thread whose tools touched those paths
+    # (nested memory is looked up in their folders).
+    snapshot = memory.assembler.load(
+        session_key=given.thread_id, backend=backend, touched=touched_of(state)
+    )
     try:
         context_keys = context_strings(memory.match_keys, state, runtime, config)  # type: ignore[arg-type]
     except Exception as exc:
@@ -136,13 +148,17 @@ def preview(memory: MemoryMiddleware[Any, Any], given: AgentInput, *, store: Any
     if failure is not None:
         raise failure
     after = {**state, **snapshot_update(state, snapshot, context_keys)}
+    keys = tuple(match_keys_of(after))
     injected = memory.system_prompt is not None
-    # The very function `wrap_model_call` renders with.
+    rendered = memory.assembler.render_report(snapshot, keys=keys)
+    # The very function `wrap_model_call` renders with; `rendered` is the same text with the
+    # account of each part.
     block = memory._memory_block(after) if injected else ""
     return Preview(
         snapshot=snapshot,
-        keys=tuple(match_keys_of(after)),
+        keys=keys,
         block=block,
+        rendered=rendered,
         backend=backend if backend is not None else memory.assembler.backend,
         injected=injected,
     )

@@ -104,6 +104,7 @@ def build_assembler(
     max_chars: int,
     max_rules_chars: int,
     discover: bool = True,
+    nested: Sequence[str] = (),
 ) -> MemoryAssembler:
     """The assembler the options describe (conventional files discovered when not given and
     `discover` is true).
@@ -122,8 +123,9 @@ def build_assembler(
             rules=folders,
             max_chars=max_chars,
             max_rules_chars=max_rules_chars,
+            nested=tuple(nested),
         )
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -146,8 +148,8 @@ def build_report(
         max_rules_chars=max_rules_chars,
     )
     snapshot = assembler.load()
-    block = assembler.render(snapshot, keys=keys)
-    return report_from(assembler, snapshot, block, keys=keys, source=source)
+    rendered = assembler.render_report(snapshot, keys=keys)
+    return report_from(assembler, snapshot, rendered, keys=keys, source=source)
 
 
 @contextmanager
@@ -225,6 +227,7 @@ class SourceOptions:
     namespace: str | None = None
     layer_specs: Sequence[str] = ()
     rule_folders: Sequence[str] = ()
+    nested: Sequence[str] = ()
     paths: Sequence[str] = ()
     entity: str | None = None
     context: Sequence[str] = ()
@@ -243,6 +246,7 @@ def source_options(args: Any) -> SourceOptions:
         namespace=getattr(args, "namespace", None),
         layer_specs=getattr(args, "layer", None) or (),
         rule_folders=getattr(args, "rules", None) or (),
+        nested=getattr(args, "nested", None) or (),
         paths=getattr(args, "path", None) or (),
         entity=getattr(args, "entity", None),
         context=getattr(args, "context", None) or (),
@@ -276,6 +280,7 @@ def _check_config_options(options: SourceOptions) -> None:
         for flag, value in (
             ("--layer", options.layer_specs),
             ("--rules", options.rule_folders),
+            ("--nested", options.nested),
             ("--namespace", options.namespace),
             ("--max-chars", options.max_chars),
             ("--max-rules-chars", options.max_rules_chars),
@@ -318,7 +323,14 @@ def _from_config(options: SourceOptions) -> Loaded:
             "injected": seen.injected,
             "input": given.as_data(),
         }
-        report = report_from(assembler, seen.snapshot, seen.block, keys=seen.keys, source=source)
+        report = report_from(
+            assembler,
+            seen.snapshot,
+            seen.rendered,
+            keys=seen.keys,
+            source=source,
+            block=seen.block,
+        )
     return Loaded(
         assembler=assembler,
         snapshot=seen.snapshot,
@@ -375,6 +387,7 @@ def loaded_memory(options: SourceOptions) -> Iterator[Loaded]:
         layers = parse_layers(options.layer_specs)
         folders = [backend_path(folder) for folder in options.rule_folders]
         budgets: dict[str, Any] = {
+            "nested": tuple(options.nested),
             "max_chars": options.max_chars or DEFAULT_MAX_CHARS,
             "max_rules_chars": (
                 DEFAULT_MAX_RULES_CHARS
@@ -394,11 +407,12 @@ def loaded_memory(options: SourceOptions) -> Iterator[Loaded]:
                 raise UsageError(msg)
             backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
             keys = [_virtual_key(key, folder) for key in keys]
+            touched = [_tool_path(path, folder) for path in options.paths]
             assembler = build_assembler(backend, layers=layers, rule_folders=folders, **budgets)
-            snapshot = assembler.load()
-            block = assembler.render(snapshot, keys=keys)
+            snapshot = assembler.load(touched=touched)
+            rendered = assembler.render_report(snapshot, keys=keys)
             source: dict[str, Any] = {"kind": "folder", "root": str(folder)}
-            report = report_from(assembler, snapshot, block, keys=keys, source=source)
+            report = report_from(assembler, snapshot, rendered, keys=keys, source=source)
             yield Loaded(assembler=assembler, snapshot=snapshot, report=report, backend=backend)
             return
         if options.namespace is None:
@@ -420,9 +434,9 @@ def loaded_memory(options: SourceOptions) -> Iterator[Loaded]:
             assembler = build_assembler(
                 store_backend, layers=layers, rule_folders=folders, **budgets
             )
-            snapshot = assembler.load()
-            block = assembler.render(snapshot, keys=keys)
-            report = report_from(assembler, snapshot, block, keys=keys, source=described)
+            snapshot = assembler.load(touched=[backend_path(path) for path in options.paths])
+            rendered = assembler.render_report(snapshot, keys=keys)
+            report = report_from(assembler, snapshot, rendered, keys=keys, source=described)
             yield Loaded(
                 assembler=assembler,
                 snapshot=snapshot,

@@ -21,6 +21,7 @@ from layered_memory.cli._checks import (
     budget_findings,
     busiest_findings,
     file_match_findings,
+    import_findings,
     load_findings,
     project_files,
     rule_findings,
@@ -48,7 +49,7 @@ def diagnose(loaded: Loaded) -> tuple[list[Finding], list[dict[str, str]]]:
     """Every finding about the loaded memory, and the checks that could not run (and why)."""
     assembler = loaded.assembler
     skipped: list[dict[str, str]] = []
-    findings = load_findings(loaded)
+    findings = [*load_findings(loaded), *import_findings(loaded.snapshot.extras)]
     if not assembler.layers and not assembler.rule_folders:
         message = "no memory file and no rule folder found: the agent gets no memory"
         if loaded.report.source.get("kind") == "folder":

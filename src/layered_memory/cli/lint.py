@@ -22,16 +22,16 @@ from typing import Any
 from deepagents.backends import FilesystemBackend
 
 from layered_memory.cli._glob_checks import dead_globs
-from layered_memory.cli._measure import FileReport, InspectReport
+from layered_memory.cli._measure import FileReport, InspectReport, shown_of
 from layered_memory.cli._style import SEVERITY_STYLE, Painter, use_colour
 from layered_memory.cli._text import dumps_json, printable
 from layered_memory.core.layers import Layer
-from layered_memory.core.loading import download_files_safely
+from layered_memory.core.loading import download_texts
 from layered_memory.core.render import DEFAULT_MAX_CHARS
-from layered_memory.rules._listing import list_rule_files
-from layered_memory.rules._parse import decode_rule_file, is_rule_file
+from layered_memory.rules._listing import list_rule_files, parse_loaded
+from layered_memory.rules._parse import is_rule_file
 from layered_memory.rules._set import RuleSet, build_rule_set
-from layered_memory.rules._types import Rule, RuleDecision, RuleProblem
+from layered_memory.rules._types import RuleDecision, RuleProblem
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -137,13 +137,9 @@ def _collect_files(
 def _rule_set(
     backend: FilesystemBackend, files: Sequence[tuple[int, str]], extra: list[Any]
 ) -> RuleSet:
-    # One batched read, exactly as the middleware loads rule files.
-    responses = download_files_safely(backend, [path for _, path in files]) if files else []
-    parsed: list[tuple[Rule | None, list[RuleProblem]]] = [
-        decode_rule_file(response, folder_index=index)
-        for (index, _), response in zip(files, responses, strict=True)
-    ]
-    return build_rule_set([*parsed, (None, extra)], log=False)
+    # One batched read and the same decoder and parser as the middleware's.
+    loaded = download_texts(backend, [path for _, path in files])
+    return build_rule_set([*parse_loaded(list(files), loaded), (None, extra)], log=False)
 
 
 def glob_problems(rule_set: RuleSet, *, disk_root: str | None = None) -> list[LintProblem]:
@@ -191,7 +187,26 @@ def report_problems(report: InspectReport) -> list[LintProblem]:
     for layer in report.layers:
         for file in layer.files:
             problems.extend(memory_file_problems(file, report.max_chars))
+    for piece in report.extras:  # nested and imported files
+        shown, _ = shown_of(piece)
+        if shown in ("omitted", "absent", "truncated"):
+            reason = (
+                f"{piece.kind} file over the memory budget: "
+                f"{'left out' if shown != 'truncated' else 'cut'} ({piece.source_chars:,} "
+                f"chars, max_chars={report.max_chars:,})"
+            )
+            problems.append(LintProblem(piece.path, "error", reason))
     return problems
+
+
+def import_problems(extras: Any) -> list[LintProblem]:
+    """Import chains cut at the depth limit (an error) and import cycles (a warning)."""
+    from layered_memory.cli._checks import import_findings
+
+    return [
+        LintProblem(finding.path or "", finding.severity, finding.message)
+        for finding in import_findings(extras)
+    ]
 
 
 def _lint_memory_file(path: str, max_chars: int) -> list[LintProblem]:
@@ -209,8 +224,9 @@ def _lint_memory_file(path: str, max_chars: int) -> list[LintProblem]:
             discover=False,
         )
         snapshot = assembler.load()
-        report = report_from(assembler, snapshot, assembler.render(snapshot), keys=(), source={})
-    return report_problems(report)
+        rendered = assembler.render_report(snapshot)
+        report = report_from(assembler, snapshot, rendered, keys=(), source={})
+    return [*report_problems(report), *import_problems(snapshot.extras)]
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -260,7 +276,7 @@ def lint_config(spec: str, *, explain: Sequence[str] = ()) -> LintResult:
         result = LintResult(
             rule_files=sorted(loaded.snapshot.rule_files),
             memory_files=[p for p in layer_paths if p in loaded.snapshot.files],
-            problems=report_problems(report),
+            problems=[*report_problems(report), *import_problems(loaded.snapshot.extras)],
             source=report.source,
         )
         if rule_set is not None:

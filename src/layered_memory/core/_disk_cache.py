@@ -21,7 +21,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,9 +157,13 @@ def non_regular_files(backend: Any, paths: Iterable[str]) -> dict[str, str]:
     return found
 
 
+_clock: Callable[[], int] = time.time_ns
+"""Where `now_ns` reads the time: tests move it ahead instead of backdating files."""
+
+
 def now_ns() -> int:
     """Wall-clock time in the unit of `st_mtime_ns` (the read starts before the stat)."""
-    return time.time_ns()
+    return _clock()
 
 
 def _signature(path: str) -> Signature | str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 MAX_IMPORT_DEPTH = 5
@@ -128,3 +129,41 @@ def resolve_reference(raw: str, importer: str) -> str:
         return raw
     folder = posixpath.dirname(importer)
     return posixpath.normpath(posixpath.join(folder, raw)) if folder else posixpath.normpath(raw)
+
+
+def import_cycles(edges: Mapping[str, Sequence[str]]) -> list[tuple[str, ...]]:
+    """The import cycles of an import graph, each once, as the files in order from its
+    smallest path (`("/a.md", "/b.md")` for `a -> b -> a`).
+
+    A load reads each file once, so a cycle costs nothing at run time; `layered-memory lint`
+    reports it because it usually is a mistake. Iterative (a hostile graph cannot exhaust the
+    stack) and linear in the number of edges: each file is left once.
+    """
+    cycles: set[tuple[str, ...]] = set()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in edges:
+        if start in state:
+            continue
+        path: list[str] = [start]
+        position = {start: 0}
+        state[start] = 1
+        stack = [iter(edges.get(start, ()))]
+        while stack:
+            target = next(stack[-1], None)
+            if target is None:
+                stack.pop()
+                done = path.pop()
+                del position[done]
+                state[done] = 2
+                continue
+            mark = state.get(target)
+            if mark == 1:
+                loop = path[position[target] :]
+                first = loop.index(min(loop))
+                cycles.add(tuple(loop[first:] + loop[:first]))
+            elif mark is None:
+                state[target] = 1
+                position[target] = len(path)
+                path.append(target)
+                stack.append(iter(edges.get(target, ())))
+    return sorted(cycles)

@@ -21,7 +21,7 @@ from typing import Annotated, Any, NotRequired, TypedDict
 from langchain.agents.middleware.types import AgentState, PrivateStateAttr
 
 from layered_memory.core.assembler import MemorySnapshot
-from layered_memory.core.render import SessionEntry
+from layered_memory.core.render import MemoryExtras, SessionEntry
 
 RESET = -1
 """Written to `memory_edits` by a load: the edits so far are in what was loaded."""
@@ -53,6 +53,8 @@ class LoadedMemory(TypedDict):
     """Layer files that exist but could not be read: path -> reason (never overwritten)."""
     match_context: list[str]
     """Context strings for rule matching (entity name, task tag), fixed per invocation."""
+    extras: NotRequired[dict[str, Any]]
+    """Nested memory and `@path` imports (`MemoryExtras` as plain data)."""
 
 
 class LayeredMemoryState(AgentState):  # type: ignore[type-arg]
@@ -92,6 +94,8 @@ def snapshot_update(
             unreadable=dict(snapshot.unreadable),
             match_context=context_keys,
         )
+        if snapshot.extras:
+            update["memory_loaded"]["extras"] = extras_to_state(snapshot.extras)
     elif previous.get("match_context", []) != context_keys:
         update["memory_loaded"] = {**previous, "match_context": context_keys}
     if (state.get("memory_edits") or 0) > 0:
@@ -128,3 +132,37 @@ def session_of(state: Mapping[str, Any]) -> SessionEntry | None:
 def match_keys_of(state: Mapping[str, Any]) -> tuple[str, ...]:
     """Rule match keys: touched paths, then context strings."""
     return (*state.get("memory_touched_paths", ()), *loaded(state).get("match_context", ()))
+
+
+def extras_to_state(extras: MemoryExtras) -> dict[str, Any]:
+    """Nested and imported memory as plain data for the checkpointed state."""
+    return {
+        "nested": dict(extras.nested),
+        "imports": dict(extras.imports),
+        "edges": {path: list(targets) for path, targets in extras.edges.items()},
+        "access": dict(extras.access),
+        "missing": {path: list(refs) for path, refs in extras.missing.items()},
+        "nested_dirs": list(extras.nested_dirs),
+        "too_deep": list(extras.too_deep),
+    }
+
+
+def extras_of(state: Mapping[str, Any]) -> MemoryExtras:
+    """The nested and imported memory kept in state."""
+    data = loaded(state).get("extras")
+    if not data:
+        return MemoryExtras()
+    return MemoryExtras(
+        nested=data.get("nested") or {},
+        imports=data.get("imports") or {},
+        edges={path: tuple(targets) for path, targets in (data.get("edges") or {}).items()},
+        access=data.get("access") or {},
+        missing={path: tuple(refs) for path, refs in (data.get("missing") or {}).items()},
+        nested_dirs=tuple(data.get("nested_dirs") or ()),
+        too_deep=tuple(data.get("too_deep") or ()),
+    )
+
+
+def touched_of(state: Mapping[str, Any]) -> list[str]:
+    """The paths the agent's tools named in this thread."""
+    return list(state.get("memory_touched_paths") or ())

@@ -156,3 +156,29 @@ def check_instance(value: object, expected: type, *, parameter: str, hint: str) 
     if value is not None and not isinstance(value, expected):
         msg = f"{parameter} must be a {expected.__name__} or None; got {describe(value)}. {hint}"
         raise TypeError(msg)
+
+
+def check_names(value: object, *, parameter: str) -> tuple[str, ...]:
+    """File names (`nested=("AGENTS.md", "CLAUDE.md")`): bare names, never paths."""
+    if isinstance(value, str):
+        msg = (
+            f"{parameter} takes a list of file names, not one string: pass {parameter}=[{value!r}]"
+        )
+        raise TypeError(msg)
+    if not isinstance(value, Sequence):
+        msg = f"{parameter} must be a list of file names; got {describe(value)}"
+        raise TypeError(msg)
+    names = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip() or "/" in item or "\\" in item:
+            msg = (
+                f"{parameter}[{index}] must be a file name such as 'AGENTS.md' (no folder); "
+                f"got {describe(item)}"
+            )
+            raise ValueError(msg)
+        reason = invalid_path_reason(item)
+        if reason is not None:
+            msg = f"{parameter}[{index}]: {reason}"
+            raise ValueError(msg)
+        names.append(item)
+    return tuple(names)

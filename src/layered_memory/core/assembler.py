@@ -17,12 +17,14 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from deepagents.backends.filesystem import FilesystemBackend
 
+from layered_memory.core import _discovery as discovery
+from layered_memory.core._discovery import Discovered, Plan
 from layered_memory.core._disk_cache import (
     DirSignatures,
     DiskReadCache,
@@ -46,9 +48,11 @@ from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
+    MemoryExtras,
+    RenderedMemory,
     SessionEntry,
     minimum_budget,
-    render_memory,
+    render_memory_report,
 )
 from layered_memory.errors import SessionStoreError
 from layered_memory.rules import (
@@ -115,6 +119,7 @@ class MemorySnapshot:
         unreadable: Layer path -> reason, for layer files that may exist but could not be
             read (a directory, binary, not UTF-8, a backend error): shown to the agent as
             present-but-unreadable, and never overwritten by a whole-file `write_file`.
+        extras: Nested memory files and `@path` imports found by this load.
     """
 
     files: Mapping[str, str]
@@ -123,6 +128,7 @@ class MemorySnapshot:
     problems: tuple[SourceProblem, ...] = ()
     digest: str = ""
     unreadable: Mapping[str, str] = field(default_factory=dict)
+    extras: MemoryExtras = field(default_factory=MemoryExtras)
 
 
 class MemoryAssembler:
@@ -138,12 +144,16 @@ class MemoryAssembler:
         system_prompt: Template with an `{agent_memory}` slot.
         compat: Render in deepagents' flat layout (`sources=` mode).
         strict: Raise on the first unusable file instead of logging and skipping it.
+        nested: Names of nested memory files, looked for in every directory from the root down
+            to each touched path (the first existing name per directory).
+        nested_writable: Let the agent edit nested memory files (read-only by default).
+        follow_imports: Read `@path` imports in memory files.
     """
 
     def __init__(
         self,
         *,
-        backend: Any,
+        backend: BackendProtocol | Callable[[Any], BackendProtocol],
         layers: Sequence[Layer],
         rules: Sequence[str] = (),
         session_store: SessionStore | None = None,
@@ -152,6 +162,9 @@ class MemoryAssembler:
         system_prompt: str = MEMORY_SYSTEM_PROMPT,
         compat: bool = False,
         strict: bool = False,
+        nested: Sequence[str] = (),
+        nested_writable: bool = False,
+        follow_imports: bool = True,
     ) -> None:
         check_unique_layer_names(layers)
         if max_chars < minimum_budget(system_prompt):
@@ -163,7 +176,7 @@ class MemoryAssembler:
         if max_rules_chars < 0:
             msg = f"max_rules_chars must be >= 0, got {max_rules_chars}"
             raise ValueError(msg)
-        self.backend = backend
+        self.backend: Any = backend  # a factory is resolved per load (`load(backend=...)`)
         self.layers = tuple(layers)
         self.rule_folders = tuple(rules)
         self.session_store = session_store
@@ -172,42 +185,44 @@ class MemoryAssembler:
         self.system_prompt = system_prompt
         self.compat = compat
         self.strict = strict
+        self.nested = tuple(nested)
+        """Names of nested memory files, in fallback order (`("AGENTS.md", "CLAUDE.md")`)."""
+        self.nested_writable = nested_writable
+        self.follow_imports = follow_imports
         self.layer_paths = tuple(dict.fromkeys(p for layer in self.layers for p in layer.paths))
         self._access = self._index_paths()
         self.rule_root = _rule_root(backend)
         """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
         self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
         self._logged: set[tuple[str, str]] = set()
-        self._last_load: (
-            tuple[
-                Mapping[str, str],
-                Mapping[str, str],
-                str | None,
-                str | None,
-                Mapping[str, str],
-                str,
-            ]
-            | None
-        ) = None
+        self._last_load: tuple[tuple[Mapping[str, str] | str | None, ...], str] | None = None
         self._probed_folders: set[str] = set()
         # Local disk: skip re-reading (and re-listing) what has not changed since last time.
-        on_disk = isinstance(backend, FilesystemBackend)
-        self._disk_cache = read_cache_for(backend) if on_disk else None
+        disk = backend if isinstance(backend, FilesystemBackend) else None
+        self._disk_cache = read_cache_for(disk) if disk is not None else None
         self._listing_cache = (
-            listing_cache_for(backend, self.rule_folders) if on_disk and self.rule_folders else None
+            listing_cache_for(disk, self.rule_folders)
+            if disk is not None and self.rule_folders
+            else None
         )
 
     # -- loading ----------------------------------------------------------------------------
 
     def load(
-        self, *, session_key: str | None = None, backend: BackendProtocol | None = None
+        self,
+        *,
+        session_key: str | None = None,
+        backend: BackendProtocol | None = None,
+        touched: Sequence[str] = (),
     ) -> MemorySnapshot:
-        """Read every layer, rule file and the session entry (one download for all files).
+        """Read every layer, rule file, nested file and import, and the session entry: one
+        batched download for the first three, then one per import depth.
 
         Args:
             session_key: The run's thread id, for the session layer.
             backend: The backend to read through this time (a backend factory's product);
                 default: the assembler's own.
+            touched: Paths the agent's tools named (where nested memory is looked for).
         """
         io = backend if backend is not None else self.backend
         rule_paths, listing_problems = self._cached_listing()
@@ -219,12 +234,18 @@ class MemoryAssembler:
         if probe:
             listing_problems = [*listing_problems, *_probe_rule_folders(io, probe)]
         session = self._read_session(session_key)
-        paths = [*self.layer_paths, *(p for _, p in rule_paths)]
-        result = download_texts(io, paths, cache=self._cache_for(io))
-        return self._snapshot(result, rule_paths, listing_problems, session)
+        cache = self._cache_for(io)
+        found = discovery.run(
+            self._plan(rule_paths, touched), lambda paths: download_texts(io, paths, cache=cache)
+        )
+        return self._snapshot(found, rule_paths, listing_problems, session)
 
     async def aload(
-        self, *, session_key: str | None = None, backend: BackendProtocol | None = None
+        self,
+        *,
+        session_key: str | None = None,
+        backend: BackendProtocol | None = None,
+        touched: Sequence[str] = (),
     ) -> MemorySnapshot:
         """Async twin of `load`."""
         io = backend if backend is not None else self.backend
@@ -237,9 +258,28 @@ class MemoryAssembler:
         if probe:
             listing_problems = [*listing_problems, *await _aprobe_rule_folders(io, probe)]
         session = await self._aread_session(session_key)
-        paths = [*self.layer_paths, *(p for _, p in rule_paths)]
-        result = await adownload_texts(io, paths, cache=self._cache_for(io))
-        return self._snapshot(result, rule_paths, listing_problems, session)
+        cache = self._cache_for(io)
+
+        async def download(paths: list[str]) -> DownloadResult:
+            return await adownload_texts(io, paths, cache=cache)
+
+        found = await discovery.arun(self._plan(rule_paths, touched), download)
+        return self._snapshot(found, rule_paths, listing_problems, session)
+
+    def _plan(self, rule_paths: Sequence[tuple[int, str]], touched: Sequence[str]) -> Plan:
+        return discovery.plan(
+            [*self.layer_paths, *(path for _, path in rule_paths)],
+            {
+                path: ("writable" if layer.writable else "read-only")
+                for layer in self.layers
+                for path in layer.paths
+            },
+            touched=touched,
+            nested_names=self.nested,
+            nested_access="writable" if self.nested_writable else "read-only",
+            root=self.rule_root,
+            follow_imports=self.follow_imports,
+        )
 
     def _cache_for(self, io: Any) -> DiskReadCache | None:
         return self._disk_cache if io is self.backend else None
@@ -282,12 +322,14 @@ class MemoryAssembler:
 
     def _snapshot(
         self,
-        result: DownloadResult,
+        found: Discovered,
         rule_paths: Sequence[tuple[int, str]],
         listing_problems: Iterable[Any],
         session: SessionEntry | None,
     ) -> MemorySnapshot:
+        result = found.first
         layer_paths = set(self.layer_paths)
+        configured = layer_paths | {path for _, path in rule_paths}
         files = {p: t for p, t in result.texts.items() if p in layer_paths}
         rule_files = {p: result.texts[p] for _, p in rule_paths if p in result.texts}
         unreadable = {
@@ -295,19 +337,37 @@ class MemoryAssembler:
             for problem in result.problems
             if problem.unreadable and problem.path in layer_paths
         }
+        extras = MemoryExtras(
+            nested=dict(found.nested),
+            imports=dict(found.imports),
+            edges=dict(found.edges),
+            access=dict(found.access),
+            missing=dict(found.missing),
+            nested_dirs=found.nested_dirs,
+            too_deep=found.too_deep,
+        )
         problems = [
-            *result.problems,
+            *(problem for problem in result.problems if problem.path in configured),
+            *found.problems,
+            *(
+                SourceProblem(importer, f"imports @{ref}, which names no file")
+                for importer, refs in found.missing.items()
+                for ref in refs
+            ),
             *(SourceProblem(problem.path, problem.reason) for problem in listing_problems),
             *self._configuration_problems(result, bool(rule_files)),
         ]
         report_problems(problems, strict=self.strict, already_logged=self._logged)
         session_text = _session_text(session)
         session_id = session.key if session else None
-        digest = self._reused_digest(files, rule_files, session_id, session_text, unreadable)
+        parts = (files, rule_files, session_id, session_text, unreadable, *_extras_parts(extras))
+        digest = self._reused_digest(parts)
         if digest is None:
-            digest = digest_texts(files, rule_files, session_id, session_text, unreadable)
-        self._last_load = (files, rule_files, session_id, session_text, unreadable, digest)
-        return MemorySnapshot(files, rule_files, session, tuple(problems), digest, unreadable)
+            digest = digest_texts(*parts)
+        self._last_load = (parts, digest)
+        return MemorySnapshot(
+            files, rule_files, session, tuple(problems), digest, unreadable, extras
+        )
 
     def _configuration_problems(
         self, result: DownloadResult, found_rules: bool
@@ -349,25 +409,22 @@ class MemoryAssembler:
             )
         return problems
 
-    def _reused_digest(
-        self,
-        files: Mapping[str, str],
-        rule_files: Mapping[str, str],
-        session_id: str | None,
-        session_text: str | None,
-        unreadable: Mapping[str, str],
-    ) -> str | None:
+    def _reused_digest(self, parts: tuple[Mapping[str, str] | str | None, ...]) -> str | None:
         """The previous load's digest when this load holds the very same text objects.
 
         The disk cache hands back the same strings while nothing changed, so an identity check
         replaces hashing every memory and rule text at every invocation.
         """
         last = self._last_load
-        if last is None or (session_id, session_text, unreadable) != last[2:5]:
+        if last is None or len(last[0]) != len(parts):
             return None
-        if _same_objects(files, last[0]) and _same_objects(rule_files, last[1]):
-            return last[5]
-        return None
+        for new, old in zip(parts, last[0], strict=True):
+            if isinstance(new, Mapping) and isinstance(old, Mapping):
+                if not _same_objects(new, old):
+                    return None
+            elif new != old:
+                return None
+        return last[1]
 
     def _read_session(self, key: str | None) -> SessionEntry | None:
         if self.session_store is None or key is None:
@@ -406,6 +463,7 @@ class MemoryAssembler:
             keys,
             digest=snapshot.digest,
             unreadable=snapshot.unreadable,
+            extras=snapshot.extras,
         )
 
     def render_parts(
@@ -417,6 +475,7 @@ class MemoryAssembler:
         *,
         digest: str | None = None,
         unreadable: Mapping[str, str] | None = None,
+        extras: MemoryExtras | None = None,
     ) -> str:
         """`render` from the parts kept in agent state; cached on (digest, keys).
 
@@ -428,10 +487,12 @@ class MemoryAssembler:
             digest: The snapshot's digest of exactly these parts (a cache key computed once
                 per load); without it, one is computed from every part.
             unreadable: Layer path -> reason, for files that could not be read.
+            extras: Nested memory files and `@path` imports.
         """
         # Keys only select rules: without rule folders they cannot change the block.
         key_tuple = tuple(keys) if self.rule_folders else ()
         unreadable = unreadable or {}
+        extras = extras or MemoryExtras()
         if digest is None:
             digest = digest_texts(
                 files,
@@ -439,11 +500,14 @@ class MemoryAssembler:
                 session.key if session else None,
                 _session_text(session),
                 unreadable,
+                *_extras_parts(extras),
             )
         cache_key = (digest, key_tuple)
         block = self._blocks.get(cache_key)
         if block is None:
-            block = self._render_uncached(files, rule_files, session, key_tuple, unreadable)
+            block = self._rendered(
+                files, rule_files, session, key_tuple, unreadable=unreadable, extras=extras
+            ).block
             self._blocks.put(cache_key, block)
         return block
 
@@ -472,14 +536,30 @@ class MemoryAssembler:
         self._report_rule_problems(rule_set)
         return rule_set
 
-    def _render_uncached(
+    def render_report(
+        self, snapshot: MemorySnapshot, *, keys: Iterable[str] = ()
+    ) -> RenderedMemory:
+        """The block `render` gives, with what happened to each part of it (uncached; for
+        `layered-memory inspect` and `doctor`, which show why a file is cut or left out)."""
+        return self._rendered(
+            snapshot.files,
+            snapshot.rule_files,
+            snapshot.session,
+            tuple(keys) if self.rule_folders else (),
+            unreadable=snapshot.unreadable,
+            extras=snapshot.extras,
+        )
+
+    def _rendered(
         self,
         files: Mapping[str, str],
         rule_files: Mapping[str, str],
         session: SessionEntry | None,
         keys: tuple[str, ...],
+        *,
         unreadable: Mapping[str, str],
-    ) -> str:
+        extras: MemoryExtras,
+    ) -> RenderedMemory:
         match = self.match_rules(rule_files, keys)
         rules_renderer = None
         if match is not None and (match.applied or match.requested):
@@ -487,7 +567,7 @@ class MemoryAssembler:
             def rules_renderer(limit: int) -> str:
                 return render_rules(match, max_chars=min(limit, self.max_rules_chars))
 
-        return render_memory(
+        return render_memory_report(
             self.layers,
             files,
             template=self.system_prompt,
@@ -496,6 +576,7 @@ class MemoryAssembler:
             rules=rules_renderer,
             session=session,
             unreadable=unreadable,
+            extras=extras,
         )
 
     def _report_rule_problems(self, rule_set: RuleSet) -> None:
@@ -563,6 +644,18 @@ def _parse_rule(path: str, text: str, folder_index: int) -> tuple[Rule | None, t
     """One rule file parsed, remembered by content: one changed file re-parses only itself."""
     rule, problems = parse_rule_file(path, text, folder_index=folder_index)
     return rule, tuple(problems)
+
+
+def _extras_parts(extras: MemoryExtras) -> tuple[Mapping[str, str], ...]:
+    """The parts of nested and imported memory that shape the block, for the digest."""
+    return (
+        extras.nested,
+        extras.imports,
+        {path: "\n".join(targets) for path, targets in extras.edges.items()},
+        dict(extras.access),
+        {path: "\n".join(refs) for path, refs in extras.missing.items()},
+        {"nested directories": "\n".join(extras.nested_dirs)},
+    )
 
 
 def _session_text(session: SessionEntry | None) -> str | None:

@@ -18,14 +18,57 @@ no more than a small one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
-from layered_memory.core._defuse import defuse, defuse_attribute, defuse_name
+from layered_memory.core._defuse import defuse
+from layered_memory.core._pieces import (
+    EMPTY_WRITABLE_NOTE,
+    UNREADABLE_NOTE,
+    MemoryExtras,
+    Piece,
+    PieceKind,
+    SessionEntry,
+    compat_pieces,
+    layer_pieces,
+    rules_piece,
+    session_piece,
+)
+from layered_memory.core._truncation import (
+    cap_lines,
+    clean_memory_text,
+    defuse_within,
+    truncate_text,
+)
 from layered_memory.core.layers import Layer
-from layered_memory.core.loading import strip_html_comments
+
+__all__ = [
+    "DEFAULT_MAX_CHARS",
+    "DEFAULT_MAX_RULES_CHARS",
+    "EMPTY_WRITABLE_NOTE",
+    "IMPORTED_NOTE",
+    "LAYERED_PREAMBLE",
+    "MEMORY_SYSTEM_PROMPT",
+    "NESTED_NOTE",
+    "NO_MEMORY",
+    "UNREADABLE_NOTE",
+    "MemoryExtras",
+    "PieceReport",
+    "RenderedMemory",
+    "SessionEntry",
+    "cap_lines",
+    "clean_memory_text",
+    "defuse_within",
+    "minimum_budget",
+    "neutralize_tags",
+    "render_memory",
+    "render_memory_report",
+    "truncate_text",
+]
+
+neutralize_tags = defuse
+"""The package's one defusing function (`_defuse.defuse`), under its historical name here."""
 
 DEFAULT_MAX_CHARS = 48_000
 """Whole injected block, guidelines included (about 12k tokens)."""
@@ -56,99 +99,54 @@ should change instead.
 - A file cut short ends with a marker naming its path: `read_file` it when you need the rest.
 </memory_guidelines>"""
 
+NESTED_NOTE = (
+    'A layer named "nested: <folder>" is the memory file of a folder you worked in; it applies '
+    "to work in that folder, and a deeper folder's file wins over a shallower one."
+)
+
+IMPORTED_NOTE = (
+    'A layer named "<layer>, imported by <file>" was pulled in by an @path reference in that '
+    "file and has its access."
+)
+
 LAYERED_PREAMBLE = (
     "Memory layers follow, lowest precedence first: where two layers disagree, the later layer "
     "wins. Only layers marked writable may be edited (edit_file / write_file)."
 )
 
-UNREADABLE_NOTE = (
-    "(present but unreadable: {reason}. Do not overwrite it with write_file: its content is "
-    "unknown and would be lost. Tell the user the file needs fixing.)"
-)
-
-EMPTY_WRITABLE_NOTE = (
-    "(empty: nothing saved yet. To remember something, write it to {path} with "
-    "edit_file or write_file.)"
-)
+Outcome = Literal["whole", "truncated", "stub", "dropped"]
 
 
 @dataclass(frozen=True, slots=True)
-class SessionEntry:
-    """The session store's data for this run, shown as the highest-precedence layer."""
+class PieceReport:
+    """What happened to one part of the memory block (for `inspect` and `doctor`).
 
-    key: str
-    data: Mapping[str, Any]
+    Attributes:
+        kind: A layer file, the rules, the session layer, or a note (a missing, empty or
+            unreadable file).
+        layer: The layer's name ("" for rules).
+        path: The file's path (the session key for the session layer).
+        source_chars: Characters of the file's text, before any cap.
+        shown_chars: Characters of the part in the block (tags included).
+        outcome: Shown whole, truncated, left as a one-line stub, or dropped.
+        why: The caps and budget decisions that shaped it, in words.
+    """
+
+    kind: PieceKind
+    layer: str
+    path: str
+    source_chars: int
+    shown_chars: int
+    outcome: Outcome
+    why: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class _Piece:
-    """One part of the body that can give way: its full text and how to shrink it."""
+class RenderedMemory:
+    """A memory block and how each part of it fared."""
 
-    full: str
-    shrink: Callable[[int], str]
-    min_len: int
-    stub: str = ""
-    """Left in place of a piece dropped whole, so the agent still learns the file exists."""
-
-
-neutralize_tags = defuse
-"""The package's one defusing function (`_defuse.defuse`), under its historical name here."""
-
-
-def defuse_within(text: str, limit: int) -> str:
-    """`text` defused as far as `limit` characters, the one part that can ever be shown.
-
-    A piece is cut to at most `limit` characters (its head kept), so the rest never reaches
-    the prompt; leaving it as it is keeps the cost of a huge file bounded by the budget.
-    """
-    if len(text) <= limit:
-        return defuse(text)
-    head = max(limit, 0)
-    return defuse(text[:head]) + text[head:]
-
-
-def truncate_text(text: str, limit: int, path: str) -> str:
-    """`text` cut to at most `limit` chars, keeping the head and ending with a marker.
-
-    The marker names `path` and how much was cut. When not even the marker fits, returns "".
-    """
-    if len(text) <= limit:
-        return text
-    estimate = len(_cut_marker(path, len(text), text.count("\n") + 1))
-    keep = max(0, limit - estimate)
-    head = text[:keep]
-    newline = head.rfind("\n")
-    if newline >= keep // 2:
-        head = head[:newline]  # cut at a line end when that loses little
-    rest = text[len(head) :]
-    marker = _cut_marker(path, len(rest), rest.count("\n") + (0 if rest.startswith("\n") else 1))
-    result = f"{head}{marker}" if head else marker.lstrip("\n")
-    return result if len(result) <= limit else ""
-
-
-def cap_lines(text: str, max_lines: int | None, path: str) -> str:
-    """`text` limited to its first `max_lines` lines, with a marker when lines were cut.
-
-    Splits off only the first `max_lines` lines: a file of millions of empty lines costs what
-    its head costs, not a list of millions of strings.
-    """
-    if max_lines is None:
-        return text
-    parts = text.split("\n", max_lines)
-    if len(parts) <= max_lines:
-        return text
-    cut = parts[-1].count("\n") + 1
-    kept = "\n".join(parts[:-1])
-    shown = defuse_name(path)
-    return (
-        f"{kept}\n[... {cut} more lines of {shown} not shown (first {max_lines} lines kept); "
-        f"read_file {shown} for the rest]"
-    )
-
-
-def clean_memory_text(text: str) -> str:
-    """File text as injected: HTML comments removed, outer blank lines trimmed."""
-    return strip_html_comments(text).strip("\n").rstrip()
+    block: str
+    pieces: tuple[PieceReport, ...]
 
 
 def render_memory(
@@ -161,6 +159,7 @@ def render_memory(
     rules: Callable[[int], str] | None = None,
     session: SessionEntry | None = None,
     unreadable: Mapping[str, str] | None = None,
+    extras: MemoryExtras | None = None,
 ) -> str:
     """The memory block for one model call.
 
@@ -174,30 +173,84 @@ def render_memory(
         session: The session layer, shown last (highest precedence).
         unreadable: Path -> reason for files that exist but could not be read: shown as
             present-but-unreadable, never as empty (an empty writable file invites a rewrite).
+        extras: Nested memory files (after the layers, shallow to deep; they give way to the
+            budget first) and imported files (each right after the file that imports it).
 
     Returns:
         The block to append to the system message.
     """
+    return render_memory_report(
+        layers,
+        files,
+        template=template,
+        max_chars=max_chars,
+        compat=compat,
+        rules=rules,
+        session=session,
+        unreadable=unreadable,
+        extras=extras,
+    ).block
+
+
+def render_memory_report(
+    layers: Sequence[Layer],
+    files: Mapping[str, str],
+    *,
+    template: str = MEMORY_SYSTEM_PROMPT,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    compat: bool = False,
+    rules: Callable[[int], str] | None = None,
+    session: SessionEntry | None = None,
+    unreadable: Mapping[str, str] | None = None,
+    extras: MemoryExtras | None = None,
+) -> RenderedMemory:
+    """`render_memory`, with what happened to each part (the block is the same bytes)."""
     overhead = len(template.format(agent_memory=""))
     available = max_chars - overhead
     unreadable = unreadable or {}
-    pieces = (
-        _compat_pieces(layers, files, unreadable, available)
-        if compat
-        else _layer_pieces(layers, files, unreadable, available)
-    )
+    extras = extras or MemoryExtras()
+    build = compat_pieces if compat else layer_pieces
+    pieces = build(layers, files, unreadable, available, extras)
     if rules is not None:
-        pieces.append(_rules_piece(rules, available))
+        pieces.append(rules_piece(rules, available))
     if session is not None:
-        pieces.append(_session_piece(session, available))
+        pieces.append(session_piece(session, available))
     pieces = [piece for piece in pieces if piece.full]
     if not pieces:
-        return template.format(agent_memory=NO_MEMORY)
-    preamble = "" if compat else LAYERED_PREAMBLE
-    body = _fit(preamble, pieces, available)
-    block = template.format(agent_memory=body)
+        return RenderedMemory(template.format(agent_memory=NO_MEMORY), ())
+    preamble = "" if compat else _preamble(pieces)
+    texts = _fit(preamble, pieces, available)
+    block = template.format(agent_memory=_join(preamble, texts))
     # The budget is a promise; the arithmetic above keeps it, this line guards it.
-    return block[:max_chars]
+    return RenderedMemory(block[:max_chars], tuple(map(_report, pieces, texts)))
+
+
+def _preamble(pieces: Sequence[Piece]) -> str:
+    kinds = {piece.kind for piece in pieces}
+    return " ".join(
+        [
+            LAYERED_PREAMBLE,
+            *([NESTED_NOTE] if "nested" in kinds else []),
+            *([IMPORTED_NOTE] if "import" in kinds else []),
+        ]
+    )
+
+
+def _report(piece: Piece, shown: str) -> PieceReport:
+    if shown == piece.full:
+        outcome: Outcome = "truncated" if piece.capped else "whole"
+    elif not shown:
+        outcome = "dropped"
+    elif shown == piece.stub:
+        outcome = "stub"
+    else:
+        outcome = "truncated"
+    why = list(piece.capped)
+    if shown != piece.full:
+        why.append("over the total memory budget (max_chars)")
+    return PieceReport(
+        piece.kind, piece.layer, piece.path, piece.source_chars, len(shown), outcome, tuple(why)
+    )
 
 
 def minimum_budget(template: str) -> int:
@@ -205,11 +258,13 @@ def minimum_budget(template: str) -> int:
     return len(template.format(agent_memory="")) + len(LAYERED_PREAMBLE) + 200
 
 
-def _fit(preamble: str, pieces: list[_Piece], available: int) -> str:
+def _fit(preamble: str, pieces: list[Piece], available: int) -> list[str]:
     texts = [piece.full for piece in pieces]
     excess = _joined_length(preamble, texts) - available
-    # Lowest precedence first: pieces are in precedence order already.
-    for index, piece in enumerate(pieces):
+    # Lowest rank first (nested memory), then lowest precedence: the display order.
+    order = sorted(range(len(pieces)), key=lambda index: (pieces[index].rank, index))
+    for index in order:
+        piece = pieces[index]
         if excess <= 0:
             break
         reducible = len(texts[index]) - piece.min_len
@@ -218,16 +273,17 @@ def _fit(preamble: str, pieces: list[_Piece], available: int) -> str:
         target = len(texts[index]) - min(reducible, excess)
         texts[index] = piece.shrink(target)
         excess = _joined_length(preamble, texts) - available
-    # Still over: replace whole pieces by their one-line stubs, then drop them, lowest first.
+    # Still over: replace whole pieces by their one-line stubs, then drop them, in that order.
     for use_stub in (True, False):
-        for index, piece in enumerate(pieces):
+        for index in order:
+            piece = pieces[index]
             if excess <= 0:
                 break
             replacement = piece.stub if use_stub else ""
             if len(replacement) < len(texts[index]):
                 texts[index] = replacement
                 excess = _joined_length(preamble, texts) - available
-    return _join(preamble, texts)
+    return texts
 
 
 def _join(preamble: str, texts: Sequence[str]) -> str:
@@ -238,116 +294,3 @@ def _joined_length(preamble: str, texts: Sequence[str]) -> int:
     """`len(_join(preamble, texts))` without building the string."""
     lengths = [len(part) for part in (preamble, *texts) if part]
     return sum(lengths) + 2 * max(len(lengths) - 1, 0)
-
-
-def _unreadable_note(reason: str) -> str:
-    return neutralize_tags(UNREADABLE_NOTE.format(reason=reason))
-
-
-def _layer_pieces(
-    layers: Sequence[Layer],
-    files: Mapping[str, str],
-    unreadable: Mapping[str, str],
-    available: int,
-) -> list[_Piece]:
-    pieces: list[_Piece] = []
-    for layer in layers:
-        remaining = layer.max_chars
-        for path in layer.paths:
-            if path in unreadable:
-                note = _unreadable_note(unreadable[path])
-                pieces.append(_element_piece(layer, path, note, shrinkable=False))
-                continue
-            raw = files.get(path)
-            text = clean_memory_text(raw) if raw is not None else ""
-            if not text:
-                if layer.writable:
-                    note = EMPTY_WRITABLE_NOTE.format(path=defuse_name(path))
-                    pieces.append(_element_piece(layer, path, note, shrinkable=False))
-                continue
-            text = defuse_within(cap_lines(text, layer.line_cap(path), path), available)
-            if remaining is not None:
-                text = truncate_text(text, max(remaining, 0), path)
-                remaining -= len(text)
-            pieces.append(_element_piece(layer, path, text, shrinkable=True))
-    return pieces
-
-
-def _element_piece(layer: Layer, path: str, body: str, *, shrinkable: bool) -> _Piece:
-    access = "writable" if layer.writable else "read-only"
-    shown = defuse_attribute(path)
-    attributes = f'name="{defuse_attribute(layer.name)}" path="{shown}" access="{access}"'
-    head = f"<layer {attributes}>\n"
-    tail = "\n</layer>"
-    full = f"{head}{body}{tail}"
-    stub = f'<layer {attributes} omitted="over the memory budget; read_file {shown}"/>'
-    if not shrinkable:
-        return _Piece(full, lambda _limit: full, len(full), stub)
-    frame = len(head) + len(tail)
-
-    def shrink(limit: int) -> str:
-        kept = truncate_text(body, max(limit - frame, 0), path)
-        return f"{head}{kept}{tail}" if kept else stub
-
-    return _Piece(full, shrink, len(stub), stub)
-
-
-def _compat_pieces(
-    layers: Sequence[Layer],
-    files: Mapping[str, str],
-    unreadable: Mapping[str, str],
-    available: int,
-) -> list[_Piece]:
-    pieces: list[_Piece] = []
-    for layer in layers:
-        for path in layer.paths:
-            if path in unreadable:
-                # deepagents would have aborted the run here; say what is wrong instead.
-                note = f"{defuse_name(path)}\n\n{_unreadable_note(unreadable[path])}"
-                pieces.append(_Piece(note, _fixed(note), len(note)))
-                continue
-            raw = files.get(path)
-            text = clean_memory_text(raw) if raw else ""
-            if not text:
-                continue  # deepagents drops empty and comment-only sources
-            text = defuse_within(cap_lines(text, layer.line_cap(path), path), available)
-            head = f"{defuse_name(path)}\n\n"
-
-            def shrink(limit: int, head: str = head, text: str = text, path: str = path) -> str:
-                return f"{head}{truncate_text(text, max(limit - len(head), 0), path)}"
-
-            pieces.append(_Piece(f"{head}{text}", shrink, len(shrink(0))))
-    return pieces
-
-
-def _fixed(text: str) -> Callable[[int], str]:
-    """The shrink function of a piece that never shrinks (it is dropped whole, if at all)."""
-    return lambda _limit: text
-
-
-def _rules_piece(rules: Callable[[int], str], available: int) -> _Piece:
-    full = rules(max(available, 0))
-    return _Piece(full, rules, 0)
-
-
-def _session_piece(session: SessionEntry, available: int) -> _Piece:
-    head = f'<layer name="session" key="{defuse_attribute(session.key)}" access="read-only">\n'
-    tail = "\n</layer>"
-    body = defuse_within(
-        json.dumps(dict(session.data), sort_keys=True, ensure_ascii=False, indent=1, default=str),
-        available,
-    )
-    frame = len(head) + len(tail)
-
-    def shrink(limit: int) -> str:
-        return f"{head}{truncate_text(body, max(limit - frame, 0), 'session:' + session.key)}{tail}"
-
-    return _Piece(f"{head}{body}{tail}", shrink, len(shrink(0)))
-
-
-def _cut_marker(path: str, cut_chars: int, cut_lines: int) -> str:
-    shown = defuse_name(path)
-    return (
-        f"\n[... truncated: {cut_chars} more chars ({cut_lines} lines) of {shown} not shown; "
-        f"read_file {shown} for the rest]"
-    )

@@ -75,6 +75,7 @@ from layered_memory.middleware import MatchKeySource
 from layered_memory.sessions import parse_session_key
 
 if TYPE_CHECKING:
+    from deepagents.backends.protocol import BackendProtocol
     from langchain.agents.middleware.types import ToolCallRequest
     from langchain_core.runnables import RunnableConfig
     from langgraph.runtime import Runtime
@@ -132,7 +133,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
     def __init__(
         self,
         *,
-        backend: Any,
+        backend: BackendProtocol,
         path: str = DEFAULT_PATH,
         max_chars: int = DEFAULT_MAX_CHARS,
         max_entities: int = DEFAULT_MAX_ENTITIES,

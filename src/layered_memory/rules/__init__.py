@@ -5,16 +5,18 @@ below a rule folder. Its frontmatter may set `name` (default: the file stem), `d
 `paths` (globs; `globs:` and `applyTo:` are aliases, as a list or a comma-separated string)
 and `alwaysApply`. See `Rule.mode` for how these combine.
 
-The flow, each step a pure function except the two backend calls:
+How the middleware (and `load_rule_set`, and `layered-memory lint`) read rules, each step a
+pure function except the two backend calls:
 
     files, listing_problems = list_rule_files(backend, folders)      # one glob per folder
-    responses = backend.download_files([path for _, path in files])  # one batched call
-    rule_set = build_rule_set([*parse_downloads(files, responses), (None, listing_problems)])
+    loaded = download_texts(backend, [path for _, path in files])    # one batched call
+    rule_set = build_rule_set([*parse_loaded(files, loaded), (None, listing_problems)])
     match = rule_set.match(["/src/app.py", "acme_corp"], root="/")
     prompt_part = render_rules(match, max_chars=4000)
 
-`load_rule_set(backend, folders)` does the first three lines; `rule_set.explain(keys)` says
-for every rule file whether it applies and why.
+`download_texts` (`layered_memory.core.loading`) is the one decoder of every memory and rule
+file; `load_rule_set(backend, folders)` does the first three lines; `rule_set.explain(keys)`
+says for every rule file whether it applies and why.
 """
 
 from __future__ import annotations
@@ -26,14 +28,13 @@ from layered_memory.rules._listing import (
     aload_rule_set,
     list_rule_files,
     load_rule_set,
-    parse_downloads,
+    parse_loaded,
 )
 from layered_memory.rules._parse import (
     GLOB_FIELDS,
     KNOWN_FIELDS,
     MAX_FRONTMATTER_CHARS,
     MAX_RULE_FILE_CHARS,
-    decode_rule_file,
     default_rule_name,
     is_rule_file,
     parse_rule_file,
@@ -71,13 +72,12 @@ __all__ = [
     "aload_rule_set",
     "build_rule_set",
     "compile_glob",
-    "decode_rule_file",
     "default_rule_name",
     "is_rule_file",
     "list_rule_files",
     "load_rule_set",
     "neutralize",
-    "parse_downloads",
+    "parse_loaded",
     "parse_rule_file",
     "render_rules",
     "split_glob_list",

@@ -4,16 +4,16 @@ batched download. Only the I/O call differs between the sync and async halves.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from layered_memory.core.loading import adownload_files_safely, download_files_safely
-from layered_memory.rules._parse import decode_rule_file, is_rule_file
+from layered_memory.core.loading import DownloadResult, adownload_texts, download_texts
+from layered_memory.rules._parse import is_rule_file, parse_rule_file
 from layered_memory.rules._set import RuleSet, build_rule_set
 from layered_memory.rules._types import Rule, RuleProblem
 
 if TYPE_CHECKING:
-    from deepagents.backends.protocol import BackendProtocol, FileDownloadResponse
+    from deepagents.backends.protocol import BackendProtocol
 
 logger = logging.getLogger(__name__)
 
@@ -98,22 +98,43 @@ async def alist_rule_files(
     return _collect(results)
 
 
-def parse_downloads(
-    files: RuleFileList, responses: Sequence[FileDownloadResponse]
+def parse_loaded(
+    files: RuleFileList,
+    loaded: DownloadResult,
+    *,
+    parse: Callable[[str, str, int], tuple[Rule | None, Sequence[RuleProblem]]] | None = None,
 ) -> list[tuple[Rule | None, list[RuleProblem]]]:
-    """Parse the `download_files` responses of the listed rule files (same order).
+    """Parse the listed rule files from one load of the engine's one decoder.
+
+    The middleware, `load_rule_set` and `layered-memory lint` all read rule files with
+    `core.loading.download_texts` and parse them with `parse_rule_file` here, so they reach
+    the same verdict on every file.
 
     Args:
         files: What `list_rule_files` returned.
-        responses: `backend.download_files([path for _, path in files])`.
+        loaded: `download_texts(backend, [path for _, path in files])`.
+        parse: `parse_rule_file` or a cached form of it (`(path, text, folder_index)`).
 
     Returns:
         One `(rule or None, problems)` per file, ready for `build_rule_set`.
     """
-    return [
-        decode_rule_file(response, folder_index=folder_index)
-        for (folder_index, _), response in zip(files, responses, strict=True)
-    ]
+    why = {problem.path: problem.reason for problem in loaded.problems}
+    parsed: list[tuple[Rule | None, list[RuleProblem]]] = []
+    for folder_index, path in files:
+        text = loaded.texts.get(path)
+        if text is not None:
+            rule, problems = (
+                parse(path, text, folder_index)
+                if parse is not None
+                else parse_rule_file(path, text, folder_index=folder_index)
+            )
+            parsed.append((rule, list(problems)))
+        elif path in loaded.missing:
+            reason = "cannot read: file not found (deleted after it was listed?)"
+            parsed.append((None, [RuleProblem(path, reason)]))
+        else:
+            parsed.append((None, [RuleProblem(path, why.get(path, "unreadable"))]))
+    return parsed
 
 
 def _finish(
@@ -154,8 +175,8 @@ def load_rule_set(
         `load_rule_set(FilesystemBackend(root_dir=".", virtual_mode=True), ["/.claude/rules"])`
     """
     files, listing_problems = list_rule_files(backend, folders)
-    responses = download_files_safely(backend, [path for _, path in files]) if files else []
-    return _finish(parse_downloads(files, responses), listing_problems, strict=strict, log=log)
+    loaded = download_texts(backend, [path for _, path in files])
+    return _finish(parse_loaded(files, loaded), listing_problems, strict=strict, log=log)
 
 
 async def aload_rule_set(
@@ -167,6 +188,5 @@ async def aload_rule_set(
 ) -> RuleSet:
     """Async `load_rule_set`."""
     files, listing_problems = await alist_rule_files(backend, folders)
-    paths = [path for _, path in files]
-    responses = await adownload_files_safely(backend, paths) if files else []
-    return _finish(parse_downloads(files, responses), listing_problems, strict=strict, log=log)
+    loaded = await adownload_texts(backend, [path for _, path in files])
+    return _finish(parse_loaded(files, loaded), listing_problems, strict=strict, log=log)

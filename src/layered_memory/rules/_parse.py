@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from layered_memory.core.loading import decode_content, strip_html_comments
+from layered_memory.core.loading import strip_html_comments
 from layered_memory.rules._glob import CompiledGlob, GlobError, compile_glob, split_glob_list
 from layered_memory.rules._types import Rule, RuleProblem
 
 if TYPE_CHECKING:
-    from deepagents.backends.protocol import FileDownloadResponse
+    pass
 
 MAX_RULE_FILE_CHARS = 1_000_000
 """A bigger rule file is refused: it could never fit a prompt budget anyway."""
@@ -371,27 +371,3 @@ def parse_rule_file(
     elif rule.mode != "requested" and not rule.body:
         warnings.append("empty body: the rule injects nothing")
     return rule, [RuleProblem(path, reason, "warning") for reason in warnings]
-
-
-def decode_rule_file(
-    response: FileDownloadResponse, *, folder_index: int
-) -> tuple[Rule | None, list[RuleProblem]]:
-    """Parse a rule file from a backend `download_files` response (errors become problems).
-
-    Args:
-        response: One entry of `backend.download_files(paths)`.
-        folder_index: Position of the file's folder in `rules=[...]`.
-
-    Returns:
-        As `parse_rule_file`.
-    """
-    if response.error or response.content is None:
-        reason = response.error or "no content"
-        if reason == "file_not_found":
-            reason = "file not found (deleted after it was listed?)"
-        return None, [RuleProblem(response.path, f"cannot read: {reason}")]
-    # The middleware's own decoder: lint and the agent reach the same verdict on every file.
-    text, problem = decode_content(response.content)
-    if text is None:
-        return None, [RuleProblem(response.path, problem or "unreadable")]
-    return parse_rule_file(response.path, text, folder_index=folder_index)

@@ -7,7 +7,7 @@ one defusing function (`_defuse.defuse`), so a rule cannot close the tags around
 from __future__ import annotations
 
 from layered_memory.core._defuse import defuse, defuse_attribute, defuse_name
-from layered_memory.core.render import defuse_within
+from layered_memory.core._truncation import defuse_within, truncate_text
 from layered_memory.rules._types import Rule, RuleMatch
 
 RULES_OPEN = "<rules>\n"
@@ -17,29 +17,24 @@ REQUESTED_OPEN = (
     "Rules that apply only when relevant: read_file a rule's path when the task calls for it.\n"
 )
 REQUESTED_CLOSE = "</requested_rules>\n"
-TRUNCATION_MARKER = "\n[rule truncated: {cut} of {total} characters of {path} cut]"
 
 neutralize = defuse
 """The package's one defusing function, under the name `layered_memory.rules` exports."""
 
 
 def _rule_block(rule: Rule, room: int) -> str | None:
-    """The rule's block, its body truncated to fit `room` characters; None if nothing fits."""
+    """The rule's block, its body truncated to fit `room` characters; None if nothing fits.
+
+    A cut body ends with the same marker as a cut memory file (`core.render.truncate_text`).
+    """
     head = f'<rule name="{defuse_attribute(rule.name)}" path="{defuse_attribute(rule.path)}">\n'
     tail = "\n</rule>\n"
     body = defuse_within(rule.body, room)
     block = head + body + tail
     if len(block) <= room:
         return block
-    total = len(body)
-    # The marker's length depends on the number cut; size it for the worst case (all cut).
-    path = defuse_name(rule.path)
-    marker_room = len(TRUNCATION_MARKER.format(cut=total, total=total, path=path))
-    keep = room - len(head) - len(tail) - marker_room
-    if keep <= 0:
-        return None
-    marker = TRUNCATION_MARKER.format(cut=total - keep, total=total, path=path)
-    return head + body[:keep] + marker + tail
+    kept = truncate_text(body, room - len(head) - len(tail), rule.path)
+    return head + kept + tail if kept else None
 
 
 def _requested_line(rule: Rule) -> str:

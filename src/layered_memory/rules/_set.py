@@ -274,7 +274,7 @@ def build_rule_set(
     `(None, [problem])`.
 
     Args:
-        parsed: `parse_rule_file` / `decode_rule_file` results, in any order.
+        parsed: `parse_rule_file` / `parse_loaded` results, in any order.
         log: Log each problem as a warning naming the file (the CLI turns this off and prints).
 
     Returns:

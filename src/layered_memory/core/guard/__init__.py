@@ -26,9 +26,12 @@ class in `_guard_view`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory.core.guard._places import (
     Place,
@@ -68,22 +71,39 @@ class ProtectedPaths:
         folders: Folder -> owner; everything inside is read-only, and so is the folder.
         redacted: Writable memory files: writes are allowed, with secrets redacted first
             (whoever writes: the agent, a subagent without the middleware).
+        names: File name -> owner: every file of that name is read-only (nested memory).
+        discovered: Read-only files a load found (imports of read-only memory), asked at
+            each check: path -> owner.
     """
 
     files: Mapping[str, str] = field(default_factory=dict)
     folders: Mapping[str, str] = field(default_factory=dict)
     redacted: frozenset[str] = frozenset()
+    names: Mapping[str, str] = field(default_factory=dict)
+    discovered: Callable[[], Mapping[str, str]] | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.folders or self.redacted)
+        return bool(self.files or self.folders or self.redacted or self.names or self.discovered)
 
     def __or__(self, other: ProtectedPaths) -> ProtectedPaths:
         """Both sets of protections (protection is only ever added, never replaced)."""
+        sources = [found for found in (self.discovered, other.discovered) if found is not None]
         return ProtectedPaths(
             files={**other.files, **self.files},
             folders={**other.folders, **self.folders},
             redacted=self.redacted | other.redacted,
+            names={**other.names, **self.names},
+            discovered=(lambda: {k: v for found in sources for k, v in found().items()})
+            if sources
+            else None,
         )
+
+    def all_files(self) -> Mapping[str, str]:
+        """The configured read-only files and those a load found (imports of read-only
+        memory)."""
+        if self.discovered is None:
+            return self.files
+        return {**self.discovered(), **self.files}
 
 
 def refusal(backend: Any, protected: ProtectedPaths, operation: Operation, path: str) -> str | None:
@@ -108,7 +128,7 @@ def refusal(backend: Any, protected: ProtectedPaths, operation: Operation, path:
     # On a virtual tree (not host paths) the tree itself is compared too: a composite's `/`
     # holds its routes, which no single backend's place shows.
     top = None if is_host_backend(backend) else lexical_path(path)
-    for file, owner in protected.files.items():
+    for file, owner in protected.all_files().items():
         found = relation(backend, targets, top, file, deleting=deleting)
         if found in ("is", "inside"):
             return f"{path} is {owner}"
@@ -122,12 +142,45 @@ def refusal(backend: Any, protected: ProtectedPaths, operation: Operation, path:
             return f"{path} is inside {owner}"
         if found == "holds":
             return f"{path} holds {folder}, which is {owner}"
+    named = _named_refusal(backend, protected, path, targets, deleting=deleting)
+    if named is not None:
+        return named
     if not deleting:
         for target in targets:
             if target.space == "disk":
                 linked = _hard_link_into_folder(backend, protected, path, target)
                 if linked is not None:
                     return linked
+    return None
+
+
+def _named_refusal(
+    backend: Any, protected: ProtectedPaths, path: str, targets: set[Place], *, deleting: bool
+) -> str | None:
+    """Files protected by name (nested memory): the file itself, or a folder holding one."""
+    if not protected.names or writes_memory(backend, protected, path):
+        return None
+    name = posixpath.basename(lexical_path(path) or path)
+    if name in protected.names:
+        return f"{path} is {protected.names[name]}"
+    if not deleting:
+        return None
+    for target in targets:
+        if target.space == "disk" and os.path.isdir(target.path):
+            for found in walk_files(target.path):
+                if os.path.basename(found) in protected.names:
+                    return (
+                        f"{path} holds {found}, which is {protected.names[os.path.basename(found)]}"
+                    )
+    if isinstance(backend, FilesystemBackend):
+        return None
+    for wanted, owner in protected.names.items():
+        try:
+            listing = backend.glob(f"**/{wanted}", path=lexical_path(path) or path)
+        except Exception:  # a listing failure: refuse rather than delete unseen memory
+            return f"{path} may hold {wanted} files, which are {owner}"
+        for info in getattr(listing, "matches", None) or []:
+            return f"{path} holds {info.get('path')}, which is {owner}"
     return None
 
 

@@ -103,8 +103,13 @@ def loaded_snapshot(
 ) -> dict[str, str | None]:
     """The read-only files as the run last loaded them (backend path -> text, None when it did
     not exist); unreadable files are left out (nothing to put back)."""
-    contents = state.get("memory_contents") or {}
     memory = state.get("memory_loaded") or {}
+    extras = memory.get("extras") or {}
+    contents = {
+        **(extras.get("imports") or {}),
+        **(extras.get("nested") or {}),
+        **(state.get("memory_contents") or {}),
+    }
     rules = memory.get("rule_files") or {}
     unreadable = memory.get("unreadable") or {}
     baseline: dict[str, str | None] = {}

@@ -266,7 +266,7 @@ def _guarded_run(
 def _snapshot_paths(view: Any, own: _Own) -> list[str]:
     """Every protected file: the configured files and what the protected folders hold now."""
     protected = view._layered_memory_protected
-    paths = [where for path in protected.files if (where := backend_path(view, path))]
+    paths = [where for path in protected.all_files() if (where := backend_path(view, path))]
     for folder in protected.folders:
         where = backend_path(view, folder)
         if where is None:
