@@ -141,10 +141,6 @@ def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
         lines.append(_row(label, layer.block_chars, budget, paint, "bold"))
         for file in layer.files:
             lines.extend(_wrap(_file_line(file, layer), 4, 6))
-    applied = sum(d.status == "applied" for d in report.decisions)
-    listed = sum(d.status == "listed" for d in report.decisions)
-    rules_label = f"rules ({applied} applied, {listed} listed)"
-    lines.append(_row(rules_label, report.rules_block_chars, budget, paint))
     for piece in report.extras:
         label = f"{piece.kind}: {printable(piece.path)}"
         lines.append(
@@ -152,6 +148,10 @@ def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
         )
         shown, _ = shown_of(piece)
         lines.extend(_wrap(f"{printable(piece.layer)}: {_SHOWN_WORDS[shown]}", 4, 6))
+    applied = sum(d.status == "applied" for d in report.decisions)
+    listed = sum(d.status == "listed" for d in report.decisions)
+    rules_label = f"rules ({applied} applied, {listed} listed)"
+    lines.append(_row(rules_label, report.rules_block_chars, budget, paint))
     if report.session_key is not None:
         label = f"session ({printable(report.session_key)})"
         lines.append(_row(label, report.session_block_chars, budget, paint))

@@ -144,8 +144,8 @@ def _file_report(
     """One file of a layer, from the renderer's own account of its part of the block."""
     text = snapshot.files.get(path)
     status: FileStatus = "loaded" if text is not None else "missing"
-    if path in problems:
-        status = "skipped"
+    if text is None and path in problems:
+        status = "skipped"  # a loaded file's problems (a missing @import) are listed apart
     shown, cut_by_lines = shown_of(piece, unreadable=path in snapshot.unreadable)
     return FileReport(
         path=path,
