@@ -205,3 +205,19 @@ class CheckpointCacheError(LayeredMemoryError):
         self.thread_id = thread_id
         self.reason = reason
         super().__init__(f"checkpoint cache entry of thread {thread_id!r} rejected: {reason}")
+
+
+class ConfigLoadError(LayeredMemoryError):
+    """`--config module:attribute` did not lead to a memory middleware (the CLI exits with 2).
+
+    Attributes:
+        spec: The `--config` value as given.
+        module: The module part (a dotted name or a `.py` file).
+        attribute: The attribute part (dotted), or None when the value has no `:`.
+    """
+
+    def __init__(self, message: str, *, spec: str, module: str, attribute: str | None) -> None:
+        self.spec = spec
+        self.module = module
+        self.attribute = attribute
+        super().__init__(message)

@@ -202,8 +202,11 @@ def test_json_schema_is_stable(demo: Path, capsys: pytest.CaptureFixture[str]) -
     assert status == 0
     data = json.loads(out)
     assert list(data) == [
-        "version", "source", "keys", "budget", "layers", "rules", "overhead", "problems", "block",
+        "version", "source", "keys", "budget", "layers", "rules", "extras", "session",
+        "overhead", "problems", "block",
     ]  # fmt: skip
+    assert data["session"] is None  # no session store: no session layer
+    assert data["extras"] == []  # no nested memory, no @imports
     assert data["version"] == 1
     assert data["source"] == {"kind": "folder", "root": str(demo.resolve())}
     assert data["keys"] == ["src/a.py"]

@@ -1,8 +1,11 @@
-"""The `layered-memory` console script: `lint`, `inspect`, `sync`, `graph`, `tiers` subcommands.
+"""The `layered-memory` console script: `demo`, `doctor`, `inspect`, `lint`, `sync`, `graph`,
+`tiers`.
 
 Each subcommand is one `_add_<name>` function declaring its arguments and one `_run_<name>`
-function doing the work (or a module of its own, like `_cli_lint`), so owners of different
-subcommands never edit the same lines.
+function (or a module of its own) doing the work, so owners of different subcommands never edit
+the same lines. Every subcommand has `--json` (a documented schema with a `"version"` key),
+documents its exit status in `--help`, colours only a terminal (never with `NO_COLOR`), and
+prints file names, keys and memory through `_text.printable` / `dumps_json`.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
 from layered_memory.cli._text import printable
-from layered_memory.cli.lint import run_lint
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+
+if TYPE_CHECKING:
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,70 +36,29 @@ class _Parser(argparse.ArgumentParser):
         super().error(printable(scrub(message, None)))
 
 
-def _add_lint(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "lint",
-        help="validate rule files and print every problem, one per line",
-        description=(
-            "Validate rule files (*.md, *.mdc, *.instructions.md). Folders are searched "
-            "recursively; later PATHs take precedence, as in rules=[...]. Exit status: 0 when "
-            "no rule is invalid (warnings allowed), 1 when one is, 2 on a usage error."
-        ),
-    )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="rule file or rule folder")
-    parser.add_argument(
-        "--explain",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="also say which rules apply for this match key (a path or context string); repeatable",
-    )
-    parser.add_argument(
-        "--root", default="/", help="project root that relative globs are anchored at"
-    )
-    parser.set_defaults(run=_run_lint)
-
-
-def _run_lint(args: argparse.Namespace) -> int:
-    return run_lint(args.paths, explain=args.explain, root=args.root)
-
-
-_INSPECT_DESCRIPTION = """\
-Show what memory an agent would get, without running it: each layer with its
-path(s), whether it is writable, its size in chars and approximate tokens
-(chars / 4) and its share of the budget (a bar per layer); which rules match
-the given --path/--entity keys and why (key -> glob), which were skipped and
-why; the files skipped and why; and the exact memory block the model would
-receive (loaded and rendered by the same code as the middleware). File
-names, keys and memory text are printed with control and invisible
-characters (ANSI escapes, bidi overrides, zero-width) as escapes such as
-\x1b or \u202e; --json holds the exact text.
-
-Memory comes from a folder (--root DIR) or from a PostgreSQL store namespace
-(--store URL --namespace a/b/c, files kept as deepagents' StoreBackend keeps
-them; see `layered-memory sync push`).
-
-Without --layer, these layers are used when their file exists, lowest
-precedence first: project = /AGENTS.md (read-only), memory = /MEMORY.md
-(writable). Without --rules, these rule folders are used when they hold rule
-files, lowest precedence first: /.agents/rules, /.claude/rules,
-/.cursor/rules, /rules. Pass --layer/--rules to mirror your agent's exact
-configuration.
-
-Colours only on a terminal, never when NO_COLOR is set. Exit status: 0, or 2
-on a usage error or a store that does not answer."""
-
-
-def _add_inspect(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from layered_memory.core.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS
-
-    parser = subparsers.add_parser(
-        "inspect",
-        help="show the memory block an agent would get, layer by layer",
-        description=_INSPECT_DESCRIPTION,
+def _subparser(subparsers: Subparsers, name: str, *, summary: str, description: str) -> Any:
+    return subparsers.add_parser(
+        name,
+        help=summary,
+        description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    where = parser.add_mutually_exclusive_group(required=True)
+
+
+_CONFIG_HELP = (
+    "your agent's memory, as uvicorn finds an app: MODULE:ATTRIBUTE (from this folder and "
+    "sys.path) or path/to/file.py:ATTRIBUTE, naming a MemoryMiddleware, a compiled agent "
+    "(create_agent / create_deep_agent) holding one, a list holding one, or a function taking "
+    "no arguments that returns one of those. Nothing is run: no agent, no model, no hook"
+)
+
+
+def _add_source_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """Where memory comes from: --config, --root or --store (+ the by-hand description)."""
+    from layered_memory.core.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS
+
+    where = parser.add_mutually_exclusive_group(required=required)
+    where.add_argument("--config", metavar="MODULE:ATTR", help=_CONFIG_HELP)
     where.add_argument("--root", metavar="DIR", help="the memory folder ('.' for this one)")
     where.add_argument("--store", metavar="URL", help="PostgreSQL URL of a LangGraph PostgresStore")
     parser.add_argument(
@@ -106,33 +70,180 @@ def _add_inspect(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
         default=[],
         metavar="NAME=PATH[:rw]",
         help="a layer, lowest precedence first; ':rw' makes it writable; repeat a NAME to give "
-        "it several paths",
+        "it several paths (not with --config)",
     )
     parser.add_argument(
-        "--rules", action="append", default=[], metavar="FOLDER", help="rule folder; repeatable"
+        "--rules",
+        action="append",
+        default=[],
+        metavar="FOLDER",
+        help="rule folder; repeatable (not with --config)",
     )
+    parser.add_argument(
+        "--nested",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="nested memory file name looked up in every folder down to each --path, as "
+        "nested=(...) (e.g. AGENTS.md); repeatable, first existing wins (not with --config)",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help=f"budget of the whole block (default {DEFAULT_MAX_CHARS}; not with --config)",
+    )
+    parser.add_argument(
+        "--max-rules-chars",
+        type=int,
+        metavar="N",
+        help=f"budget of the matched rules inside it (default {DEFAULT_MAX_RULES_CHARS}; not "
+        "with --config)",
+    )
+
+
+def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model call to render memory for: touched paths, context, message, thread."""
     parser.add_argument(
         "--path",
         action="append",
         default=[],
         metavar="FILE",
-        help="a file the agent works on (a rule match key); repeatable",
+        help="a file the agent's tools touched (a rule match key); repeatable",
     )
-    parser.add_argument("--entity", metavar="NAME", help="a context match key, e.g. an entity")
+    parser.add_argument(
+        "--entity",
+        metavar="NAME",
+        help="a context match key, e.g. an entity (with --config: --context KEY=VALUE instead)",
+    )
+    parser.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the run's context (invoke(..., context={KEY: VALUE})), read by the middleware's "
+        "match_keys; without --config the VALUE is a match key; repeatable",
+    )
+    parser.add_argument(
+        "--message", metavar="TEXT", help="with --config: the user's message of the call"
+    )
+    parser.add_argument(
+        "--thread",
+        metavar="ID",
+        help="with --config: the thread id (the session store's key for the session layer)",
+    )
+
+
+# -- lint -----------------------------------------------------------------------------------
+
+_LINT_DESCRIPTION = """\
+Validate rule files (*.md, *.mdc, *.instructions.md; folders are searched
+recursively; later PATHs take precedence, as in rules=[...]) and memory files
+(AGENTS.md, AGENTS.override.md, AGENT.md, MEMORY.md, CLAUDE.md, CLAUDE.local.md,
+GEMINI.md by name, or any --memory FILE): frontmatter, globs (also globs no
+path can match, such as './src/**'), and the size budget (a memory file cut or
+left out by --max-chars, MEMORY.md past its 200-line cap, a file holding only
+comments). With --config, the rule folders and layer files of your own
+middleware are checked through its backend, with its budgets. One finding per
+line (PATH: error|warning: REASON), then a summary. The pre-commit hook
+`layered-memory-lint` runs this command on the files of a commit.
+
+--json prints {"version": 1, "source", "files": [{"path", "kind" ("rule" or
+"memory"), "valid"}], "problems": [{"path", "severity", "reason"}], "counts":
+{"errors", "warnings"}, "explain": [{"name", "path", "status", "mode",
+"reason", "key", "glob"}]}.
+
+Exit status: 0 when nothing is invalid (warnings allowed), 1 when a file has an
+error, 2 on a usage error (a missing PATH, a --config that does not load)."""
+
+
+def _add_lint(subparsers: Subparsers) -> None:
+    from layered_memory.core.render import DEFAULT_MAX_CHARS
+
+    parser = _subparser(
+        subparsers,
+        "lint",
+        summary="validate rule files and memory files, one problem per line",
+        description=_LINT_DESCRIPTION,
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="rule/memory file or rule folder")
+    parser.add_argument("--config", metavar="MODULE:ATTR", help=_CONFIG_HELP)
+    parser.add_argument(
+        "--memory",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="lint FILE as a memory file whatever its name; repeatable",
+    )
+    parser.add_argument(
+        "--explain",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="also say which rules apply for this match key (a path or context string); repeatable",
+    )
+    parser.add_argument(
+        "--root", default="/", help="project root that relative globs are anchored at"
+    )
     parser.add_argument(
         "--max-chars",
         type=int,
         default=DEFAULT_MAX_CHARS,
         metavar="N",
-        help=f"budget of the whole block (default {DEFAULT_MAX_CHARS})",
+        help="the memory budget a memory file must fit in (default %(default)s)",
     )
-    parser.add_argument(
-        "--max-rules-chars",
-        type=int,
-        default=DEFAULT_MAX_RULES_CHARS,
-        metavar="N",
-        help=f"budget of the matched rules inside it (default {DEFAULT_MAX_RULES_CHARS})",
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.set_defaults(run=_run_lint)
+
+
+def _run_lint(args: argparse.Namespace) -> int:
+    from layered_memory.cli.lint import run_lint
+
+    return run_lint(args)
+
+
+# -- inspect --------------------------------------------------------------------------------
+
+_INSPECT_DESCRIPTION = """\
+Show what memory an agent would get, without running it: each layer with its
+path(s), whether it is writable, its size in chars and approximate tokens
+(chars / 4) and its share of the budget (a bar per layer); which rules match
+the given --path/--entity/--context keys and why (key -> glob), which were
+skipped and why; the files skipped and why; and the exact memory block the
+model would receive (loaded and rendered by the same code as the middleware).
+File names, keys and memory text are printed with control and invisible
+characters (ANSI escapes, bidi overrides, zero-width) as escapes such as
+\\x1b or \\u202e; --json holds the exact text.
+
+Memory comes from your agent's own configuration (--config module:attribute:
+its MemoryMiddleware, backend, layers, rule folders, budgets, match_keys and
+session store, for the call described by --message, --path, --context and
+--thread), from a folder (--root DIR) or from a PostgreSQL store namespace
+(--store URL --namespace a/b/c, files kept as deepagents' StoreBackend keeps
+them; see `layered-memory sync push`).
+
+With --root or --store and no --layer, these layers are used when their file
+exists, lowest precedence first: project = /AGENTS.md (read-only), memory =
+/MEMORY.md (writable). Without --rules, these rule folders are used when they
+hold rule files, lowest precedence first: /.agents/rules, /.claude/rules,
+/.cursor/rules, /rules.
+
+--json: see the README ("Inspecting memory") for the schema ("version": 1;
+source, keys, budget, layers[].files[], rules.decisions[], overhead,
+problems[], block). Colours only on a terminal, never when NO_COLOR is set.
+Exit status: 0, or 2 on a usage error, a --config that does not load, or a
+store that does not answer."""
+
+
+def _add_inspect(subparsers: Subparsers) -> None:
+    parser = _subparser(
+        subparsers,
+        "inspect",
+        summary="show the memory block an agent would get, layer by layer",
+        description=_INSPECT_DESCRIPTION,
     )
+    _add_source_arguments(parser, required=True)
+    _add_call_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(run=_run_inspect)
 
@@ -143,6 +254,94 @@ def _run_inspect(args: argparse.Namespace) -> int:
 
     return run_inspect(args, render=print_report)
 
+
+# -- doctor ---------------------------------------------------------------------------------
+
+
+def _doctor_description() -> str:
+    from layered_memory.cli._checks import CHECKS
+
+    checks = "\n".join(f"  {code:<22}{text}" for code, text in CHECKS.items())
+    return f"""\
+One report of everything that makes memory silently absent or wrong, for your
+agent's configuration (--config module:attribute), a folder (--root DIR,
+default: this folder) or a store namespace (--store URL --namespace NS).
+Memory is loaded and rendered by the middleware's own code, once for the call
+described by --path/--context/--message/--thread and once as if the agent had
+touched a file of every rule; nothing is run and no model is called.
+
+Checks (a finding's code; --ignore CODE leaves one out):
+{checks}
+
+One line per finding: PATH: error|warning|note: MESSAGE [code], then a summary.
+--json prints {{"version": 1, "ok", "source", "counts": {{"error", "warning",
+"info"}}, "findings": [{{"check", "severity" ("error", "warning" or "info"),
+"path" (or null), "message"}}], "skipped": [{{"check", "reason"}}]}}.
+
+Exit status: 0 when clean (notes allowed), 1 on findings (errors or warnings),
+2 on a usage error or a --config that does not load."""
+
+
+def _add_doctor(subparsers: Subparsers) -> None:
+    parser = _subparser(
+        subparsers,
+        "doctor",
+        summary="report everything that makes memory silently absent or wrong (exit 1 on findings)",
+        description=_doctor_description(),
+    )
+    _add_source_arguments(parser, required=False)
+    _add_call_arguments(parser)
+    parser.add_argument(
+        "--ignore", action="append", default=[], metavar="CODE", help="skip a check; repeatable"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=_run_doctor)
+
+
+def _run_doctor(args: argparse.Namespace) -> int:
+    from layered_memory.cli.doctor import run_doctor
+
+    return run_doctor(args)
+
+
+# -- demo -----------------------------------------------------------------------------------
+
+_DEMO_DESCRIPTION = """\
+Run the quickstart: a real create_deep_agent with layered memory on files in a
+temporary folder (or --root, an empty or new folder, kept afterwards), with a
+scripted model: no API key, no server. It shows the agent answering from
+AGENTS.md, saving a preference into its writable MEMORY.md, its very next model
+call seeing that edit, and an AGENTS.md changed on disk between two
+invocations of one checkpointed thread being seen by the second.
+
+--json prints {"version": 1, "ok", "root", "edit_calls": [{"name",
+"file_path"}], "edit_seen_per_call", "first_answer", "second_answer",
+"second_prompt_has_new_agents_md", "memory_md", "block_chars"} instead of the
+narration. Exit status: 0 when every behaviour was seen, 1 when one was not, 2
+on a usage error (a --root that is not empty, a --model that cannot be
+created)."""
+
+
+def _add_demo(subparsers: Subparsers) -> None:
+    parser = _subparser(
+        subparsers,
+        "demo",
+        summary="run the quickstart: a deep agent with layered memory, no API key needed",
+        description=_DEMO_DESCRIPTION,
+    )
+    parser.add_argument("--model", metavar="PROVIDER:NAME", help="a real model (needs its key)")
+    parser.add_argument("--root", metavar="DIR", help="run in DIR (empty or new) and keep it")
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    parser.set_defaults(run=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from layered_memory.cli.demo import run_demo
+
+    return run_demo(args)
+
+
+# -- sync -----------------------------------------------------------------------------------
 
 _SYNC_DESCRIPTION = """\
 Copy a memory folder (AGENTS.md, MEMORY.md, rule folders...) into a
@@ -160,16 +359,20 @@ One line per file: added, updated, unchanged, deleted, kept (only on the
 destination; --delete removes it), skipped, refused (a pulled key with '..'
 or leading outside DIR) or failed; then a summary. --delete is refused when
 the source side has no files at all (a mistyped --root or --namespace would
-otherwise empty the destination). Exit status: 0; 1 when a file failed or a
-key was refused; 2 on a usage error or a store error."""
+otherwise empty the destination).
+
+--json prints {"version": 1, "direction", "dry_run", "root", "store" (no
+password), "namespace", "actions": [{"key", "status", "detail"}], "counts":
+{status: n}, "ok"}. Exit status: 0; 1 when a file failed or a key was refused;
+2 on a usage error or a store error."""
 
 
-def _add_sync(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def _add_sync(subparsers: Subparsers) -> None:
+    parser = _subparser(
+        subparsers,
         "sync",
-        help="copy a memory folder into a store namespace (push) or back (pull)",
+        summary="copy a memory folder into a store namespace (push) or back (pull)",
         description=_SYNC_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "direction", choices=("push", "pull"), help="push: DIR -> store; pull: back"
@@ -187,6 +390,7 @@ def _add_sync(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -
         action="store_true",
         help="delete files/items missing on the source side (default: keep them)",
     )
+    parser.add_argument("--json", action="store_true", help="print the actions as JSON")
     parser.set_defaults(run=_run_sync)
 
 
@@ -200,16 +404,20 @@ def _run_sync(args: argparse.Namespace) -> int:
         root=args.root,
         dry_run=args.dry_run,
         delete=args.delete,
+        as_json=args.json,
     )
 
 
-def _add_graph(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+# -- graph, tiers (their own folders) --------------------------------------------------------
+
+
+def _add_graph(subparsers: Subparsers) -> None:
     from layered_memory.graph._cli import add_parser
 
     add_parser(subparsers)
 
 
-def _add_tiers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_tiers(subparsers: Subparsers) -> None:
     try:
         from layered_memory.tiers._cli import add_parser
     except ImportError:  # the `tiers` extra (numpy) is not installed: no such subcommand
@@ -217,25 +425,37 @@ def _add_tiers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_parser(subparsers)
 
 
-SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
-    _add_lint,
+SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
+    _add_demo,
+    _add_doctor,
     _add_inspect,
+    _add_lint,
     _add_sync,
     _add_graph,
     _add_tiers,
 )
 
+_EPILOG = """\
+Every subcommand has --json (a schema with a "version" key, in its --help)
+and documents its exit status; in general 0 is success, 1 findings (an invalid
+file, a doctor finding, a failed file), 2 a usage error. Colours only on a
+terminal, never when NO_COLOR is set. File names, keys and memory text are
+printed with control and invisible characters escaped (\\x1b, \\u202e).
+Start with: layered-memory demo; then layered-memory doctor in your project."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = _Parser(
-        prog="layered-memory", description="Layered memory for LangChain and deepagents agents."
+        prog="layered-memory",
+        description="Layered memory for LangChain and deepagents agents.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     # Subcommand parsers are `_Parser`s too (argparse makes them of the parent's class); the
     # `add_*` functions only need the ArgumentParser interface.
     subparsers = cast(
-        "argparse._SubParsersAction[argparse.ArgumentParser]",
-        parser.add_subparsers(dest="command", metavar="COMMAND", required=True),
+        "Subparsers", parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     )
     for add in SUBCOMMANDS:
         add(subparsers)

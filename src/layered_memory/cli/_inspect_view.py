@@ -2,15 +2,23 @@
 
 JSON (`--json`, `"version": 1`; keys are stable, new keys may be added):
 
-- `source`: `{"kind": "folder", "root"}` or `{"kind": "store", "store" (URL, no password),
-  "namespace" (list), "items" (items in the namespace)}`
-- `keys`: the match keys (`--path`s, then `--entity`)
+- `source`: `{"kind": "folder", "root"}`, `{"kind": "store", "store" (URL, no password),
+  "namespace" (list), "items" (items in the namespace)}`, or `{"kind": "config", "config"
+  (the --config value), "module", "attribute", "found" (where the middleware was),
+  "middleware" (its class), "backend" (in words), "injected" (false when its
+  system_prompt is None: the model gets no block), "input": {"message", "paths", "context",
+  "thread_id"}}`
+- `keys`: the match keys (`--path`s, then `--entity`, then `--context` values; with
+  `--config`, the touched paths then the context strings the middleware's `match_keys` gave)
 - `budget`: `{"max_chars", "max_rules_chars", "used_chars", "used_tokens", "share"}`
 - `layers[]`: `{"name", "writable", "paths", "chars", "tokens", "block_chars", "block_tokens",
   "share", "files": [{"path", "status", "chars", "tokens", "lines", "reason", "shown",
   "cut_by_lines", "block_chars"}]}` — `share` is `block_chars / max_chars`
 - `rules`: `{"folders", "block_chars", "block_tokens", "share", "decisions": [{"name",
   "path", "status", "mode", "reason", "key", "glob"}]}`
+- `extras[]`: nested memory files and `@path` imports: `{"kind" ("nested" or "import"),
+  "layer", "path", "chars", "block_chars", "shown", "why"}`
+- `session`: `{"key", "chars", "tokens", "share"}` of the session layer, or null
 - `overhead`: `{"chars", "tokens", "share"}` (template, guidelines, preamble, separators)
 - `problems[]`: `{"path", "severity", "reason"}`
 - `block`: the exact memory block, as a string
@@ -20,26 +28,24 @@ Tokens are approximate: characters / 4, rounded up.
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
-from typing import Any, TextIO
+from typing import Any
 
+from layered_memory.cli._measure import (
+    FileReport,
+    InspectReport,
+    LayerReport,
+    shown_of,
+    tokens,
+)
+from layered_memory.cli._style import Painter, use_colour
 from layered_memory.cli._text import dumps_json, printable
-from layered_memory.cli.inspect import FileReport, InspectReport, LayerReport, tokens
 
 WIDTH = 80
 BAR_CELLS = 20
 LABEL_WIDTH = 30
 
-_STYLES = {
-    "bold": "1",
-    "dim": "2",
-    "red": "31",
-    "green": "32",
-    "yellow": "33",
-    "cyan": "36",
-}
 _STATUS_STYLE = {
     "applied": "green",
     "listed": "cyan",
@@ -48,23 +54,7 @@ _STATUS_STYLE = {
     "invalid": "red",
 }
 
-
-def use_colour(stream: TextIO) -> bool:
-    """Colour only on a terminal, and never when `NO_COLOR` is set (https://no-color.org)."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
-
-
-class _Painter:
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    def __call__(self, text: str, style: str) -> str:
-        if not self.enabled or not text:
-            return text
-        return f"\x1b[{_STYLES[style]}m{text}\x1b[0m"
+_Painter = Painter
 
 
 def _share(chars: int, budget: int) -> float:
@@ -127,6 +117,16 @@ def _file_line(file: FileReport, layer: LayerReport) -> str:
     return f"{path}: {size}; {shown}"
 
 
+_SHOWN_WORDS = {
+    "full": "shown in full",
+    "truncated": "cut to fit the budget (marker names the file)",
+    "lines-capped": "its line cap kept the head",
+    "omitted": "left out: over the budget (a one-line stub names it)",
+    "empty": "empty",
+    "absent": "left out: over the budget",
+}
+
+
 def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
     budget = report.max_chars
     header = f"{'LAYERS (lowest first)':<{LABEL_WIDTH}}{'chars':>9} {'~tokens':>8}"
@@ -141,10 +141,20 @@ def _layers_section(report: InspectReport, paint: _Painter) -> list[str]:
         lines.append(_row(label, layer.block_chars, budget, paint, "bold"))
         for file in layer.files:
             lines.extend(_wrap(_file_line(file, layer), 4, 6))
+    for piece in report.extras:
+        label = f"{piece.kind}: {printable(piece.path)}"
+        lines.append(
+            _row(label, piece.shown_chars if piece.outcome != "dropped" else 0, budget, paint)
+        )
+        shown, _ = shown_of(piece)
+        lines.extend(_wrap(f"{printable(piece.layer)}: {_SHOWN_WORDS[shown]}", 4, 6))
     applied = sum(d.status == "applied" for d in report.decisions)
     listed = sum(d.status == "listed" for d in report.decisions)
     rules_label = f"rules ({applied} applied, {listed} listed)"
     lines.append(_row(rules_label, report.rules_block_chars, budget, paint))
+    if report.session_key is not None:
+        label = f"session ({printable(report.session_key)})"
+        lines.append(_row(label, report.session_block_chars, budget, paint))
     lines.append(_row("template + guidelines", report.overhead_chars, budget, paint))
     lines.append(_row("total block", len(report.block), budget, paint, "bold"))
     lines.append("  tokens are approximate: characters / 4")
@@ -185,12 +195,41 @@ def _problems_section(report: InspectReport, paint: _Painter) -> list[str]:
     return lines
 
 
+def _config_lines(source: dict[str, Any]) -> list[str]:
+    given = source["input"]
+    found = f"{printable(source['middleware'])} found in {printable(source['found'])}"
+    lines = [*_wrap(found, 2, 4), *_wrap(f"backend: {printable(source['backend'])}", 2, 4)]
+    message = given["message"]
+    if message is not None:
+        shown = printable(message)
+        lines.extend(_wrap(f"message: {shown[:200] + '...' if len(shown) > 200 else shown}", 2, 4))
+    if given["context"]:
+        pairs = ", ".join(f"{printable(k)}={printable(v)}" for k, v in given["context"].items())
+        lines.extend(_wrap(f"context: {pairs}", 2, 4))
+    if given["thread_id"] is not None:
+        lines.extend(_wrap(f"thread: {printable(given['thread_id'])}", 2, 4))
+    if not source["injected"]:
+        lines.extend(
+            _wrap(
+                "system_prompt=None: the middleware injects no block; memory is only kept in "
+                "the state (memory_contents)",
+                2,
+                4,
+            )
+        )
+    return lines
+
+
 def render_text(report: InspectReport, *, colour: bool) -> str:
     """The human report: lines of at most 80 columns, except the memory block's own lines."""
     paint = _Painter(colour)
     source = report.source
+    config_lines: list[str] = []
     if source["kind"] == "folder":
         where = f"folder {printable(source['root'])}"
+    elif source["kind"] == "config":
+        where = f"--config {printable(source['config'])}"
+        config_lines = _config_lines(source)
     else:
         namespace = printable("/".join(source["namespace"]))
         store = printable(source["store"])
@@ -199,6 +238,7 @@ def render_text(report: InspectReport, *, colour: bool) -> str:
     used = 100 * block_chars / report.max_chars
     lines = [
         *_wrap(paint("layered-memory inspect", "bold") + f": {where}", 0, 2),
+        *config_lines,
         f"memory block: {block_chars:,} of {report.max_chars:,} chars ({used:.1f}% of the "
         f"budget), ~{tokens(block_chars):,} tokens",
         "",
@@ -283,6 +323,23 @@ def report_data(report: InspectReport) -> dict[str, Any]:
             "share": _share(report.rules_block_chars, budget),
             "decisions": decisions,
         },
+        "extras": [
+            {
+                "kind": piece.kind,
+                "layer": piece.layer,
+                "path": piece.path,
+                "chars": piece.source_chars,
+                "block_chars": piece.shown_chars if piece.outcome != "dropped" else 0,
+                "shown": shown_of(piece)[0],
+                "why": list(piece.why),
+            }
+            for piece in report.extras
+        ],
+        "session": (
+            {"key": report.session_key, **sized(report.session_block_chars)}
+            if report.session_key is not None
+            else None
+        ),
         "overhead": sized(report.overhead_chars),
         "problems": [
             {"path": p.path, "severity": p.severity, "reason": p.reason} for p in report.problems

@@ -1,24 +1,94 @@
-"""`layered-memory lint PATH...`: validate rule files with the same code the middleware uses."""
+"""`layered-memory lint PATH...`: validate rule files and memory files with the middleware's code.
+
+Rule files (`*.md`, `*.mdc`, `*.instructions.md`; folders are searched recursively) are parsed
+as the middleware parses them: frontmatter, globs, bounds. Memory files (`AGENTS.md`,
+`MEMORY.md`, `CLAUDE.md`, ... or any `--memory FILE`) are loaded and rendered as a layer of
+their own, within `--max-chars`: unreadable or non-UTF-8 files, files cut or left out by the
+budget, `MEMORY.md` past its line cap and files holding only comments are reported. With
+`--config module:attribute` the rule folders and layer files of the user's own middleware are
+checked, through its backend. The pre-commit hook (`.pre-commit-hooks.yaml`) runs this command
+on the files of a commit.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from deepagents.backends import FilesystemBackend
 
-from layered_memory.cli._text import printable
+from layered_memory.cli._glob_checks import dead_globs
+from layered_memory.cli._measure import FileReport, InspectReport, shown_of
+from layered_memory.cli._style import SEVERITY_STYLE, Painter, use_colour
+from layered_memory.cli._text import dumps_json, printable
+from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_texts
+from layered_memory.core.render import DEFAULT_MAX_CHARS
 from layered_memory.rules._listing import list_rule_files, parse_loaded
 from layered_memory.rules._parse import is_rule_file
-from layered_memory.rules._set import build_rule_set
-from layered_memory.rules._types import RuleProblem
+from layered_memory.rules._set import RuleSet, build_rule_set
+from layered_memory.rules._types import RuleDecision, RuleProblem
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+MEMORY_FILE_NAMES = frozenset(
+    name.lower()
+    for name in (
+        "AGENTS.md",
+        "AGENTS.override.md",
+        "AGENT.md",
+        "MEMORY.md",
+        "CLAUDE.md",
+        "CLAUDE.local.md",
+        "GEMINI.md",
+    )
+)
+"""File names linted as memory files (case-insensitive) unless they sit in a rule folder."""
+
+_RULE_FOLDER_NAMES = frozenset({"rules", "instructions"})
+
+
+@dataclass(frozen=True, slots=True)
+class LintProblem:
+    """One finding: the file (or folder), `error` / `warning`, and why."""
+
+    path: str
+    severity: str
+    reason: str
+
+
+@dataclass(slots=True)
+class LintResult:
+    """What `lint` found, for the text and the JSON output."""
+
+    rule_files: list[str] = field(default_factory=list)
+    memory_files: list[str] = field(default_factory=list)
+    problems: list[LintProblem] = field(default_factory=list)
+    decisions: list[RuleDecision] = field(default_factory=list)
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def invalid(self, files: Sequence[str]) -> set[str]:
+        """The files among `files` with an error."""
+        bad = {p.path for p in self.problems if p.severity == "error"}
+        return bad & set(files)
+
+
+def is_memory_file(path: str) -> bool:
+    """A memory file by its name (`AGENTS.md`, `MEMORY.md`, ...), unless inside a rule folder."""
+    pure = PurePosixPath(path.replace(os.sep, "/"))
+    if pure.name.lower() not in MEMORY_FILE_NAMES:
+        return False
+    return not any(part.lower() in _RULE_FOLDER_NAMES for part in pure.parts[:-1])
 
 
 def _display(path: str) -> str:
     """`path` relative to the working folder when below it (shorter lines), fit to print."""
+    if not os.path.isabs(path):
+        return printable(path)
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive on Windows
@@ -30,62 +100,288 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+# -- rule files -----------------------------------------------------------------------------
+
+
 def _collect_files(
-    paths: Sequence[str], backend: FilesystemBackend
-) -> tuple[list[tuple[int, str]], list[RuleProblem], list[str]]:
-    """Rule files to lint (folder index = PATH position), listing problems, missing PATHs."""
+    paths: Sequence[str], memory: Sequence[str], backend: FilesystemBackend
+) -> tuple[list[tuple[int, str]], list[str], list[RuleProblem], list[str]]:
+    """Rule files (folder index = PATH position), memory files, listing problems, missing."""
     missing: list[str] = []
     folders: list[tuple[int, str]] = []
     files: list[tuple[int, str]] = []
+    memory_files: list[str] = []
     problems: list[RuleProblem] = []
-    for index, raw in enumerate(paths):
+    forced = {Path(raw).expanduser().absolute().as_posix() for raw in memory}
+    for index, raw in enumerate([*paths, *memory]):
         target = Path(raw).expanduser().absolute()
-        if target.is_dir():
-            folders.append((index, target.as_posix()))
+        posix = target.as_posix()
+        if target.is_dir() and posix not in forced:
+            folders.append((index, posix))
         elif target.is_file():
-            files.append((index, target.as_posix()))
+            if posix in forced or is_memory_file(posix):
+                if posix not in memory_files:
+                    memory_files.append(posix)
+                continue
+            files.append((index, posix))
             if not is_rule_file(target.name):
                 reason = "not a rule file name (*.md, *.mdc): a rule folder would ignore it"
-                problems.append(RuleProblem(target.as_posix(), reason, "warning"))
+                problems.append(RuleProblem(posix, reason, "warning"))
         else:
             missing.append(raw)
     listed, listing_problems = list_rule_files(backend, [folder for _, folder in folders])
     files.extend((folders[position][0], path) for position, path in listed)
-    return sorted(set(files)), problems + listing_problems, missing
+    return sorted(set(files)), memory_files, problems + listing_problems, missing
 
 
-def run_lint(paths: Sequence[str], *, explain: Sequence[str] = (), root: str = "/") -> int:
-    """Lint rule files and folders; print findings and a summary to stdout.
-
-    Args:
-        paths: Rule files or folders (searched recursively), lowest precedence first.
-        explain: Match keys to explain which rules apply for (optional).
-        root: Project root for relative globs when explaining.
-
-    Returns:
-        0 when no rule file is invalid, 1 when one is, 2 when a PATH does not exist.
-    """
-    backend = FilesystemBackend(virtual_mode=False)
-    files, problems, missing = _collect_files(paths, backend)
-    for raw in missing:
-        print(f"{printable(raw)}: error: no such file or directory", file=sys.stderr)
-    if missing:
-        return 2
+def _rule_set(
+    backend: FilesystemBackend, files: Sequence[tuple[int, str]], extra: list[Any]
+) -> RuleSet:
     # One batched read and the same decoder and parser as the middleware's.
     loaded = download_texts(backend, [path for _, path in files])
-    rule_set = build_rule_set([*parse_loaded(files, loaded), (None, problems)], log=False)
-    for problem in rule_set.problems:
-        print(f"{_display(problem.path)}: {problem.severity}: {printable(problem.reason)}")
-    invalid = {p.path for p in rule_set.problems if p.severity == "error"}
-    warnings = sum(p.severity == "warning" for p in rule_set.problems)
-    errors = len(rule_set.problems) - warnings
-    bad_files = len(invalid & {path for _, path in files})
-    print(
-        f"{_count(len(files), 'rule file')}: {len(files) - bad_files} valid, {bad_files} invalid; "
-        f"{_count(errors, 'error')}, {_count(warnings, 'warning')}"
+    return build_rule_set([*parse_loaded(list(files), loaded), (None, extra)], log=False)
+
+
+def glob_problems(rule_set: RuleSet, *, disk_root: str | None = None) -> list[LintProblem]:
+    """Warnings for globs no match key can match (`_glob_checks`)."""
+    return [
+        LintProblem(dead.rule.path, "warning", dead.reason)
+        for dead in dead_globs(rule_set.rules, disk_root=disk_root)
+    ]
+
+
+# -- memory files ---------------------------------------------------------------------------
+
+
+def memory_file_problems(file: FileReport, max_chars: int) -> list[LintProblem]:
+    """What the budget and the line cap do to one layer file, as lint findings."""
+    path = file.path
+    size = f"{file.chars:,} chars"
+    if file.shown == "omitted":
+        reason = (
+            f"over the memory budget: left out of the prompt entirely ({size}, "
+            f"max_chars={max_chars:,}; set --max-chars to your agent's budget)"
+        )
+        return [LintProblem(path, "error", reason)]
+    if file.shown == "truncated":
+        reason = (
+            f"over the memory budget: the model sees only its head ({size}, "
+            f"max_chars={max_chars:,}); shorten it or raise the budget"
+        )
+        return [LintProblem(path, "error", reason)]
+    problems = []
+    if file.cut_by_lines:
+        reason = (
+            f"only the first lines are shown ({file.lines:,} lines; the line cap cuts the rest)"
+        )
+        problems.append(LintProblem(path, "warning", reason))
+    if file.status == "loaded" and file.shown == "absent":
+        reason = "holds only HTML comments or blank lines: nothing reaches the model"
+        problems.append(LintProblem(path, "warning", reason))
+    return problems
+
+
+def report_problems(report: InspectReport) -> list[LintProblem]:
+    """Every problem of a measured report: load problems, rule problems, budget verdicts."""
+    problems = [LintProblem(p.path, p.severity, p.reason) for p in report.problems]
+    for layer in report.layers:
+        for file in layer.files:
+            problems.extend(memory_file_problems(file, report.max_chars))
+    for piece in report.extras:  # nested and imported files
+        shown, _ = shown_of(piece)
+        if shown in ("omitted", "absent", "truncated"):
+            reason = (
+                f"{piece.kind} file over the memory budget: "
+                f"{'left out' if shown != 'truncated' else 'cut'} ({piece.source_chars:,} "
+                f"chars, max_chars={report.max_chars:,})"
+            )
+            problems.append(LintProblem(piece.path, "error", reason))
+    return problems
+
+
+def import_problems(extras: Any) -> list[LintProblem]:
+    """Import chains cut at the depth limit (an error) and import cycles (a warning)."""
+    from layered_memory.cli._checks import import_findings
+
+    return [
+        LintProblem(finding.path or "", finding.severity, finding.message)
+        for finding in import_findings(extras)
+    ]
+
+
+def _lint_memory_file(path: str, max_chars: int) -> list[LintProblem]:
+    from layered_memory.cli._measure import report_from
+    from layered_memory.cli._source import build_assembler, quiet_package_logs
+
+    backend = FilesystemBackend(virtual_mode=False)
+    with quiet_package_logs():
+        assembler = build_assembler(
+            backend,
+            layers=[Layer("memory", path)],
+            rule_folders=None,
+            max_chars=max_chars,
+            max_rules_chars=0,
+            discover=False,
+        )
+        snapshot = assembler.load()
+        rendered = assembler.render_report(snapshot)
+        report = report_from(assembler, snapshot, rendered, keys=(), source={})
+    return [*report_problems(report), *import_problems(snapshot.extras)]
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def lint_paths(
+    paths: Sequence[str],
+    *,
+    memory: Sequence[str] = (),
+    explain: Sequence[str] = (),
+    root: str = "/",
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> LintResult | list[str]:
+    """Lint files and folders; the result, or the PATHs that do not exist."""
+    backend = FilesystemBackend(virtual_mode=False)
+    files, memory_files, listing, missing = _collect_files(paths, memory, backend)
+    if missing:
+        return missing
+    rule_set = _rule_set(backend, files, listing)
+    result = LintResult(
+        rule_files=[path for _, path in files],
+        memory_files=memory_files,
+        problems=[LintProblem(p.path, p.severity, p.reason) for p in rule_set.problems],
+        source={"kind": "paths", "paths": list(paths), "memory": list(memory)},
     )
+    result.problems.extend(glob_problems(rule_set))
+    for path in memory_files:
+        result.problems.extend(_lint_memory_file(path, max_chars))
     if explain:
-        for decision in rule_set.explain(explain, root=root):
-            name, reason = printable(decision.name), printable(decision.reason)
-            print(f"{decision.status}: {name} ({_display(decision.path)}): {reason}")
-    return 1 if invalid else 0
+        result.decisions = list(rule_set.explain(explain, root=root))
+    return result
+
+
+def lint_config(spec: str, *, explain: Sequence[str] = ()) -> LintResult:
+    """Lint the rule folders and layer files of the middleware `--config` names, through its
+    backend and with its budgets.
+
+    Raises:
+        Whatever `_source.loaded_memory` raises for the user to fix (`LOAD_ERRORS`).
+    """
+    from layered_memory.cli._source import SourceOptions, disk_root, loaded_memory
+
+    with loaded_memory(SourceOptions(config=spec)) as loaded:
+        report = loaded.report
+        rule_set = loaded.assembler.rule_set(loaded.snapshot.rule_files)
+        layer_paths = [path for layer in loaded.assembler.layers for path in layer.paths]
+        result = LintResult(
+            rule_files=sorted(loaded.snapshot.rule_files),
+            memory_files=[p for p in layer_paths if p in loaded.snapshot.files],
+            problems=[*report_problems(report), *import_problems(loaded.snapshot.extras)],
+            source=report.source,
+        )
+        if rule_set is not None:
+            root = disk_root(loaded.backend)
+            result.problems.extend(glob_problems(rule_set, disk_root=str(root) if root else None))
+            if explain:
+                result.decisions = list(rule_set.explain(explain, root=loaded.assembler.rule_root))
+    return result
+
+
+def summary(result: LintResult) -> str:
+    """`3 rule files: 3 valid, 0 invalid; 1 memory file: 1 ok, 0 with errors; 0 errors, ...`."""
+    errors = sum(p.severity == "error" for p in result.problems)
+    warnings = len(result.problems) - errors
+    parts = []
+    if result.rule_files or not result.memory_files:
+        bad = len(result.invalid(result.rule_files))
+        total = len(result.rule_files)
+        parts.append(f"{_count(total, 'rule file')}: {total - bad} valid, {bad} invalid")
+    if result.memory_files:
+        bad = len(result.invalid(result.memory_files))
+        total = len(result.memory_files)
+        parts.append(f"{_count(total, 'memory file')}: {total - bad} ok, {bad} with errors")
+    parts.append(f"{_count(errors, 'error')}, {_count(warnings, 'warning')}")
+    return "; ".join(parts)
+
+
+def result_data(result: LintResult) -> dict[str, Any]:
+    """The JSON form (see the `lint --help` text for the keys)."""
+    errors = sum(p.severity == "error" for p in result.problems)
+    bad = {p.path for p in result.problems if p.severity == "error"}
+    return {
+        "version": 1,
+        "source": result.source,
+        "files": [
+            {"path": path, "kind": kind, "valid": path not in bad}
+            for kind, paths in (("rule", result.rule_files), ("memory", result.memory_files))
+            for path in paths
+        ],
+        "problems": [
+            {"path": p.path, "severity": p.severity, "reason": p.reason} for p in result.problems
+        ],
+        "counts": {"errors": errors, "warnings": len(result.problems) - errors},
+        "explain": [
+            {
+                "name": d.name,
+                "path": d.path,
+                "status": d.status,
+                "mode": d.mode,
+                "reason": d.reason,
+                "key": d.key,
+                "glob": d.glob,
+            }
+            for d in result.decisions
+        ],
+    }
+
+
+def print_result(result: LintResult, *, as_json: bool) -> None:
+    """Findings one per line, then the summary (or the JSON form)."""
+    if as_json:
+        print(dumps_json(result_data(result)))
+        return
+    paint = Painter(use_colour(sys.stdout))
+    for problem in sorted(result.problems, key=lambda p: p.path):
+        severity = paint(problem.severity, SEVERITY_STYLE.get(problem.severity, "bold"))
+        print(f"{_display(problem.path)}: {severity}: {printable(problem.reason)}")
+    print(summary(result))
+    for decision in result.decisions:
+        name, reason = printable(decision.name), printable(decision.reason)
+        print(f"{decision.status}: {name} ({_display(decision.path)}): {reason}")
+
+
+def run_lint(args: Any) -> int:
+    """Run the subcommand: 0 when nothing is invalid, 1 when something is, 2 on a usage error."""
+    from layered_memory.cli._source import LOAD_ERRORS
+    from layered_memory.sessions.stores._urls import scrub
+
+    if args.config is not None:
+        if args.paths or args.memory:
+            print("layered-memory lint: give PATHs or --config, not both", file=sys.stderr)
+            return EXIT_USAGE
+        failure: str | None = None
+        try:
+            result = lint_config(args.config, explain=args.explain)
+        except LOAD_ERRORS as exc:
+            failure = str(exc)
+        if failure is not None:
+            print(f"layered-memory lint: {printable(scrub(failure, None))}", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        if not args.paths and not args.memory:
+            print("layered-memory lint: give rule files, folders or --config", file=sys.stderr)
+            return EXIT_USAGE
+        found = lint_paths(
+            args.paths,
+            memory=args.memory,
+            explain=args.explain,
+            root=args.root,
+            max_chars=args.max_chars,
+        )
+        if isinstance(found, list):
+            for raw in found:
+                print(f"{printable(raw)}: error: no such file or directory", file=sys.stderr)
+            return EXIT_USAGE
+        result = found
+    print_result(result, as_json=args.json)
+    return EXIT_FINDINGS if any(p.severity == "error" for p in result.problems) else EXIT_OK

@@ -33,9 +33,11 @@ from layered_memory.cli._store import (
     open_store,
     parse_namespace,
 )
-from layered_memory.cli._text import printable, printable_url
+from layered_memory.cli._style import Painter, use_colour
+from layered_memory.cli._text import dumps_json, printable, printable_url
 from layered_memory.core._atomic import atomic_write
 from layered_memory.core.loading import MAX_FILE_BYTES
+from layered_memory.sessions.stores._urls import redact_url
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -286,6 +288,18 @@ def _summary(direction: Direction, actions: Sequence[Action], *, dry_run: bool) 
     return f"{prefix}{direction}: {', '.join(shown)}"
 
 
+_STATUS_STYLE = {
+    "added": "green",
+    "updated": "cyan",
+    "deleted": "yellow",
+    "kept": "dim",
+    "unchanged": "dim",
+    "skipped": "dim",
+    "refused": "red",
+    "failed": "red",
+}
+
+
 def run_sync(
     direction: Direction,
     *,
@@ -294,6 +308,7 @@ def run_sync(
     root: str,
     dry_run: bool = False,
     delete: bool = False,
+    as_json: bool = False,
 ) -> int:
     """Copy DIR into the store namespace (`push`) or back (`pull`); one line per file.
 
@@ -314,13 +329,35 @@ def run_sync(
     except CliStoreError as exc:
         print(f"layered-memory sync: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    failed = any(action.status in ("refused", "failed") for action in actions)
+    ordered = sorted(actions, key=lambda a: a.key)
+    if as_json:
+        counts = dict.fromkeys(_SUMMARY_ORDER, 0)
+        for action in actions:
+            counts[action.status] += 1
+        data = {
+            "version": 1,
+            "direction": direction,
+            "dry_run": dry_run,
+            "root": str(folder),
+            "store": redact_url(url),
+            "namespace": list(parts),
+            "actions": [
+                {"key": a.key, "status": a.status, "detail": a.detail or None} for a in ordered
+            ],
+            "counts": counts,
+            "ok": not failed,
+        }
+        print(dumps_json(data))
+        return EXIT_PARTIAL if failed else EXIT_OK
+    paint = Painter(use_colour(sys.stdout))
     # Keys and file names are data: escaped, so a key holding a newline or an ANSI escape
     # cannot forge a line or reach the terminal.
-    for action in sorted(actions, key=lambda a: a.key):
+    for action in ordered:
         detail = f"  ({printable(action.detail)})" if action.detail else ""
-        print(f"{action.status:<9} {printable(action.key)}{detail}")
+        status = paint(f"{action.status:<9}", _STATUS_STYLE[action.status])
+        print(f"{status} {printable(action.key)}{detail}")
     arrow = "->" if direction == "push" else "<-"
     print(f"{printable(folder)} {arrow} {printable_url(url)} {printable('/'.join(parts))}")
     print(_summary(direction, actions, dry_run=dry_run))
-    failed = any(action.status in ("refused", "failed") for action in actions)
     return EXIT_PARTIAL if failed else EXIT_OK

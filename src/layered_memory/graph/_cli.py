@@ -22,8 +22,12 @@ Show what a knowledge-graph file (the MCP memory server's memory.jsonl) holds:
 entity and relation counts, entity types, lines that are not part of the
 format; with --search, what search_nodes returns; with --message (and
 --session-key / --context), the exact block KnowledgeGraphMiddleware would
-inject for that user message. Exit status: 0, or 2 when the file cannot be
-read."""
+inject for that user message.
+
+--json prints {"version": 1, "entities", "relations", "unknown_lines",
+"entity_types": {type: count}}, plus "search": {"entities", "relations"} with
+--search and "focus": {"names", "block"} with --message / --session-key /
+--context. Exit status: 0, or 2 when the file cannot be read."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,6 +95,7 @@ def _report(graph: Any, snapshot: Any, args: argparse.Namespace) -> dict[str, An
 
     types = Counter(entity.entity_type for entity in snapshot.entities)
     report: dict[str, Any] = {
+        "version": 1,
         "entities": len(snapshot.entities),
         "relations": len(snapshot.relations),
         "unknown_lines": len(snapshot.unknown),

@@ -32,8 +32,13 @@ item has an id (p<n>, s<n>, f<n>).
 
 --forget ID hides that page, segment or fact from retrieval and prompts
 (non-destructive: --restore ID shows it again); with --purge it is deleted
-for good. Exit status: 0; 1 when the id is unknown; 2 on a usage or store
-error. Control characters in memory text are shown escaped."""
+for good. Control characters in memory text are shown escaped.
+
+--json prints {"version": 1, "namespace" (the user's hashed namespace, a
+list), "short_term": [page], "segments": [segment], "long_term": [entry]}, each
+item with all its fields (a page: "id", "query", "response", "timestamp",
+"forgotten", ...). Exit status: 0; 1 when the id is unknown; 2 on a usage or
+store error."""
 
 
 class _NoEmbeddings(Embeddings):
@@ -129,6 +134,7 @@ def _show(memory: TieredMemory, user_id: str, *, as_json: bool) -> None:
     facts = memory.long_term_entries(user_id)
     if as_json:
         data: dict[str, Any] = {
+            "version": 1,
             "namespace": list(user_namespace(memory.namespace, user_id)),
             "short_term": [asdict(page) for page in stm],
             "segments": [asdict(segment) for segment in segments],

@@ -1,0 +1,93 @@
+"""Rule globs that can never match what the middleware matches them against.
+
+What is decidable, and what is checked here: match keys are normalized before matching
+(`rules._set._key_forms`: `posixpath.normpath` for any key with a `/`, Unicode NFC, an
+absolute key also tried relative to the root), so
+
+- a glob with a `.` segment between slashes (`./src/**`, `src/./*.py`) needs a key that
+  normalization never produces: dead, whatever the agent does;
+- with a virtual-path backend (`FilesystemBackend(virtual_mode=True)`), the agent's tools name
+  files from the backend's root (`/src/app.py`), so a glob spelling out the root's own folder on
+  disk (`/home/me/project/src/**`) matches only paths no file of the project has.
+
+Everything else is a question about data (which files exist, which context strings a run
+carries), answered by `doctor` against the files on disk, as a warning rather than a verdict.
+Empty and `..` globs are already invalid (the parser rejects them).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from layered_memory.errors import GlobError
+from layered_memory.rules._parse import cached_compile_glob
+from layered_memory.rules._types import Rule
+
+_SLASHES = re.compile(r"/{2,}")
+
+
+@dataclass(frozen=True, slots=True)
+class DeadGlob:
+    """A glob of a rule that no match key can match.
+
+    Attributes:
+        rule: The rule.
+        glob: The glob as written.
+        reason: Why, with the fix.
+        all_dead: Every glob of the rule is dead: the rule can never apply.
+    """
+
+    rule: Rule
+    glob: str
+    reason: str
+    all_dead: bool
+
+
+def _has_dot_segment(pattern: str) -> bool:
+    segments = _SLASHES.sub("/", pattern).split("/")
+    return len(segments) > 1 and "." in segments
+
+
+def dead_glob_reason(glob: str, *, disk_root: str | None = None) -> str | None:
+    """Why `glob` can never match a match key, or None when it can (or is invalid anyway).
+
+    Args:
+        glob: The glob as written in the rule file.
+        disk_root: The disk folder of a virtual-path backend, if the rule is used with one.
+    """
+    try:
+        parts = cached_compile_glob(glob)
+    except GlobError:
+        return None  # reported as invalid by the parser
+    if parts and all(_has_dot_segment(part.pattern) for part in parts):
+        fixed = posixpath.normpath(glob) + ("/" if glob.endswith("/") else "")
+        return (
+            f"glob {glob!r} can never match: match keys are normalized paths, which have no "
+            f"'.' segment; write {fixed!r}"
+        )
+    root = (disk_root or "").rstrip("/")
+    if root and (glob == root or glob.startswith(root + "/")):
+        inside = glob[len(root) :] or "/"
+        return (
+            f"glob {glob!r} names the backend's folder on disk ({root}), but the agent names "
+            f"files from the backend's root (/src/app.py): write {inside!r}"
+        )
+    return None
+
+
+def dead_globs(rules: Iterable[Rule], *, disk_root: str | None = None) -> list[DeadGlob]:
+    """Every dead glob of the `paths` rules, in rule order."""
+    found: list[DeadGlob] = []
+    for rule in rules:
+        if rule.mode != "paths":
+            continue
+        reasons = [(glob, dead_glob_reason(glob, disk_root=disk_root)) for glob in rule.paths]
+        dead = [(glob, reason) for glob, reason in reasons if reason is not None]
+        found.extend(
+            DeadGlob(rule, glob, reason, all_dead=len(dead) == len(rule.paths))
+            for glob, reason in dead
+        )
+    return found

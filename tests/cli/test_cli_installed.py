@@ -1,0 +1,233 @@
+"""Every subcommand run as a user runs it: the installed console script, in an empty folder
+with no repository files around (`installed_cli` in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from cli_config_helpers import write, write_project
+from cli_installed_helpers import InstalledCli
+
+from cli_store_helpers import schema_url
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_package_comes_from_the_wheel(installed_cli: InstalledCli, bare_folder: Path) -> None:
+    found = subprocess.run(
+        [str(installed_cli.python), "-c", "import layered_memory; print(layered_memory.__file__)"],
+        cwd=bare_folder,
+        env=installed_cli.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.strip()
+    assert Path(found).is_relative_to(installed_cli.venv)
+    assert not Path(found).is_relative_to(ROOT)
+    result = installed_cli.run(["--help"], cwd=bare_folder)
+    assert result.returncode == 0
+    for name in ("demo", "doctor", "inspect", "lint", "sync", "graph", "tiers"):
+        assert name in result.stdout
+
+
+def test_demo_runs_anywhere(installed_cli: InstalledCli, bare_folder: Path) -> None:
+    result = installed_cli.run(["demo"], cwd=bare_folder)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("Memory files in ")
+    assert lines[0].endswith(":  AGENTS.md (read-only layer), MEMORY.md (writable layer)")
+    assert lines[1:] == [
+        "",
+        "[invocation 1] user: Remember that I prefer short answers. How do I run the tests?",
+        "  agent called edit_file on /MEMORY.md",
+        "  agent: Run `make test`. Noted: you like short answers.",
+        "  model call 1: MEMORY.md edit in its system prompt: no",
+        "  model call 2: MEMORY.md edit in its system prompt: yes",
+        "  MEMORY.md on disk now: '# Memory\\n- The user prefers short answers.\\n'",
+        "",
+        "[between invocations] AGENTS.md edited on disk: test command is now `make check`",
+        "[invocation 2, same thread] user: Which command runs the tests now?",
+        "  model's system prompt has the new AGENTS.md: yes",
+        "  agent: Run `make check`.",
+        "",
+        "Injected memory block: 1503 chars (budget 48000)",
+    ]
+    assert list(bare_folder.iterdir()) == []  # a temporary folder, removed afterwards
+
+
+def test_inspect_and_doctor_with_a_config_module(
+    installed_cli: InstalledCli, bare_folder: Path
+) -> None:
+    name = write_project(bare_folder, module="agent_setup")
+    result = installed_cli.run(
+        [
+            "inspect",
+            "--config",
+            f"{name}:agent",
+            "--message",
+            "Bill ACME",
+            "--path",
+            "/src/app.py",
+            "--thread",
+            "t1",
+            "--json",
+        ],
+        cwd=bare_folder,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "configuring the agent\n"
+    data = json.loads(result.stdout)
+    assert data["keys"] == ["/src/app.py", "acme_corp"]
+    assert "Acme is billed in EUR." in data["block"]
+    assert "Use ruff and mypy --strict." in data["block"]
+    result = installed_cli.run(["doctor", "--config", f"{name}:agent"], cwd=bare_folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == "doctor: no problems found"
+
+
+def test_doctor_and_lint_find_the_problems(installed_cli: InstalledCli, bare_folder: Path) -> None:
+    write(
+        bare_folder,
+        {
+            "AGENTS.md": "# Project\n",
+            ".claude/rules/dot.md": "---\npaths: ['./src/**']\n---\nNever applies.",
+            ".claude/rules/bad.md": "---\npaths: 3\n---\nx",
+        },
+    )
+    result = installed_cli.run(["doctor", "--json"], cwd=bare_folder)
+    assert result.returncode == 1
+    findings = {(f["check"], f["path"]) for f in json.loads(result.stdout)["findings"]}
+    assert findings == {
+        ("rule-never-applies", "/.claude/rules/dot.md"),
+        ("rule-invalid", "/.claude/rules/bad.md"),
+    }
+    result = installed_cli.run(["lint", "AGENTS.md", ".claude/rules"], cwd=bare_folder)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == (
+        "2 rule files: 1 valid, 1 invalid; 1 memory file: 1 ok, 0 with errors; 1 error, 1 warning"
+    )
+
+
+def test_graph(installed_cli: InstalledCli, bare_folder: Path) -> None:
+    lines = [
+        {"type": "entity", "name": "Acme", "entityType": "company", "observations": ["EUR"]},
+        {"type": "entity", "name": "Jane", "entityType": "person", "observations": []},
+        {"type": "relation", "from": "Jane", "to": "Acme", "relationType": "works_at"},
+    ]
+    write(bare_folder, {"memory.jsonl": "\n".join(json.dumps(line) for line in lines)})
+    result = installed_cli.run(
+        ["graph", "memory.jsonl", "--message", "How is Jane?", "--json"], cwd=bare_folder
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["entities"], data["relations"]) == (2, 1)
+    assert "Jane" in data["focus"]["names"]
+
+
+@pytest.mark.postgres
+def test_sync_inspect_and_tiers_against_a_store(
+    installed_cli: InstalledCli, bare_folder: Path, postgres_url: str
+) -> None:
+    write(bare_folder, {"memory/AGENTS.md": "# Deployed memory\n", "memory/.env": "SECRET=1"})
+    with schema_url(postgres_url) as url:
+        store = ["--store", url, "--namespace", "org/acme"]
+        result = installed_cli.run(
+            ["sync", "push", *store, "--root", "memory", "--json"], cwd=bare_folder
+        )
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert [(a["key"], a["status"]) for a in data["actions"]] == [("/AGENTS.md", "added")]
+        assert data["counts"]["added"] == 1
+        result = installed_cli.run(["inspect", *store, "--json"], cwd=bare_folder)
+        assert result.returncode == 0, result.stderr
+        assert "# Deployed memory" in json.loads(result.stdout)["block"]
+        result = installed_cli.run(
+            ["tiers", "--user", "ada", "--store", url, "--json"], cwd=bare_folder
+        )
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["short_term"] == []
+
+
+def test_the_pre_commit_hook(
+    installed_cli: InstalledCli, bare_folder: Path, tmp_path: Path
+) -> None:
+    """pre-commit runs the hook of `.pre-commit-hooks.yaml` on the files of a commit.
+
+    The manifest is validated by pre-commit itself; the hook then runs from a local repository
+    with the manifest's own `entry`, `files` and `types`, against the installed console script
+    (language `unsupported`: pre-commit's `python` language would pip-install this repository
+    and its dependencies into an environment of its own, which needs the network).
+    """
+    from pre_commit.clientlib import load_manifest
+
+    (hook,) = load_manifest(str(ROOT / ".pre-commit-hooks.yaml"))
+    assert hook["id"] == "layered-memory-lint"
+    assert hook["language"] == "python"
+    git = shutil.which("git")
+    if git is None:  # pragma: no cover - git is on every developer machine and in CI
+        pytest.skip("git is not installed")
+    local = {
+        "repos": [
+            {
+                "repo": "local",
+                "hooks": [
+                    {
+                        "id": hook["id"],
+                        "name": hook["name"],
+                        "entry": hook["entry"],
+                        "language": "unsupported",
+                        "files": hook["files"],
+                        "types": hook["types"],
+                    }
+                ],
+            }
+        ]
+    }
+    write(
+        bare_folder,
+        {
+            ".pre-commit-config.yaml": yaml.safe_dump(local),
+            "AGENTS.md": "# Project\n",
+            "docs/MEMORY.md": "# Memory\n",
+            ".cursor/rules/style.mdc": "---\nglobs: '*.ts'\n---\nStrict.",
+            "README.md": "---\npaths: 3\n---\nnot a rule: never linted",
+            "src/app.py": "x = 1\n",
+        },
+    )
+    env = installed_cli.env({"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")})
+
+    def git_run(*args: str) -> None:
+        subprocess.run(
+            [git, *args], cwd=bare_folder, env=env, check=True, capture_output=True, timeout=60
+        )
+
+    git_run("init", "-q")
+    git_run("add", ".")
+
+    def pre_commit() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pre_commit", "run", "--all-files"],
+            cwd=bare_folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    result = pre_commit()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Passed" in result.stdout
+    write(bare_folder, {".claude/rules/broken.md": "---\npaths: 'src/[abc'\n---\nx"})
+    git_run("add", ".")
+    result = pre_commit()
+    assert result.returncode == 1
+    assert ".claude/rules/broken.md: error: invalid glob 'src/[abc' in paths" in result.stdout
+    assert "README.md" not in result.stdout

@@ -1,0 +1,131 @@
+"""`layered-memory lint` on memory files, with `--config`, and as JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from cli_config_helpers import write, write_project
+
+from layered_memory.cli import main
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return tmp_path
+
+
+def lint(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    status = main(["lint", *args])
+    return status, capsys.readouterr().out.splitlines()
+
+
+def test_memory_files_are_checked_against_the_budget_and_line_cap(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        folder,
+        {
+            "AGENTS.md": "# Project\n- Run `make test`.\n",
+            "big/AGENTS.md": "# Big\n" + "word " * 2000,
+            "notes/MEMORY.md": "".join(f"- note {n}\n" for n in range(230)),
+            "docs/CLAUDE.md": "<!-- nothing for the model yet -->\n",
+            "latin/AGENTS.md": "caf\xe9".encode("latin-1"),
+            "team-notes.md": "# Team\n",
+        },
+    )
+    status, lines = lint(
+        capsys,
+        "AGENTS.md",
+        "big/AGENTS.md",
+        "notes/MEMORY.md",
+        "docs/CLAUDE.md",
+        "latin/AGENTS.md",
+        "--memory",
+        "team-notes.md",
+        "--max-chars",
+        "6000",
+    )
+    assert status == 1
+    assert lines[0].startswith("big/AGENTS.md: error: over the memory budget: the model sees")
+    assert "(10,006 chars, max_chars=6,000)" in lines[0]
+    assert lines[1] == (
+        "docs/CLAUDE.md: warning: holds only HTML comments or blank lines: nothing reaches the "
+        "model"
+    )
+    assert lines[2].startswith("latin/AGENTS.md: error: ")
+    assert "UTF-8" in lines[2]
+    assert lines[3] == (
+        "notes/MEMORY.md: warning: only the first lines are shown (230 lines; the line cap "
+        "cuts the rest)"
+    )
+    assert lines[-1] == "6 memory files: 4 ok, 2 with errors; 2 errors, 2 warnings"
+
+
+def test_the_default_budget_is_the_middlewares(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(folder, {"AGENTS.md": "word " * 9000 + "\n", "big/AGENTS.md": "word " * 10_000})
+    assert lint(capsys, "AGENTS.md") == (
+        0,
+        ["1 memory file: 1 ok, 0 with errors; 0 errors, 0 warnings"],
+    )
+    status, lines = lint(capsys, "big/AGENTS.md")
+    assert status == 1
+    assert "over the memory budget" in lines[0]
+    assert "max_chars=48,000" in lines[0]
+
+
+def test_rules_and_memory_together_as_json(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        folder,
+        {
+            "AGENTS.md": "# Project\n",
+            ".claude/rules/python.md": "---\npaths: ['./src/**']\n---\nRuff.",
+            ".claude/rules/broken.md": "---\npaths: 3\n---\nx",
+            ".claude/rules/AGENTS.md": "---\nowner: x\n---\nA rule file named like memory.",
+        },
+    )
+    status = main(["lint", "AGENTS.md", ".claude/rules", "--json", "--explain", "src/app.py"])
+    data = json.loads(capsys.readouterr().out)
+    assert status == 1
+    assert data["version"] == 1
+    kinds = {Path(f["path"]).relative_to(folder.resolve()).as_posix(): f for f in data["files"]}
+    assert {name: (f["kind"], f["valid"]) for name, f in kinds.items()} == {
+        "AGENTS.md": ("memory", True),
+        ".claude/rules/python.md": ("rule", True),
+        ".claude/rules/broken.md": ("rule", False),
+        ".claude/rules/AGENTS.md": ("rule", True),  # inside a rule folder: a rule
+    }
+    reasons = {(Path(p["path"]).name, p["severity"], p["reason"]) for p in data["problems"]}
+    assert (
+        "python.md",
+        "warning",
+        "glob './src/**' can never match: match keys are normalized paths, which have no '.' "
+        "segment; write 'src/**'",
+    ) in reasons
+    assert data["counts"] == {"errors": 1, "warnings": 2}
+    assert {d["name"]: d["status"] for d in data["explain"]}["python"] == "skipped"
+
+
+def test_lint_config_checks_the_middlewares_own_folders(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = write_project(folder)
+    write(folder, {".claude/rules/bad.md": "---\nalwaysApply: maybe\n---\nx"})
+    status, lines = lint(capsys, "--config", f"{name}:agent")
+    assert status == 1
+    assert lines[0].startswith("/.claude/rules/bad.md: error: ")
+    assert lines[-1] == (
+        "3 rule files: 2 valid, 1 invalid; 2 memory files: 2 ok, 0 with errors; 1 error, 0 warnings"
+    )
+    assert main(["lint", "--config", f"{name}:agent", "AGENTS.md"]) == 2
+    assert "give PATHs or --config, not both" in capsys.readouterr().err
+    assert main(["lint"]) == 2
+    assert "give rule files, folders or --config" in capsys.readouterr().err
