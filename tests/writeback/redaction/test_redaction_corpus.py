@@ -85,12 +85,20 @@ def test_the_corpus_is_big_enough_and_covers_every_kind_it_names() -> None:
     assert {entry["kind"] for entry in SECRETS.values()} <= set(REDACTION_KINDS)
 
 
-@pytest.mark.parametrize("how", ["plain", "percent_all", "percent_reserved", "zero_width", "split"])
-@pytest.mark.parametrize("case", sorted(SECRETS))
+_DISGUISES = ["plain", "percent_all", "percent_reserved", "zero_width", "split"]
+
+
+@pytest.mark.parametrize(
+    ("case", "how"),
+    [
+        (case, how)
+        for case in sorted(SECRETS)
+        for how in _DISGUISES
+        if how != SECRETS[case].get("transform")  # a case written disguised is not re-disguised
+    ],
+)
 def test_no_secret_survives_in_any_disguise(case: str, how: str) -> None:
     entry = SECRETS[case]
-    if how == entry.get("transform"):
-        pytest.skip("disguised that way already")
     output, kinds = redact(_text(entry, how))
     leaked = _leaks(entry["secret"], output)
     assert leaked is None, f"{case} ({how}): {leaked!r} survived in {output!r}"
@@ -99,14 +107,18 @@ def test_no_secret_survives_in_any_disguise(case: str, how: str) -> None:
         assert entry["kind"] in kinds, (case, kinds)
 
 
-@pytest.mark.parametrize("case", sorted(SECRETS))
+def _context_is_clean(case: str) -> bool:
+    before, _, after = SECRETS[case]["text"].partition(CORPUS["placeholder"])
+    return not (redact(before)[1] or redact(after)[1])
+
+
+@pytest.mark.parametrize("case", [case for case in sorted(SECRETS) if _context_is_clean(case)])
 def test_only_the_secret_is_replaced(case: str) -> None:
     """Outside the secret, the text is kept byte for byte (or the secret's own frame, for
-    secrets whose detector cuts a little more: a key block's BEGIN/END lines, a prefix)."""
+    secrets whose detector cuts a little more: a key block's BEGIN/END lines, a prefix).
+    Cases whose context holds secrets of its own are left out at collection."""
     entry = SECRETS[case]
     before, _, after = entry["text"].partition(CORPUS["placeholder"])
-    if redact(before)[1] or redact(after)[1]:
-        pytest.skip("the context holds secrets of its own")
     output, _ = redact(entry["text"].replace(CORPUS["placeholder"], entry["secret"]))
     marker = output.find("[REDACTED:")
     last = output.rfind("]")
