@@ -178,6 +178,51 @@ def test_a_symlinked_folder_is_always_listed(rules_root: Path) -> None:
     assert backend.globs == 2
 
 
+def test_a_folder_swapped_for_a_link_after_a_cached_listing_is_listed(rules_root: Path) -> None:
+    backend = GlobCountingBackend(rules_root)
+    assembler = MemoryAssembler(
+        backend=backend, layers=[Layer("p", "/AGENTS.md")], rules=["/rules"]
+    )
+    assert set(assembler.load().rule_files) == {"/rules/a.md", "/rules/nested/b.md"}
+    assembler.load()
+    assert backend.globs == 1  # the listing is cached: only its folders were stat'ed again
+    elsewhere = rules_root / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "c.md").write_text("RULE_C")
+    (rules_root / "rules" / "nested" / "b.md").unlink()
+    (rules_root / "rules" / "nested").rmdir()
+    (rules_root / "rules" / "nested").symlink_to(elsewhere)
+    age_tree(rules_root / "rules")
+    fresh = MemoryAssembler(backend=backend, layers=[Layer("p", "/AGENTS.md")], rules=["/rules"])
+    assert assembler.load().rule_files == fresh.load().rule_files  # as listed from scratch
+    assert "/rules/nested/b.md" not in assembler.load().rule_files
+    assert backend.globs == 4  # listed again each time: never cached while a link is in it
+
+
+def test_a_folder_added_deep_in_a_cached_listing_is_listed(rules_root: Path) -> None:
+    backend = GlobCountingBackend(rules_root)
+    assembler = MemoryAssembler(
+        backend=backend, layers=[Layer("p", "/AGENTS.md")], rules=["/rules"]
+    )
+    assembler.load()
+    (rules_root / "rules" / "nested" / "deeper").mkdir()
+    (rules_root / "rules" / "nested" / "deeper" / "d.md").write_text("RULE_D")
+    age_tree(rules_root / "rules")
+    assert "/rules/nested/deeper/d.md" in assembler.load().rule_files
+
+
+def test_a_rule_folder_created_after_a_cached_listing_is_listed(root: Path) -> None:
+    backend = GlobCountingBackend(root)
+    assembler = MemoryAssembler(
+        backend=backend, layers=[Layer("p", "/AGENTS.md")], rules=["/rules"]
+    )
+    assert not assembler.load().rule_files
+    (root / "rules").mkdir()
+    (root / "rules" / "a.md").write_text("RULE_A")
+    age_tree(root / "rules")
+    assert set(assembler.load().rule_files) == {"/rules/a.md"}
+
+
 def test_unchanged_load_reuses_the_digest_and_a_change_gives_a_new_one(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -161,6 +161,69 @@ def test_html_comments_are_stripped_and_digest_tracks_changes() -> None:
     assert digest_texts({"a": "1"}, None) != digest_texts({"a": "1"}, "s")
 
 
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        # A file whose text holds the separators of a plain concatenation, against two files.
+        (({"/a": "x\x02/b\x03y"},), ({"/a": "x", "/b": "y"},)),
+        (({"/a": "x"}, "y"), ({"/a": "xy"}, None)),
+        (("ab", "c"), ("a", "bc")),
+        ((None,), ("",)),
+        (({"/a": "1"}, {}), ({}, {"/a": "1"})),
+    ],
+)
+def test_different_contents_never_share_a_digest(
+    before: tuple[Any, ...], after: tuple[Any, ...]
+) -> None:
+    assert digest_texts(*before) != digest_texts(*after)
+
+
+def test_a_memory_file_shaped_like_two_files_is_rendered_afresh(tmp_path: Path) -> None:
+    from layered_memory import Layer, MemoryAssembler
+
+    assembler = MemoryAssembler(
+        backend=FilesystemBackend(root_dir=tmp_path, virtual_mode=True),
+        layers=[Layer("a", "/a.md"), Layer("b", "/b.md")],
+    )
+    first = assembler.render_parts({"/a.md": "x\x02/b.md\x03y"}, {}, None, ())
+    second = assembler.render_parts({"/a.md": "x", "/b.md": "y"}, {}, None, ())
+    assert "/b.md" in second
+    assert second != first
+
+
+def test_path_plans_are_remembered_per_backend_root(tmp_path: Path) -> None:
+    from layered_memory.core.loading import plan_paths
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    paths = ["/AGENTS.md", "/../escape.md"]
+    for root in (one, two, one):
+        plan, problems = plan_paths(paths, FilesystemBackend(root_dir=root, virtual_mode=True))
+        assert plan == {"/AGENTS.md": "/AGENTS.md"}
+        assert [problem.path for problem in problems] == ["/../escape.md"]
+        assert str(root) in problems[0].reason
+        plan["/changed"] = "/changed"  # the caller's copy: the remembered plan stays as it was
+
+
+def test_a_home_path_is_planned_against_the_home_of_the_moment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from layered_memory.core.loading import plan_paths
+
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    planned = []
+    for home in ("home-one", "home-two"):
+        monkeypatch.setenv("HOME", str(tmp_path / home))
+        plan, problems = plan_paths(["~/AGENTS.md"], backend)
+        assert not problems
+        planned.append(plan)
+    assert planned == [
+        {"~/AGENTS.md": "/home-one/AGENTS.md"},
+        {"~/AGENTS.md": "/home-two/AGENTS.md"},
+    ]
+
+
 def test_symlink_out_of_a_virtual_root_is_refused_per_file(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()

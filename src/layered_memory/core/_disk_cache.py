@@ -37,6 +37,11 @@ _MISSING = "missing"
 
 Signature = tuple[int, int, int, int, int]
 
+_MAX_REMEMBERED_PATHS = 16_384
+
+_FILE_TYPE_BITS = 0o170000
+"""`stat.S_IFMT`'s mask, applied inline where a call per file shows in the benchmarks."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
@@ -51,6 +56,7 @@ class DiskReadCache:
         self._root = str(backend.cwd)
         self._virtual = backend.virtual_mode
         self._entries: dict[str, _Entry] = {}
+        self._disk_paths: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def reusable(
@@ -66,10 +72,35 @@ class DiskReadCache:
         texts: dict[str, str] = {}
         missing: set[str] = set()
         to_read: dict[str, Signature | str | None] = {}
-        with self._lock:
-            entries = {path: self._entries.get(backend_path) for path, backend_path in plan.items()}
-        for path, entry in entries.items():
-            signature = _signature(self._real(plan[path]))
+        # Read without the lock: `remember` replaces whole immutable entries, and one dict
+        # lookup is atomic, so each entry read is one that was stored.
+        entries = self._entries
+        disk_paths = self._disk_paths
+        for path, backend_path in plan.items():
+            # This loop runs for every memory and rule file at every load: no call per file
+            # but the one system call (the disk path is remembered, the stat inlined).
+            try:
+                entry: _Entry | None = entries[backend_path]
+            except KeyError:
+                entry = None
+            if backend_path in disk_paths:
+                real = disk_paths[backend_path]
+            else:
+                if len(disk_paths) >= _MAX_REMEMBERED_PATHS:  # nested lookups grow it
+                    disk_paths.clear()
+                real = disk_paths[backend_path] = self._real(backend_path)
+            try:
+                info = os.lstat(real)
+            except FileNotFoundError:
+                signature: Signature | str | None = _MISSING
+            except (OSError, ValueError):
+                signature = None
+            else:
+                signature = (
+                    (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev)
+                    if info.st_mode & _FILE_TYPE_BITS == stat.S_IFREG
+                    else None
+                )
             if entry is None or signature is None or entry.signature != signature:
                 to_read[path] = signature
             elif entry.text is None:
@@ -200,7 +231,23 @@ class ListingCache:
         self._entry: tuple[DirSignatures, Any] | None = None
 
     def signatures(self) -> DirSignatures | None:
-        """Every directory under the rule folders, with its signature (None: uncacheable)."""
+        """Every directory under the rule folders, with its signature (None: uncacheable).
+
+        While a listing is remembered, its directories are stat'ed again instead of walked: a
+        directory created, removed or swapped for a link below one of them changes that
+        one's signature, so equal signatures mean the same set of directories (one system
+        call per directory instead of one per entry).
+        """
+        with self._lock:
+            entry = self._entry
+        if entry is not None:
+            known = entry[0]
+            again = {path: _dir_signature_or_missing(path, old) for path, old in known.items()}
+            if again == known:
+                return known
+        return self._walk()
+
+    def _walk(self) -> DirSignatures | None:
         found: DirSignatures = {}
         for top in self._tops:
             if not os.path.lexists(top):
@@ -232,6 +279,12 @@ class ListingCache:
         )
         with self._lock:
             self._entry = (taken, listing) if trusted and taken is not None else None
+
+
+def _dir_signature_or_missing(path: str, before: Signature | str) -> Signature | str | None:
+    if before == _MISSING:
+        return _MISSING if not os.path.lexists(path) else None
+    return _dir_signature(path)
 
 
 def _dir_signature(path: str) -> Signature | None:

@@ -268,7 +268,7 @@ class MemoryAssembler:
 
     def _plan(self, rule_paths: Sequence[tuple[int, str]], touched: Sequence[str]) -> Plan:
         return discovery.plan(
-            [*self.layer_paths, *(path for _, path in rule_paths)],
+            [*self.layer_paths, *[path for _, path in rule_paths]],
             {
                 path: ("writable" if layer.writable else "read-only")
                 for layer in self.layers
@@ -701,7 +701,13 @@ def rule_folder_problems(folders: Sequence[str], responses: Sequence[Any]) -> li
 
 
 def _same_objects(new: Mapping[str, str], old: Mapping[str, str]) -> bool:
-    return len(new) == len(old) and all(old.get(path) is text for path, text in new.items())
+    # A plain loop: runs for every file at every load (a generator costs a call per file).
+    if len(new) != len(old):
+        return False
+    for path, text in new.items():  # noqa: SIM110 (see above)
+        if path not in old or old[path] is not text:
+            return False
+    return True
 
 
 def clear_process_caches() -> None:

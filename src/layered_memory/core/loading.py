@@ -10,11 +10,13 @@ forever (`download_files_safely` gives the same guarantee to callers that want r
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FileDownloadResponse
 
 from layered_memory.core._disk_cache import DiskReadCache, non_regular_files, now_ns
@@ -89,18 +91,18 @@ def strip_html_comments(text: str) -> str:
 
 
 def digest_texts(*parts: Mapping[str, str] | str | None) -> str:
-    """A short stable digest of mappings and strings, used to tell "changed" from "same"."""
-    hasher = hashlib.blake2b(digest_size=16)
-    for part in parts:
-        if part is None:
-            hasher.update(b"\x00none")
-        elif isinstance(part, str):
-            hasher.update(b"\x01" + part.encode("utf-8", "surrogatepass"))
-        else:
-            for key in sorted(part):
-                hasher.update(b"\x02" + key.encode("utf-8", "surrogatepass"))
-                hasher.update(b"\x03" + part[key].encode("utf-8", "surrogatepass"))
-    return hasher.hexdigest()
+    """A short stable digest of mappings and strings, used to tell "changed" from "same".
+
+    The parts are hashed as one JSON document: unambiguous (a plain concatenation hashed
+    `{"/a": "x\\x02/b\\x03y"}` and `{"/a": "x", "/b": "y"}` alike, and a stale render was
+    served) and written by the C encoder, not a Python call per file (this runs for every
+    file at every change).
+    """
+    document = json.dumps(
+        [part if part is None or isinstance(part, str) else sorted(part.items()) for part in parts],
+        ensure_ascii=False,
+    )
+    return hashlib.blake2b(document.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def decode_content(content: bytes) -> tuple[str | None, str | None]:
@@ -123,6 +125,29 @@ def plan_paths(paths: Iterable[str], backend: Any) -> tuple[dict[str, str], list
     Returns:
         `(plan, problems)` where `plan` maps requested path -> path to download (in order).
     """
+    if isinstance(backend, FilesystemBackend) and not backend.virtual_mode:
+        return _plan_paths(paths, backend)  # real paths: symlinks are resolved on disk
+    # Every load asks for the same few hundred paths; for virtual paths the answer depends on
+    # the strings alone (and, in a refusal, the root's name), so it is worked out once.
+    requested = tuple(paths)
+    key = (requested, str(backend.cwd) if isinstance(backend, FilesystemBackend) else "")
+    remembered = _lexical_plans.get(key)
+    if remembered is None:
+        plan, problems = _plan_paths(requested, backend)
+        if any(path.startswith("~") for path in requested):
+            return plan, problems  # `~` depends on the home folder of the moment
+        if len(_lexical_plans) >= _MAX_LEXICAL_PLANS:
+            _lexical_plans.clear()
+        remembered = _lexical_plans[key] = (plan, tuple(problems))
+    return dict(remembered[0]), list(remembered[1])
+
+
+_MAX_LEXICAL_PLANS = 256
+_LexicalPlan = tuple[dict[str, str], tuple[SourceProblem, ...]]
+_lexical_plans: dict[tuple[tuple[str, ...], str], _LexicalPlan] = {}
+
+
+def _plan_paths(paths: Iterable[str], backend: Any) -> tuple[dict[str, str], list[SourceProblem]]:
     plan: dict[str, str] = {}
     problems: list[SourceProblem] = []
     for path in paths:

@@ -75,6 +75,7 @@ class RuleSet:
         "_globs",
         "_index",
         "_memo",
+        "_modes",
         "_rule_globs",
         "_warned_long_key",
         "invalid",
@@ -95,6 +96,8 @@ class RuleSet:
         self.problems: tuple[RuleProblem, ...] = tuple(problems)
         self.replaced: tuple[tuple[Rule, Rule], ...] = tuple(replaced)
         self.invalid: tuple[tuple[str, str], ...] = tuple(invalid)
+        # `Rule.mode` is a property: worked out once here, not per rule at every match.
+        self._modes: tuple[str, ...] = tuple([rule.mode for rule in self.rules])
         # Each distinct glob string once, however many rules share it.
         glob_ids: dict[str, int] = {}
         self._rule_globs: tuple[tuple[int, ...], ...] = tuple(
@@ -200,14 +203,15 @@ class RuleSet:
         applied: list[Rule] = []
         requested: list[Rule] = []
         hits: list[RuleHit] = []
+        modes = self._modes
         for rule_pos, rule in enumerate(self.rules):
-            mode = rule.mode
+            mode = modes[rule_pos]
             if mode == "always":
                 applied.append(rule)
             elif mode == "requested":
                 requested.append(rule)
             elif mode == "paths":
-                hit = self._hit(rule_pos, first)
+                hit = self._hit(rule_pos, first) if first else None
                 if hit is not None:
                     applied.append(rule)
                     hits.append(RuleHit(rule.name, ordered[hit[0]], self._globs[hit[1]]))
