@@ -256,6 +256,26 @@ BROKEN_MODULES = {
         "def factory():\n"
         "    raise KeyError('DATABASE_URL')\n"
     ),
+    # A lazy container and a module `__getattr__`, as settings objects of web frameworks do.
+    "lazy": (
+        "import functools, os, sys\n"
+        "class Container:\n"
+        "    @functools.cached_property\n"
+        "    def agent(self):\n"
+        "        return os.environ['LM_TEST_UNSET_API_KEY']\n"
+        "container = Container()\n"
+        "def __getattr__(name):\n"
+        "    raise RuntimeError('cannot reach postgresql://app:s3cretpw@db/prod')\n"
+    ),
+    "proxy": (
+        "class Settings:\n"
+        "    def __getattr__(self, name):\n"
+        "        raise RuntimeError('settings are not configured')\n"
+        "settings = Settings()\n"
+    ),
+    "exits": (
+        "import sys\ndef quietly():\n    sys.exit(0)\ndef loudly():\n    sys.exit('no config')\n"
+    ),
 }
 
 
@@ -272,6 +292,12 @@ BROKEN_MODULES = {
         ("builtin", "agent", ["holds deepagents' own MemoryMiddleware", "pass memory=[]"]),
         ("two", "both", ["holds 2 MemoryMiddleware instances (item 0 of the list, item 1"]),
         ("two", "factory", ["calling {name}:factory() raised KeyError: 'DATABASE_URL'"]),
+        ("lazy", "container.agent", ["reading {name}:container.agent raised KeyError"]),
+        ("lazy", "lazy_agent", ["reading {name}:lazy_agent raised RuntimeError", "app:***@db"]),
+        ("proxy", "memroy", ["module '{name}' has no attribute 'memroy'"]),
+        ("proxy", "settings.memory", ["reading {name}:settings.memory raised RuntimeError"]),
+        ("exits", "quietly", ["calling {name}:quietly() called sys.exit(0)"]),
+        ("exits", "loudly", ["calling {name}:loudly() called sys.exit('no config')"]),
     ],
 )
 def test_errors_name_the_module_the_attribute_and_what_was_found(
@@ -349,3 +375,78 @@ def test_flat_sources_layout_is_measured(
     ]
     assert all(f["block_chars"] > f["chars"] for f in files)
     assert data["block"].count("/AGENTS.md\n\n# Billing service") == 1
+
+
+STDOUT_WRITERS = """
+import functools, os, subprocess, sys
+from deepagents.backends import FilesystemBackend
+from layered_memory import Layer, MemoryMiddleware
+
+os.write(1, b"written to descriptor 1 while imported\\n")
+subprocess.run([sys.executable, "-c", "print('a command the module ran')"], check=True)
+
+
+def backend_for(runtime):
+    print("creating the backend")
+    return FilesystemBackend(root_dir=".", virtual_mode=True)
+
+
+def keys(state, runtime):
+    print("computing match keys")
+    os.write(1, b"keys on descriptor 1\\n")
+    return ["acme_corp"]
+
+
+class Container:
+    @functools.cached_property
+    def memory(self):
+        print("building the middleware")
+        return MemoryMiddleware(
+            backend=backend_for, layers=[Layer("p", "/AGENTS.md")], match_keys=(keys,)
+        )
+
+
+container = Container()
+"""
+
+
+@pytest.mark.parametrize("command", ["inspect", "doctor", "lint"])
+def test_whatever_the_users_code_prints_stays_off_stdout(
+    project: tuple[Path, str], capfd: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Prints of a property, a backend factory and a match_keys callable, a command the module
+    runs and bytes written to descriptor 1 itself all land on stderr: `--json` stays JSON."""
+    root, _name = project
+    name = module(root, STDOUT_WRITERS)
+    status = main([command, "--config", f"{name}:container.memory", "--json"])
+    out, err = capfd.readouterr()
+    assert status in (0, 1), err
+    data = json.loads(out)
+    assert data["version"] == 1
+    for printed in ("descriptor 1 while imported", "a command the module ran", "building the"):
+        assert printed in err
+    if command != "lint":  # lint reads the rule folders, not the memory
+        assert "creating the backend" in err
+        assert "computing match keys" in err
+
+
+def test_a_backend_factory_error_names_the_config(
+    project: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, _name = project
+    name = module(
+        root,
+        """
+        import sys
+        from layered_memory import Layer, MemoryMiddleware
+
+        def backend_for(runtime):
+            sys.exit("no backend today")
+
+        memory = MemoryMiddleware(backend=backend_for, layers=[Layer("p", "/AGENTS.md")])
+        """,
+    )
+    status, out, err = run(capsys, "inspect", "--config", f"{name}:memory", "--json")
+    assert status == 2
+    assert out == ""
+    assert f"--config {name}:memory: the backend factory raised sys.exit('no backend" in err

@@ -250,6 +250,15 @@ def test_unreachable_stores_are_reported_with_the_password_masked(
     assert status == 1
     assert "[store-unreachable]" in out
     assert "hunter2pw" not in out
+    # Nothing else could be checked: ignoring the one finding must not report a clean store.
+    store = f"postgresql://app:hunter2pw@127.0.0.1:{port}/x"
+    status = main(["doctor", "--store", store, "--namespace", "a", "--ignore", "store-unreachable"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "[store-unreachable]" in out
+    # A configured agent's session store is one check among others: it can be ignored.
+    status, data = doctor(capsys, "--config", f"{name}:alone", "--ignore", "store-unreachable")
+    assert (status, data["findings"]) == (0, [])
 
 
 def test_a_store_that_never_answers_does_not_hang_the_doctor() -> None:

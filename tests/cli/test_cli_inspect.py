@@ -288,6 +288,7 @@ def test_usage_errors_are_one_line_and_exit_2(
         ("--layer", "nopath"): "expected NAME=PATH",
         ("--layer", "a=/A.md:rw", "--layer", "a=/B.md"): "disagree on ':rw'",
         ("--max-chars", "10"): "max_chars=10 is too small",
+        ("--max-chars", "0"): "max_chars=0 is too small",  # not taken for "not given"
         ("--namespace", "a/b"): "--namespace goes with --store",
     }
     for extra, message in cases.items():

@@ -106,10 +106,39 @@ def parse_spec(text: str) -> _Spec:
 
 
 @contextlib.contextmanager
-def _user_code() -> Iterator[None]:
-    """Run the user's code with its prints on stderr (stdout may carry `--json`)."""
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
+def user_code() -> Iterator[None]:
+    """Run the user's code with everything it prints on stderr (stdout may carry `--json`).
+
+    Python's `sys.stdout` is redirected, and so is file descriptor 1: a command the module
+    runs (`git describe`) or an `os.write(1, ...)` writes there, past `sys.stdout`.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()  # what the CLI printed before stays before
+    saved: int | None
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no descriptor 1 (a closed stdout): nothing can leak through it
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            for stream in (sys.__stdout__, sys.stderr):  # bytes the user code left buffered
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    stream.flush()  # type: ignore[union-attr]
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def error_detail(exc: BaseException) -> str:
+    """`Type: first line of the message`, passwords of any URL in it masked."""
+    if isinstance(exc, SystemExit):
+        return f"sys.exit({exc.code!r})"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return scrub(text, None)
 
 
 def _where_raised(exc: BaseException) -> str:
@@ -125,10 +154,10 @@ def _where_raised(exc: BaseException) -> str:
 
 def _failure(spec: _Spec, exc: BaseException) -> ConfigLoadError:
     if isinstance(exc, SystemExit):
-        return spec.error(f"importing module {spec.module!r} called sys.exit({exc.code!r})")
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    detail = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return spec.error(f"importing module {spec.module!r} failed: {detail}{_where_raised(exc)}")
+        return spec.error(f"importing module {spec.module!r} called {error_detail(exc)}")
+    return spec.error(
+        f"importing module {spec.module!r} failed: {error_detail(exc)}{_where_raised(exc)}"
+    )
 
 
 def import_module(spec: _Spec) -> ModuleType:
@@ -145,7 +174,7 @@ def import_module(spec: _Spec) -> ModuleType:
         sys.path.insert(0, cwd)  # as `uvicorn app:app` and `python -m` do
     failure: ConfigLoadError | None = None
     try:
-        with _user_code():
+        with user_code():
             return importlib.import_module(spec.module)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
@@ -180,7 +209,7 @@ def _import_file(spec: _Spec) -> ModuleType:
     sys.modules[name] = module
     failure: ConfigLoadError | None = None
     try:
-        with _user_code():
+        with user_code():
             loader_spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
@@ -194,11 +223,20 @@ def _attribute(spec: _Spec, module: ModuleType) -> Any:
     value: Any = module
     walked: list[str] = []
     for part in spec.attribute.split("."):
-        if not hasattr(value, part):
-            where = f"module {spec.module!r}" if not walked else f"{spec.module}:{'.'.join(walked)}"
+        where = f"module {spec.module!r}" if not walked else f"{spec.module}:{'.'.join(walked)}"
+        failure: ConfigLoadError | None = None
+        try:
+            value = getattr(value, part)
+        except AttributeError:
             hint = _candidates(module) if not walked else ""
-            raise spec.error(f"{where} has no attribute {part!r}{hint}")
-        value = getattr(value, part)
+            failure = spec.error(f"{where} has no attribute {part!r}{hint}")
+        except (Exception, SystemExit) as exc:  # a property or a lazy proxy of the user's
+            failure = spec.error(
+                f"reading {spec.module}:{'.'.join([*walked, part])} raised "
+                f"{error_detail(exc)}{_where_raised(exc)}"
+            )
+        if failure is not None:
+            raise failure
         walked.append(part)
     return value
 
@@ -221,6 +259,13 @@ def _candidates(module: ModuleType) -> str:
 
 def _builder(value: Any) -> Any:
     """The `StateGraph` behind a compiled agent (also through `with_config`), or None."""
+    try:
+        return _builder_of(value)
+    except Exception:  # a lazy proxy that raises on any attribute is no agent
+        return None
+
+
+def _builder_of(value: Any) -> Any:
     value = getattr(value, "bound", value)  # a RunnableBinding around the compiled graph
     builder = getattr(value, "builder", None)
     if (
@@ -320,12 +365,12 @@ def find_memory(spec: _Spec, value: Any) -> tuple[MemoryMiddleware[Any, Any], st
             raise spec.error(f"{label} is a callable that needs arguments; --config takes {WANTED}")
         failure: ConfigLoadError | None = None
         try:
-            with _user_code():
+            with user_code():
                 value = value()
-        except Exception as exc:
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        except (Exception, SystemExit) as exc:  # a factory's sys.exit(0) is no clean check
+            verb = "called" if isinstance(exc, SystemExit) else "raised"
             failure = spec.error(
-                f"calling {label}() raised {type(exc).__name__}: {text}{_where_raised(exc)}"
+                f"calling {label}() {verb} {error_detail(exc)}{_where_raised(exc)}"
             )
         if failure is not None:
             raise failure
@@ -359,6 +404,18 @@ def load_config(text: str) -> LoadedConfig:
     """
     spec = parse_spec(text)
     module = import_module(spec)
-    value = _attribute(spec, module)
-    middleware, found, store = find_memory(spec, value)
+    failure: ConfigLoadError | None = None
+    try:
+        with user_code():  # properties and proxies of the user's objects run while searched
+            value = _attribute(spec, module)
+            middleware, found, store = find_memory(spec, value)
+    except ConfigLoadError:
+        raise
+    except (Exception, SystemExit) as exc:
+        failure = spec.error(
+            f"looking for the MemoryMiddleware in {spec.module}:{spec.attribute} raised "
+            f"{error_detail(exc)}{_where_raised(exc)}"
+        )
+    if failure is not None:
+        raise failure
     return LoadedConfig(text, module.__name__, spec.attribute, middleware, found, store)

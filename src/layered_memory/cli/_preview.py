@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
+from layered_memory.cli._config import error_detail
 from layered_memory.core._memory_state import (
     match_keys_of,
     merge_paths,
@@ -132,8 +133,8 @@ def preview(memory: MemoryMiddleware[Any, Any], given: AgentInput, *, store: Any
     failure: PreviewError | None = None
     try:
         backend = memory._backend(state, runtime, config)  # type: ignore[arg-type]
-    except Exception as exc:
-        failure = PreviewError(f"the backend factory raised {type(exc).__name__}: {exc}")
+    except (Exception, SystemExit) as exc:  # the user's factory: a sys.exit is no clean check
+        failure = PreviewError(f"the backend factory raised {error_detail(exc)}")
     if failure is not None:
         raise failure
     # As `before_agent` loads at the start of a run in a thread whose tools touched those paths
@@ -143,8 +144,8 @@ def preview(memory: MemoryMiddleware[Any, Any], given: AgentInput, *, store: Any
     )
     try:
         context_keys = context_strings(memory.match_keys, state, runtime, config)  # type: ignore[arg-type]
-    except Exception as exc:
-        failure = PreviewError(f"a match_keys callable raised {type(exc).__name__}: {exc}")
+    except (Exception, SystemExit) as exc:
+        failure = PreviewError(f"a match_keys callable raised {error_detail(exc)}")
     if failure is not None:
         raise failure
     after = {**state, **snapshot_update(state, snapshot, context_keys)}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from layered_memory.cli._config import LoadedConfig, load_config
+from layered_memory.cli._config import LoadedConfig, load_config, user_code
 from layered_memory.cli._measure import InspectReport, report_from
 from layered_memory.cli._preview import (
     AgentInput,
@@ -310,8 +310,17 @@ def _from_config(options: SourceOptions) -> Loaded:
         context=context,
         thread_id=options.thread_id,
     )
+    failure: PreviewError | None = None
+    try:
+        # The user's backend factory, match_keys and backend run here: their prints go to
+        # stderr, and an error names the --config it came from.
+        with _lenient(assembler), user_code():
+            seen = preview(memory, given, store=config.store)
+    except PreviewError as exc:
+        failure = PreviewError(f"--config {config.spec}: {exc}")
+    if failure is not None:
+        raise failure
     with _lenient(assembler):
-        seen = preview(memory, given, store=config.store)
         source = {
             "kind": "config",
             "config": config.spec,
@@ -388,7 +397,7 @@ def loaded_memory(options: SourceOptions) -> Iterator[Loaded]:
         folders = [backend_path(folder) for folder in options.rule_folders]
         budgets: dict[str, Any] = {
             "nested": tuple(options.nested),
-            "max_chars": options.max_chars or DEFAULT_MAX_CHARS,
+            "max_chars": DEFAULT_MAX_CHARS if options.max_chars is None else options.max_chars,
             "max_rules_chars": (
                 DEFAULT_MAX_RULES_CHARS
                 if options.max_rules_chars is None

@@ -188,6 +188,7 @@ def run_doctor(args: Any) -> int:
     if options.config is None and options.store_url is None and options.root is None:
         options = replace(options, root=".")
     failure: str | None = None
+    ignored = set(args.ignore)
     try:
         with loaded_memory(options) as loaded:
             findings, skipped = diagnose(loaded)
@@ -195,13 +196,15 @@ def run_doctor(args: Any) -> int:
     except CliStoreError as exc:
         source, finding = _store_down(options, exc)
         findings, skipped = [finding], [{"check": "*", "reason": "the store does not answer"}]
+        # Nothing else was checked: ignoring this one finding would report a clean store.
+        ignored.discard(finding.check)
     except LOAD_ERRORS as exc:
         failure = str(exc)
     if failure is not None:
         print(f"layered-memory doctor: {printable(scrub(failure, None))}", file=sys.stderr)
         return EXIT_USAGE
     kept = sorted(
-        (f for f in findings if f.check not in args.ignore),
+        (f for f in findings if f.check not in ignored),
         key=lambda f: (_ORDER[f.severity], f.path or "", f.check),
     )
     print_findings(source, kept, skipped, as_json=args.json)
