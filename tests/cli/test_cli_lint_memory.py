@@ -10,6 +10,7 @@ import pytest
 from cli_config_helpers import write, write_project
 
 from layered_memory.cli import main
+from layered_memory.core.render import MEMORY_SYSTEM_PROMPT, minimum_budget
 
 
 @pytest.fixture
@@ -129,3 +130,18 @@ def test_lint_config_checks_the_middlewares_own_folders(
     assert "give PATHs or --config, not both" in capsys.readouterr().err
     assert main(["lint"]) == 2
     assert "give rule files, folders or --config" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("budget", ["1000", "0", "-5"])
+def test_a_budget_below_the_templates_minimum_is_a_usage_error(
+    folder: Path, capsys: pytest.CaptureFixture[str], budget: str
+) -> None:
+    write(folder, {"AGENTS.md": "# Project\n"})
+    assert main(["lint", "AGENTS.md", "--max-chars", budget, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    least = minimum_budget(MEMORY_SYSTEM_PROMPT)
+    assert captured.err == (
+        f"layered-memory lint: --max-chars {budget}: too small for the prompt template; "
+        f"use at least {least}\n"
+    )

@@ -154,7 +154,8 @@ line (PATH: error|warning: REASON), then a summary. The pre-commit hook
 "reason", "key", "glob"}]}.
 
 Exit status: 0 when nothing is invalid (warnings allowed), 1 when a file has an
-error, 2 on a usage error (a missing PATH, a --config that does not load)."""
+error, 2 on a usage error (a missing PATH, a --max-chars below the prompt
+template's minimum, a --config that does not load)."""
 
 
 def _add_lint(subparsers: Subparsers) -> None:

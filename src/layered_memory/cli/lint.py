@@ -27,7 +27,7 @@ from layered_memory.cli._style import SEVERITY_STYLE, Painter, use_colour
 from layered_memory.cli._text import dumps_json, printable
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_texts
-from layered_memory.core.render import DEFAULT_MAX_CHARS
+from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget
 from layered_memory.rules._listing import list_rule_files, parse_loaded
 from layered_memory.rules._parse import is_rule_file
 from layered_memory.rules._set import RuleSet, build_rule_set
@@ -370,6 +370,16 @@ def run_lint(args: Any) -> int:
     else:
         if not args.paths and not args.memory:
             print("layered-memory lint: give rule files, folders or --config", file=sys.stderr)
+            return EXIT_USAGE
+        least = minimum_budget(MEMORY_SYSTEM_PROMPT)
+        if args.max_chars < least:
+            # Checked before anything is read: the assembler would refuse the budget for the
+            # first memory file, halfway through the report.
+            print(
+                f"layered-memory lint: --max-chars {args.max_chars}: too small for the prompt "
+                f"template; use at least {least}",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         found = lint_paths(
             args.paths,
