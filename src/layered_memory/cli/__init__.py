@@ -154,8 +154,9 @@ line (PATH: error|warning: REASON), then a summary. The pre-commit hook
 "reason", "key", "glob"}]}.
 
 Exit status: 0 when nothing is invalid (warnings allowed), 1 when a file has an
-error, 2 on a usage error (a missing PATH, a --max-chars below the prompt
-template's minimum, a --config that does not load)."""
+error, 2 on a usage error (a PATH that is missing, a FIFO or another special
+file, a folder given as a memory file; a --max-chars below the prompt
+template's minimum; a --config that does not load)."""
 
 
 def _add_lint(subparsers: Subparsers) -> None:

@@ -25,6 +25,7 @@ from layered_memory.cli._glob_checks import dead_globs
 from layered_memory.cli._measure import FileReport, InspectReport, shown_of
 from layered_memory.cli._style import SEVERITY_STYLE, Painter, use_colour
 from layered_memory.cli._text import dumps_json, printable
+from layered_memory.core._disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_texts
 from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget
@@ -103,11 +104,27 @@ def _count(number: int, noun: str) -> str:
 # -- rule files -----------------------------------------------------------------------------
 
 
+def _unusable(target: Path, *, memory: bool) -> str | None:
+    """Why `target` cannot be linted as given, or None. Only `stat` is called: a FIFO is
+    never opened (it would block until a writer came)."""
+    if target.is_dir():
+        # A folder is a rule folder, unless it was given as a memory file (`--memory`, or
+        # named like one): reporting "0 rule files" would pass a memory file no agent can read.
+        return "is a directory, not a memory file" if memory else None
+    if target.is_file():
+        return None
+    kind = special_file_kind(str(target))
+    if kind is not None:
+        return f"is {kind}, not a regular file"
+    return "no such file or directory"
+
+
 def _collect_files(
     paths: Sequence[str], memory: Sequence[str], backend: FilesystemBackend
-) -> tuple[list[tuple[int, str]], list[str], list[RuleProblem], list[str]]:
-    """Rule files (folder index = PATH position), memory files, listing problems, missing."""
-    missing: list[str] = []
+) -> tuple[list[tuple[int, str]], list[str], list[RuleProblem], list[tuple[str, str]]]:
+    """Rule files (folder index = PATH position), memory files, listing problems, and the
+    PATHs that cannot be linted with the reason."""
+    unusable: list[tuple[str, str]] = []
     folders: list[tuple[int, str]] = []
     files: list[tuple[int, str]] = []
     memory_files: list[str] = []
@@ -116,22 +133,23 @@ def _collect_files(
     for index, raw in enumerate([*paths, *memory]):
         target = Path(raw).expanduser().absolute()
         posix = target.as_posix()
-        if target.is_dir() and posix not in forced:
+        as_memory = posix in forced or is_memory_file(posix)
+        reason = _unusable(target, memory=as_memory)
+        if reason is not None:
+            unusable.append((raw, reason))
+        elif target.is_dir():
             folders.append((index, posix))
-        elif target.is_file():
-            if posix in forced or is_memory_file(posix):
-                if posix not in memory_files:
-                    memory_files.append(posix)
-                continue
+        elif as_memory:
+            if posix not in memory_files:
+                memory_files.append(posix)
+        else:
             files.append((index, posix))
             if not is_rule_file(target.name):
                 reason = "not a rule file name (*.md, *.mdc): a rule folder would ignore it"
                 problems.append(RuleProblem(posix, reason, "warning"))
-        else:
-            missing.append(raw)
     listed, listing_problems = list_rule_files(backend, [folder for _, folder in folders])
     files.extend((folders[position][0], path) for position, path in listed)
-    return sorted(set(files)), memory_files, problems + listing_problems, missing
+    return sorted(set(files)), memory_files, problems + listing_problems, unusable
 
 
 def _rule_set(
@@ -239,12 +257,12 @@ def lint_paths(
     explain: Sequence[str] = (),
     root: str = "/",
     max_chars: int = DEFAULT_MAX_CHARS,
-) -> LintResult | list[str]:
-    """Lint files and folders; the result, or the PATHs that do not exist."""
+) -> LintResult | list[tuple[str, str]]:
+    """Lint files and folders; the result, or the PATHs that cannot be linted (with why)."""
     backend = FilesystemBackend(virtual_mode=False)
-    files, memory_files, listing, missing = _collect_files(paths, memory, backend)
-    if missing:
-        return missing
+    files, memory_files, listing, unusable = _collect_files(paths, memory, backend)
+    if unusable:
+        return unusable
     rule_set = _rule_set(backend, files, listing)
     result = LintResult(
         rule_files=[path for _, path in files],
@@ -389,8 +407,8 @@ def run_lint(args: Any) -> int:
             max_chars=args.max_chars,
         )
         if isinstance(found, list):
-            for raw in found:
-                print(f"{printable(raw)}: error: no such file or directory", file=sys.stderr)
+            for raw, reason in found:
+                print(f"{printable(raw)}: error: {reason}", file=sys.stderr)
             return EXIT_USAGE
         result = found
     print_result(result, as_json=args.json)
