@@ -185,7 +185,11 @@ def _add_lint(subparsers: Subparsers) -> None:
         help="also say which rules apply for this match key (a path or context string); repeatable",
     )
     parser.add_argument(
-        "--root", default="/", help="project root that relative globs are anchored at"
+        "--root",
+        metavar="DIR",
+        help="the project root, as your agent's backend is rooted (default: this folder): "
+        "--explain anchors relative globs there, and memory files are read as that backend "
+        "reads them (an @import cannot leave DIR; a memory file outside DIR is refused)",
     )
     parser.add_argument(
         "--max-chars",

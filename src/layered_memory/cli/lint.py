@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -119,8 +119,21 @@ def _unusable(target: Path, *, memory: bool) -> str | None:
     return "no such file or directory"
 
 
+def _backend_key(path: str, root: Path) -> str | None:
+    """`path` (absolute) as a virtual-path backend rooted at `root` names it
+    (`/docs/AGENTS.md`), or None when it lies outside `root`."""
+    target = Path(path)
+    # The folder's real place; whether the file itself is a link leading out of the root is
+    # for the backend to judge, as it does for the agent.
+    try:
+        relative = (target.parent.resolve() / target.name).relative_to(root)
+    except ValueError:
+        return None
+    return "/" + relative.as_posix()
+
+
 def _collect_files(
-    paths: Sequence[str], memory: Sequence[str], backend: FilesystemBackend
+    paths: Sequence[str], memory: Sequence[str], backend: FilesystemBackend, root: Path
 ) -> tuple[list[tuple[int, str]], list[str], list[RuleProblem], list[tuple[str, str]]]:
     """Rule files (folder index = PATH position), memory files, listing problems, and the
     PATHs that cannot be linted with the reason."""
@@ -140,7 +153,13 @@ def _collect_files(
         elif target.is_dir():
             folders.append((index, posix))
         elif as_memory:
-            if posix not in memory_files:
+            if _backend_key(posix, root) is None:
+                reason = (
+                    f"outside the lint root {printable(root.as_posix())}, where the agent's "
+                    "backend would be rooted: give --root (the agent's root folder)"
+                )
+                unusable.append((raw, reason))
+            elif posix not in memory_files:
                 memory_files.append(posix)
         else:
             files.append((index, posix))
@@ -227,15 +246,20 @@ def import_problems(extras: Any) -> list[LintProblem]:
     ]
 
 
-def _lint_memory_file(path: str, max_chars: int) -> list[LintProblem]:
+def _lint_memory_file(path: str, root: Path, max_chars: int) -> list[LintProblem]:
+    """Load and render one memory file as an agent whose backend is rooted at `root` would:
+    its `@imports` are read (or refused) by that backend, never from outside `root`."""
     from layered_memory.cli._measure import report_from
     from layered_memory.cli._source import build_assembler, quiet_package_logs
 
-    backend = FilesystemBackend(virtual_mode=False)
+    key = _backend_key(path, root)
+    if key is None:  # `_collect_files` refused it already
+        return []
+    backend = FilesystemBackend(root_dir=root, virtual_mode=True)
     with quiet_package_logs():
         assembler = build_assembler(
             backend,
-            layers=[Layer("memory", path)],
+            layers=[Layer("memory", key)],
             rule_folders=None,
             max_chars=max_chars,
             max_rules_chars=0,
@@ -244,7 +268,17 @@ def _lint_memory_file(path: str, max_chars: int) -> list[LintProblem]:
         snapshot = assembler.load()
         rendered = assembler.render_report(snapshot)
         report = report_from(assembler, snapshot, rendered, keys=(), source={})
-    return [*report_problems(report), *import_problems(snapshot.extras)]
+    problems = [*report_problems(report), *import_problems(snapshot.extras)]
+    # Findings name files as the backend does (`/docs/x.md`); lint names them on disk.
+    return [replace(p, path=_on_disk(p.path, key, path, root)) for p in problems]
+
+
+def _on_disk(found: str, key: str, path: str, root: Path) -> str:
+    if found == key:
+        return path  # as the user named it, whatever links lead to the root
+    if found.startswith("/"):
+        return (root / found.lstrip("/")).as_posix()
+    return found
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -255,12 +289,17 @@ def lint_paths(
     *,
     memory: Sequence[str] = (),
     explain: Sequence[str] = (),
-    root: str = "/",
+    root: str | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
 ) -> LintResult | list[tuple[str, str]]:
-    """Lint files and folders; the result, or the PATHs that cannot be linted (with why)."""
+    """Lint files and folders; the result, or the PATHs that cannot be linted (with why).
+
+    `root` (default: the working folder) is the project root: relative globs of `explain`
+    are anchored there, and memory files are read through a backend rooted there.
+    """
+    folder = Path(root or ".").expanduser().resolve()
     backend = FilesystemBackend(virtual_mode=False)
-    files, memory_files, listing, unusable = _collect_files(paths, memory, backend)
+    files, memory_files, listing, unusable = _collect_files(paths, memory, backend, folder)
     if unusable:
         return unusable
     rule_set = _rule_set(backend, files, listing)
@@ -268,13 +307,18 @@ def lint_paths(
         rule_files=[path for _, path in files],
         memory_files=memory_files,
         problems=[LintProblem(p.path, p.severity, p.reason) for p in rule_set.problems],
-        source={"kind": "paths", "paths": list(paths), "memory": list(memory)},
+        source={
+            "kind": "paths",
+            "paths": list(paths),
+            "memory": list(memory),
+            "root": folder.as_posix(),
+        },
     )
     result.problems.extend(glob_problems(rule_set))
     for path in memory_files:
-        result.problems.extend(_lint_memory_file(path, max_chars))
+        result.problems.extend(_lint_memory_file(path, folder, max_chars))
     if explain:
-        result.decisions = list(rule_set.explain(explain, root=root))
+        result.decisions = list(rule_set.explain(explain, root=folder.as_posix()))
     return result
 
 
@@ -388,6 +432,12 @@ def run_lint(args: Any) -> int:
     else:
         if not args.paths and not args.memory:
             print("layered-memory lint: give rule files, folders or --config", file=sys.stderr)
+            return EXIT_USAGE
+        if args.root is not None and not Path(args.root).expanduser().is_dir():
+            print(
+                f"layered-memory lint: --root {printable(args.root)}: no such folder",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         least = minimum_budget(MEMORY_SYSTEM_PROMPT)
         if args.max_chars < least:
