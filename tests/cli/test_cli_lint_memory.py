@@ -208,3 +208,23 @@ def test_a_memory_file_outside_the_lint_root_is_a_usage_error(
         f"../outside.md: error: outside the lint root {repo.as_posix()}, where the agent's "
         "backend would be rooted: give --root (the agent's root folder)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--max-chars", "6000"], "--max-chars"),
+        (["--root", "."], "--root"),
+        (["--root", ".", "--max-chars", "48000"], "--root, --max-chars"),
+    ],
+)
+def test_lint_config_refuses_the_options_it_takes_from_the_middleware(
+    folder: Path, capsys: pytest.CaptureFixture[str], flags: list[str], named: str
+) -> None:
+    name = write_project(folder)
+    assert main(["lint", "--config", f"{name}:agent", *flags]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"layered-memory lint: {named}: --config takes these from your middleware; drop them\n"
+    )

@@ -189,14 +189,15 @@ def _add_lint(subparsers: Subparsers) -> None:
         metavar="DIR",
         help="the project root, as your agent's backend is rooted (default: this folder): "
         "--explain anchors relative globs there, and memory files are read as that backend "
-        "reads them (an @import cannot leave DIR; a memory file outside DIR is refused)",
+        "reads them (an @import cannot leave DIR; a memory file outside DIR is refused); not "
+        "with --config",
     )
     parser.add_argument(
         "--max-chars",
         type=int,
-        default=DEFAULT_MAX_CHARS,
         metavar="N",
-        help="the memory budget a memory file must fit in (default %(default)s)",
+        help=f"the memory budget a memory file must fit in (default {DEFAULT_MAX_CHARS}; not "
+        "with --config)",
     )
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.set_defaults(run=_run_lint)

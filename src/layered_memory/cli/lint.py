@@ -421,6 +421,20 @@ def run_lint(args: Any) -> int:
         if args.paths or args.memory:
             print("layered-memory lint: give PATHs or --config, not both", file=sys.stderr)
             return EXIT_USAGE
+        # The middleware has its own budget and backend root: a flag lint would silently drop
+        # must be refused, as inspect and doctor refuse theirs (`_source`).
+        by_hand = [
+            flag
+            for flag, value in (("--root", args.root), ("--max-chars", args.max_chars))
+            if value is not None
+        ]
+        if by_hand:
+            print(
+                f"layered-memory lint: {', '.join(by_hand)}: --config takes these from your "
+                "middleware; drop them",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         failure: str | None = None
         try:
             result = lint_config(args.config, explain=args.explain)
@@ -439,8 +453,9 @@ def run_lint(args: Any) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
+        max_chars = DEFAULT_MAX_CHARS if args.max_chars is None else args.max_chars
         least = minimum_budget(MEMORY_SYSTEM_PROMPT)
-        if args.max_chars < least:
+        if max_chars < least:
             # Checked before anything is read: the assembler would refuse the budget for the
             # first memory file, halfway through the report.
             print(
@@ -454,7 +469,7 @@ def run_lint(args: Any) -> int:
             memory=args.memory,
             explain=args.explain,
             root=args.root,
-            max_chars=args.max_chars,
+            max_chars=max_chars,
         )
         if isinstance(found, list):
             for raw, reason in found:
