@@ -326,7 +326,8 @@ invocations of one checkpointed thread being seen by the second.
 "second_prompt_has_new_agents_md", "memory_md", "block_chars"} instead of the
 narration. Exit status: 0 when every behaviour was seen, 1 when one was not, 2
 on a usage error (a --root that is not empty, a --model that cannot be
-created)."""
+created or whose calls fail: one line, the error's type and first line, keys
+and passwords hidden)."""
 
 
 def _add_demo(subparsers: Subparsers) -> None:
