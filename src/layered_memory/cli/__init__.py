@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
-from layered_memory.cli._text import printable
+from layered_memory.cli._text import escaped_output, printable
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -448,7 +448,8 @@ Every subcommand has --json (a schema with a "version" key, in its --help)
 and documents its exit status; in general 0 is success, 1 findings (an invalid
 file, a doctor finding, a failed file), 2 a usage error. Colours only on a
 terminal, never when NO_COLOR is set. File names, keys and memory text are
-printed with control and invisible characters escaped (\\x1b, \\u202e).
+printed with control and invisible characters escaped (\\x1b, \\u202e); on a
+stdout that is not UTF-8, non-ASCII text too (JSON \\u escapes in --json).
 Start with: layered-memory demo; then layered-memory doctor in your project."""
 
 
@@ -479,6 +480,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status: 0 success, 1 findings (e.g. an invalid rule file), 2 usage error.
     """
+    # On a stdout or stderr that is not UTF-8, memory text, file names, help and argparse's
+    # errors alike come out with escapes rather than a UnicodeEncodeError traceback.
+    with escaped_output(sys.stdout, sys.stderr):
+        return _parse_and_run(argv)
+
+
+def _parse_and_run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
