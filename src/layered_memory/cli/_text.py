@@ -8,12 +8,15 @@ it is printed; JSON goes through `dumps_json`. One helper, used by every subcomm
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
-__all__ = ["dumps_json", "printable", "printable_url"]
+__all__ = ["dumps_json", "escaped_output", "printable", "printable_url", "takes_any_text"]
 
 # Every control (Cc), format (Cf: bidi overrides and isolates, zero-width characters, the BOM,
 # tag characters), line/paragraph separator (Zl, Zp) and lone surrogate (Cs: a file name that
@@ -71,15 +74,52 @@ def printable_url(url: str) -> str:
     return printable(redact_url(url))
 
 
+def takes_any_text(stream: Any) -> bool:
+    """Whether `stream` can write every character: UTF-8, or text kept as text (`StringIO`,
+    which has no encoding)."""
+    encoding = getattr(stream, "encoding", None)
+    if encoding is None:
+        return True
+    try:
+        return codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return False
+
+
+@contextmanager
+def escaped_output(*streams: Any) -> Iterator[None]:
+    r"""Meanwhile, streams that cannot write every character (a cp1252 console, `C` locale,
+    `PYTHONIOENCODING=ascii`) write the rest as escapes (``\u9879``) instead of raising
+    UnicodeEncodeError halfway through a report; each is put back as it was afterwards."""
+    changed = []
+    for stream in streams:
+        if takes_any_text(stream) or not hasattr(stream, "reconfigure"):
+            continue
+        changed.append((stream, stream.errors))
+        stream.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        for stream, errors in changed:
+            # Restoring flushes: a reader gone away (EPIPE) or a stream closed meanwhile
+            # must not hide what the command returned or raised.
+            with suppress(OSError, ValueError):
+                stream.reconfigure(errors=errors)
+
+
 def dumps_json(
     data: Any, *, indent: int | None = 2, default: Callable[[Any], Any] | None = None
 ) -> str:
-    r"""JSON text that is safe on a terminal and decodes to exactly ``data``.
+    r"""JSON text for stdout that is safe on a terminal and decodes to exactly ``data``.
 
-    Non-ASCII text stays readable (``ensure_ascii=False``); DEL, C1 controls, bidi and
-    zero-width characters are written as ``\uXXXX`` escapes, which JSON decodes back.
+    Non-ASCII text stays readable (``ensure_ascii=False``) when stdout takes UTF-8; otherwise
+    it is written as ``\uXXXX`` escapes (a surrogate pair beyond the BMP), so the JSON stays
+    valid on any encoding (``escaped_output`` would write ``\U0001f680``, which is not JSON).
+    DEL, C1 controls, bidi and zero-width characters are always escaped; JSON decodes them all
+    back.
     """
-    text = json.dumps(data, indent=indent, ensure_ascii=False, default=default)
+    readable = takes_any_text(sys.stdout)
+    text = json.dumps(data, indent=indent, ensure_ascii=not readable, default=default)
     return _JSON_UNSAFE.sub(_json_escape, text)
 
 

@@ -14,6 +14,7 @@ A real `create_deep_agent` on files in a temporary folder, with a scripted model
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
@@ -184,9 +185,33 @@ def main(argv: list[str] | None = None, *, root: Path | None = None) -> dict[str
         return run(model, Path(folder))
 
 
+# Environment variables whose values are credentials (`ANTHROPIC_API_KEY`, `*_TOKEN`...).
+_SECRET_VARIABLE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+_SHORTEST_SECRET = 8  # shorter values ("1", "true") would mask ordinary words
+
+
+def _model_failure(name: str, exc: Exception) -> str:
+    """`--model NAME: Type: first line` without a secret: a provider's error may quote the API
+    key or a proxy URL's password, and the chained traceback is noise to someone who mistyped
+    a key."""
+    from layered_memory.sessions.stores._urls import MASK, scrub
+    from layered_memory.writeback.redaction import redact
+
+    lines = str(exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    detail, _kinds = redact(scrub(detail, None))
+    # Keys the vendor patterns do not know (a made-up or old-format key) are still the
+    # user's: hide the value of every credential variable the message quotes.
+    for variable, value in os.environ.items():
+        if len(value) >= _SHORTEST_SECRET and _SECRET_VARIABLE.search(variable):
+            detail = detail.replace(value, MASK)
+    return f"layered-memory demo: --model {printable(name)}: {printable(detail)}"
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """`layered-memory demo`: exit 0 when every promised behaviour was seen, 1 when not, 2 on a
-    usage error (a `--root` that is not an empty folder, a model that cannot be created)."""
+    usage error (a `--root` that is not an empty folder, a `--model` that cannot be created or
+    whose calls fail)."""
     root = Path(args.root).expanduser() if args.root else None
     if root is not None and root.exists() and (not root.is_dir() or any(root.iterdir())):
         # The demo writes AGENTS.md and MEMORY.md: never over a user's own files.
@@ -199,16 +224,25 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         model = make_model(args.model)
     except Exception as exc:  # a missing provider package or API key: say which, exit 2
-        detail = printable(f"{type(exc).__name__}: {exc}")
-        print(f"layered-memory demo: --model {printable(args.model)}: {detail}", file=sys.stderr)
+        print(_model_failure(args.model, exc), file=sys.stderr)
         return EXIT_USAGE
     say: Say = (lambda _line: None) if args.json else print
-    if root is not None:
-        root.mkdir(parents=True, exist_ok=True)
-        outcome = run(model, root.resolve(), say=say)
-    else:
-        with tempfile.TemporaryDirectory(prefix="layered-memory-quickstart-") as folder:
-            outcome = run(model, Path(folder), say=say)
+    failure: str | None = None
+    try:
+        if root is not None:
+            root.mkdir(parents=True, exist_ok=True)
+            outcome = run(model, root.resolve(), say=say)
+        else:
+            with tempfile.TemporaryDirectory(prefix="layered-memory-quickstart-") as folder:
+                outcome = run(model, Path(folder), say=say)
+    except Exception as exc:
+        if not args.model:
+            raise  # the scripted model cannot fail: a bug of ours, keep its traceback
+        # A real model failed at call time (a refused key, no network, a quota).
+        failure = _model_failure(args.model, exc)
+    if failure is not None:
+        print(failure, file=sys.stderr)
+        return EXIT_USAGE
     if args.json:
         data = {
             "version": 1,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -25,9 +25,10 @@ from layered_memory.cli._glob_checks import dead_globs
 from layered_memory.cli._measure import FileReport, InspectReport, shown_of
 from layered_memory.cli._style import SEVERITY_STYLE, Painter, use_colour
 from layered_memory.cli._text import dumps_json, printable
+from layered_memory.core._disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_texts
-from layered_memory.core.render import DEFAULT_MAX_CHARS
+from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget
 from layered_memory.rules._listing import list_rule_files, parse_loaded
 from layered_memory.rules._parse import is_rule_file
 from layered_memory.rules._set import RuleSet, build_rule_set
@@ -103,11 +104,40 @@ def _count(number: int, noun: str) -> str:
 # -- rule files -----------------------------------------------------------------------------
 
 
+def _unusable(target: Path, *, memory: bool) -> str | None:
+    """Why `target` cannot be linted as given, or None. Only `stat` is called: a FIFO is
+    never opened (it would block until a writer came)."""
+    if target.is_dir():
+        # A folder is a rule folder, unless it was given as a memory file (`--memory`, or
+        # named like one): reporting "0 rule files" would pass a memory file no agent can read.
+        return "is a directory, not a memory file" if memory else None
+    if target.is_file():
+        return None
+    kind = special_file_kind(str(target))
+    if kind is not None:
+        return f"is {kind}, not a regular file"
+    return "no such file or directory"
+
+
+def _backend_key(path: str, root: Path) -> str | None:
+    """`path` (absolute) as a virtual-path backend rooted at `root` names it
+    (`/docs/AGENTS.md`), or None when it lies outside `root`."""
+    target = Path(path)
+    # The folder's real place; whether the file itself is a link leading out of the root is
+    # for the backend to judge, as it does for the agent.
+    try:
+        relative = (target.parent.resolve() / target.name).relative_to(root)
+    except ValueError:
+        return None
+    return "/" + relative.as_posix()
+
+
 def _collect_files(
-    paths: Sequence[str], memory: Sequence[str], backend: FilesystemBackend
-) -> tuple[list[tuple[int, str]], list[str], list[RuleProblem], list[str]]:
-    """Rule files (folder index = PATH position), memory files, listing problems, missing."""
-    missing: list[str] = []
+    paths: Sequence[str], memory: Sequence[str], backend: FilesystemBackend, root: Path
+) -> tuple[list[tuple[int, str]], list[str], list[RuleProblem], list[tuple[str, str]]]:
+    """Rule files (folder index = PATH position), memory files, listing problems, and the
+    PATHs that cannot be linted with the reason."""
+    unusable: list[tuple[str, str]] = []
     folders: list[tuple[int, str]] = []
     files: list[tuple[int, str]] = []
     memory_files: list[str] = []
@@ -116,22 +146,29 @@ def _collect_files(
     for index, raw in enumerate([*paths, *memory]):
         target = Path(raw).expanduser().absolute()
         posix = target.as_posix()
-        if target.is_dir() and posix not in forced:
+        as_memory = posix in forced or is_memory_file(posix)
+        reason = _unusable(target, memory=as_memory)
+        if reason is not None:
+            unusable.append((raw, reason))
+        elif target.is_dir():
             folders.append((index, posix))
-        elif target.is_file():
-            if posix in forced or is_memory_file(posix):
-                if posix not in memory_files:
-                    memory_files.append(posix)
-                continue
+        elif as_memory:
+            if _backend_key(posix, root) is None:
+                reason = (
+                    f"outside the lint root {printable(root.as_posix())}, where the agent's "
+                    "backend would be rooted: give --root (the agent's root folder)"
+                )
+                unusable.append((raw, reason))
+            elif posix not in memory_files:
+                memory_files.append(posix)
+        else:
             files.append((index, posix))
             if not is_rule_file(target.name):
                 reason = "not a rule file name (*.md, *.mdc): a rule folder would ignore it"
                 problems.append(RuleProblem(posix, reason, "warning"))
-        else:
-            missing.append(raw)
     listed, listing_problems = list_rule_files(backend, [folder for _, folder in folders])
     files.extend((folders[position][0], path) for position, path in listed)
-    return sorted(set(files)), memory_files, problems + listing_problems, missing
+    return sorted(set(files)), memory_files, problems + listing_problems, unusable
 
 
 def _rule_set(
@@ -209,15 +246,20 @@ def import_problems(extras: Any) -> list[LintProblem]:
     ]
 
 
-def _lint_memory_file(path: str, max_chars: int) -> list[LintProblem]:
+def _lint_memory_file(path: str, root: Path, max_chars: int) -> list[LintProblem]:
+    """Load and render one memory file as an agent whose backend is rooted at `root` would:
+    its `@imports` are read (or refused) by that backend, never from outside `root`."""
     from layered_memory.cli._measure import report_from
     from layered_memory.cli._source import build_assembler, quiet_package_logs
 
-    backend = FilesystemBackend(virtual_mode=False)
+    key = _backend_key(path, root)
+    if key is None:  # `_collect_files` refused it already
+        return []
+    backend = FilesystemBackend(root_dir=root, virtual_mode=True)
     with quiet_package_logs():
         assembler = build_assembler(
             backend,
-            layers=[Layer("memory", path)],
+            layers=[Layer("memory", key)],
             rule_folders=None,
             max_chars=max_chars,
             max_rules_chars=0,
@@ -226,7 +268,17 @@ def _lint_memory_file(path: str, max_chars: int) -> list[LintProblem]:
         snapshot = assembler.load()
         rendered = assembler.render_report(snapshot)
         report = report_from(assembler, snapshot, rendered, keys=(), source={})
-    return [*report_problems(report), *import_problems(snapshot.extras)]
+    problems = [*report_problems(report), *import_problems(snapshot.extras)]
+    # Findings name files as the backend does (`/docs/x.md`); lint names them on disk.
+    return [replace(p, path=_on_disk(p.path, key, path, root)) for p in problems]
+
+
+def _on_disk(found: str, key: str, path: str, root: Path) -> str:
+    if found == key:
+        return path  # as the user named it, whatever links lead to the root
+    if found.startswith("/"):
+        return (root / found.lstrip("/")).as_posix()
+    return found
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -237,26 +289,36 @@ def lint_paths(
     *,
     memory: Sequence[str] = (),
     explain: Sequence[str] = (),
-    root: str = "/",
+    root: str | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
-) -> LintResult | list[str]:
-    """Lint files and folders; the result, or the PATHs that do not exist."""
+) -> LintResult | list[tuple[str, str]]:
+    """Lint files and folders; the result, or the PATHs that cannot be linted (with why).
+
+    `root` (default: the working folder) is the project root: relative globs of `explain`
+    are anchored there, and memory files are read through a backend rooted there.
+    """
+    folder = Path(root or ".").expanduser().resolve()
     backend = FilesystemBackend(virtual_mode=False)
-    files, memory_files, listing, missing = _collect_files(paths, memory, backend)
-    if missing:
-        return missing
+    files, memory_files, listing, unusable = _collect_files(paths, memory, backend, folder)
+    if unusable:
+        return unusable
     rule_set = _rule_set(backend, files, listing)
     result = LintResult(
         rule_files=[path for _, path in files],
         memory_files=memory_files,
         problems=[LintProblem(p.path, p.severity, p.reason) for p in rule_set.problems],
-        source={"kind": "paths", "paths": list(paths), "memory": list(memory)},
+        source={
+            "kind": "paths",
+            "paths": list(paths),
+            "memory": list(memory),
+            "root": folder.as_posix(),
+        },
     )
     result.problems.extend(glob_problems(rule_set))
     for path in memory_files:
-        result.problems.extend(_lint_memory_file(path, max_chars))
+        result.problems.extend(_lint_memory_file(path, folder, max_chars))
     if explain:
-        result.decisions = list(rule_set.explain(explain, root=root))
+        result.decisions = list(rule_set.explain(explain, root=folder.as_posix()))
     return result
 
 
@@ -359,6 +421,20 @@ def run_lint(args: Any) -> int:
         if args.paths or args.memory:
             print("layered-memory lint: give PATHs or --config, not both", file=sys.stderr)
             return EXIT_USAGE
+        # The middleware has its own budget and backend root: a flag lint would silently drop
+        # must be refused, as inspect and doctor refuse theirs (`_source`).
+        by_hand = [
+            flag
+            for flag, value in (("--root", args.root), ("--max-chars", args.max_chars))
+            if value is not None
+        ]
+        if by_hand:
+            print(
+                f"layered-memory lint: {', '.join(by_hand)}: --config takes these from your "
+                "middleware; drop them",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         failure: str | None = None
         try:
             result = lint_config(args.config, explain=args.explain)
@@ -371,16 +447,33 @@ def run_lint(args: Any) -> int:
         if not args.paths and not args.memory:
             print("layered-memory lint: give rule files, folders or --config", file=sys.stderr)
             return EXIT_USAGE
+        if args.root is not None and not Path(args.root).expanduser().is_dir():
+            print(
+                f"layered-memory lint: --root {printable(args.root)}: no such folder",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        max_chars = DEFAULT_MAX_CHARS if args.max_chars is None else args.max_chars
+        least = minimum_budget(MEMORY_SYSTEM_PROMPT)
+        if max_chars < least:
+            # Checked before anything is read: the assembler would refuse the budget for the
+            # first memory file, halfway through the report.
+            print(
+                f"layered-memory lint: --max-chars {args.max_chars}: too small for the prompt "
+                f"template; use at least {least}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         found = lint_paths(
             args.paths,
             memory=args.memory,
             explain=args.explain,
             root=args.root,
-            max_chars=args.max_chars,
+            max_chars=max_chars,
         )
         if isinstance(found, list):
-            for raw in found:
-                print(f"{printable(raw)}: error: no such file or directory", file=sys.stderr)
+            for raw, reason in found:
+                print(f"{printable(raw)}: error: {reason}", file=sys.stderr)
             return EXIT_USAGE
         result = found
     print_result(result, as_json=args.json)
