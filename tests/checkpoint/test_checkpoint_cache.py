@@ -21,6 +21,9 @@ from checkpoint_harness import (
     latest,
     put_messages,
 )
+from checkpoint_harness import (
+    _checkpoint as new_checkpoint,
+)
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
@@ -332,6 +335,60 @@ async def test_keys_of_the_wrong_type_are_replaced(
     for _ in range(3):
         assert await read(saver, latest("t"), use_async) == inner.get_tuple(latest("t"))
     assert not saver._redis_side.breaker.is_open
+    await aclose(saver)
+
+
+@pytest.mark.parametrize("where", ["epoch", "version"])
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_tokens_with_planted_bytes_are_replaced_not_served(
+    inner: CountingSaver, redis_url: str, prefix: str, use_async: bool, where: str
+) -> None:
+    """A token that starts with the server's run_id but carries other bytes (not UTF-8, not
+    hex) is a miss: answered by the wrapped saver, then replaced by a fresh token."""
+    saver = CachedCheckpointSaver(inner, redis_url=redis_url, prefix=prefix)
+    await put(saver, "t", conversation(2), use_async)
+    for _ in range(3):
+        await read(saver, latest("t"), use_async)
+    keys = Keys.of(prefix, "t")
+    client = redis.Redis.from_url(redis_url)
+    run_id = client.info("server")["run_id"].encode()
+    planted = run_id + b":\xff\xfe"
+    if where == "epoch":
+        client.set(keys.epoch, planted)
+    else:
+        client.hset(keys.thread, "v", planted)
+    for _ in range(3):
+        assert await read(saver, latest("t"), use_async) == inner.get_tuple(latest("t"))
+    assert await read(saver, latest("other"), use_async) is None
+    token = client.get(keys.epoch) if where == "epoch" else client.hget(keys.thread, "v")
+    client.close()
+    assert token != planted
+    assert token is not None
+    assert token.decode("ascii").startswith(run_id.decode() + ":")
+    assert not saver._redis_side.breaker.is_open
+    await aclose(saver)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_thread_ids_that_differ_only_in_type_are_never_mixed(
+    redis_url: str, prefix: str, use_async: bool
+) -> None:
+    """`InMemorySaver` keeps thread 7 and thread "7" apart (PostgreSQL does not): the cache,
+    which names threads by text, must not answer one with the other's checkpoint."""
+    inner = InMemorySaver()
+    saver = CachedCheckpointSaver(inner, redis_url=redis_url, prefix=prefix)
+    as_int: Any = {"configurable": {"thread_id": 7, "checkpoint_ns": ""}}
+    checkpoint, _config, versions = new_checkpoint(saver, "7", conversation(2), None)
+    saver.put(as_int, checkpoint, {"source": "loop", "step": 0}, versions)
+    for _ in range(3):
+        assert await read(saver, as_int, use_async) == inner.get_tuple(as_int)
+    assert inner.get_tuple(latest("7")) is None
+    for _ in range(3):
+        assert await read(saver, latest("7"), use_async) is None
+    put_messages(saver, "7", conversation(4, tag="text"))
+    for _ in range(3):
+        assert await read(saver, latest("7"), use_async) == inner.get_tuple(latest("7"))
+        assert await read(saver, as_int, use_async) == inner.get_tuple(as_int)
     await aclose(saver)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from checkpoint_harness import RedisServer, conversation, latest, put_messages
+from checkpoint_harness import RedisServer, aput_messages, conversation, latest, put_messages
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -69,6 +69,68 @@ async def test_redis_killed_then_back(
     assert len(warnings_of(caplog)) == 1
     assert any("answers again" in r.getMessage() for r in caplog.records)
     await saver.aclose()
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_write_in_the_breakers_cool_down_still_reaches_redis(
+    redis_url: str, prefix: str, use_async: bool
+) -> None:
+    """One timeout opens a worker's breaker for `retry_after` seconds. Redis answers again,
+    and the worker writes: its mark must go out, or the other workers keep serving the
+    older checkpoint until the worker's next call (or the TTL)."""
+    inner = InMemorySaver()
+    writer = CachedCheckpointSaver(inner, redis_url=redis_url, prefix=prefix, retry_after=3600)
+    reader = CachedCheckpointSaver(inner, redis_url=redis_url, prefix=prefix, retry_after=3600)
+    put_messages(writer, "t", conversation(4, tag="old"))
+    for _ in range(3):
+        await read(reader, "t", use_async)  # the reader holds the old checkpoint, hot
+    writer._redis_side.breaker.failure(TimeoutError("one slow call"))  # as a timeout does
+    assert writer._redis_side.breaker.is_open
+    if use_async:
+        stored = await aput_messages(writer, "t", conversation(6, tag="new"))
+        await writer._redis_side.settle()
+    else:
+        stored = put_messages(writer, "t", conversation(6, tag="new"))
+    tup = await read(reader, "t", use_async)
+    assert tup is not None
+    assert tup.config["configurable"]["checkpoint_id"] == stored["configurable"]["checkpoint_id"]
+    assert not writer._redis_side.breaker.is_open  # Redis answered the write: back in use
+    await writer.aclose()
+    await reader.aclose()
+
+
+def test_an_event_loop_per_request_leaves_no_write_mark_behind(redis_url: str, prefix: str) -> None:
+    """`asyncio.run` per request (a sync web handler) ends the loop before the background
+    unmark of a write ran; the next call sends it, so the thread is cached again at once
+    instead of after the 5-minute write lease. In a child process: the loop's abandoned
+    client is left to the garbage collector there (a ResourceWarning)."""
+    script = f"""
+import asyncio, json, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import redis
+from checkpoint_harness import aput_messages, conversation
+from langgraph.checkpoint.memory import InMemorySaver
+from layered_memory.checkpoint import CachedCheckpointSaver
+from layered_memory.checkpoint._codec import Keys
+
+saver = CachedCheckpointSaver(InMemorySaver(), redis_url={redis_url!r}, prefix={prefix!r})
+asyncio.run(aput_messages(saver, "t", conversation(2)))
+client = redis.Redis.from_url({redis_url!r})
+marks = Keys.of({prefix!r}, "t").pending
+left = client.zcard(marks)
+saver.get_tuple({{"configurable": {{"thread_id": "t", "checkpoint_ns": ""}}}})
+print(json.dumps({{"left": left, "after": client.zcard(marks)}}))
+"""
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore::ResourceWarning", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"left": 1, "after": 0}
 
 
 def tokens(server: RedisServer, prefix: str) -> tuple[Any, Any]:

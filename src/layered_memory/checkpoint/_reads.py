@@ -213,4 +213,4 @@ class ReadPath:
         finally:
             await begin
             self._forget(thread_ids)
-            self._redis.spawn(self._redis.aend(op))
+            self._redis.spawn_end(op)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -145,11 +145,22 @@ class RedisSide:
             self._client.close()
             self._client = None
 
-    def spawn(self, call: Coroutine[Any, Any, None]) -> None:
-        """Run a Redis call in the background (kept until done; `aclose` waits for it)."""
-        task = asyncio.ensure_future(call)
+    def spawn_end(self, op: Op) -> None:
+        """Unmark a finished write in the background (kept until done; `aclose` waits for it).
+
+        An unmark cancelled before it ran (its event loop ended: `asyncio.run` per request) is
+        remembered and sent before this saver's next Redis call, so the thread is not left
+        uncached for the whole write lease.
+        """
+        task = asyncio.ensure_future(self.aend(op))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+
+        def done(finished: asyncio.Future[None]) -> None:
+            self._tasks.discard(finished)
+            if finished.cancelled() and op.begun:
+                self._remember(op)
+
+        task.add_done_callback(done)
 
     async def settle(self) -> None:
         """Wait for the background calls (the unmarks of finished writes)."""
@@ -177,7 +188,11 @@ class RedisSide:
         if not reply:
             return None  # a write is in progress: nothing may be served or filled
         payload = reply[1] if len(reply) > 1 else None
-        return Read(reply[0].decode(), payload)
+        try:
+            version = reply[0].decode("ascii")
+        except UnicodeDecodeError:  # READ only returns hex tokens: this one was planted
+            return None
+        return Read(version, payload)
 
     def _keys(self, thread_id: str) -> list[bytes]:
         return Keys.of(self.prefix, thread_id).as_list()
@@ -211,11 +226,13 @@ class RedisSide:
 
     # -- sync ---------------------------------------------------------------------------------
 
-    def _ready(self) -> dict[str, Any] | None:
-        if not self.breaker.allow():
+    def _ready(self, *, writing: bool = False) -> dict[str, Any] | None:
+        # A write tries Redis even in the breaker's cool-down: while its mark is not sent,
+        # other workers keep serving the thread's older checkpoint. One timeout bounds it.
+        if not (writing or self.breaker.allow()):
             return None
         scripts = self._sync()
-        if self.breaker.needs_repair():
+        if self.breaker.needs_repair() or self._unfinished:
             try:
                 self._repair(scripts)
             except self._errors as exc:
@@ -225,7 +242,8 @@ class RedisSide:
         return scripts
 
     def _repair(self, scripts: dict[str, Any]) -> None:
-        self._run_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
+        if self.breaker.needs_repair():
+            self._run_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
         for op in self._unfinished_ops():
             self._run_many(scripts["END_WRITE"], self._write_calls(op))
 
@@ -266,7 +284,7 @@ class RedisSide:
 
     def begin(self, op: Op) -> None:
         """Mark the threads pending and change their versions, before the wrapped write."""
-        scripts = self._ready()
+        scripts = self._ready(writing=True)
         if scripts is None:
             return
         try:
@@ -292,11 +310,11 @@ class RedisSide:
 
     # -- async --------------------------------------------------------------------------------
 
-    async def _aready(self) -> dict[str, Any] | None:
-        if not self.breaker.allow():
+    async def _aready(self, *, writing: bool = False) -> dict[str, Any] | None:
+        if not (writing or self.breaker.allow()):
             return None
         scripts = self._async()
-        if self.breaker.needs_repair():
+        if self.breaker.needs_repair() or self._unfinished:
             try:
                 await self._arepair(scripts)
             except self._errors as exc:
@@ -306,7 +324,8 @@ class RedisSide:
         return scripts
 
     async def _arepair(self, scripts: dict[str, Any]) -> None:
-        await self._arun_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
+        if self.breaker.needs_repair():
+            await self._arun_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
         for op in self._unfinished_ops():
             await self._arun_many(scripts["END_WRITE"], self._write_calls(op))
 
@@ -347,7 +366,7 @@ class RedisSide:
 
     async def abegin(self, op: Op) -> None:
         """Async twin of `begin`."""
-        scripts = await self._aready()
+        scripts = await self._aready(writing=True)
         if scripts is None:
             return
         try:

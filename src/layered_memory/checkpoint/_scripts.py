@@ -5,9 +5,10 @@ of each namespace; a global *epoch* token covers what cannot be tied to one thre
 tuple is served only while ``epoch|version`` is exactly what it was when the tuple was read from
 the wrapped saver. Three rules make that safe:
 
-- Every token starts with the ``run_id`` of the Redis server that made it, and a token made by
-  another server run is never trusted: a Redis restarted from an older snapshot, or a replica
-  promoted while lagging, brings back old tokens under a new ``run_id``, so everything misses.
+- Every token is ``<run_id>:<hex>`` (the ``run_id`` of the Redis server that made it); a
+  token of another shape or made by another server run is never trusted (it is replaced): a
+  Redis restarted from an older snapshot, or a replica promoted while lagging, brings back
+  old tokens under a new ``run_id``, so everything misses.
 - A writer marks the thread *pending* (with a lease) and drops its token before writing to the
   wrapped saver, and drops it again (clearing the mark) after; the next read makes a fresh
   random token, which no worker holds a snapshot under. While a mark is pending nothing
@@ -32,7 +33,8 @@ local function ensure_type(key, kind)
   if found ~= 'none' and found ~= kind then redis.call('DEL', key) end
 end
 local function current(token)
-  return token and string.sub(token, 1, #run + 1) == run .. ':'
+  -- The whole token, not its start: bytes planted after a valid run_id are never served.
+  return token and string.match(token, '^' .. run .. ':%x+$') ~= nil
 end
 local function pending(key)
   ensure_type(key, 'zset')

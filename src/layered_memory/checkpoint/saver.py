@@ -308,6 +308,17 @@ def _thread(config: RunnableConfig) -> str | None:
     return None if thread_id is None else str(thread_id)
 
 
+def _served_by_cache(config: RunnableConfig) -> bool:
+    """Whether a read may go through the cache: the latest checkpoint of a `str` thread id.
+
+    Savers disagree on whether `7` and `"7"` (or a UUID and its text) are one thread
+    (PostgreSQL: yes; `InMemorySaver`: no), and the cache keys threads by text, so other ids
+    are read from the wrapped saver. Writes still mark `str(thread_id)`: never stale.
+    """
+    thread_id = config.get("configurable", {}).get("thread_id")
+    return isinstance(thread_id, str) and not get_checkpoint_id(config)
+
+
 class _Capabilities(CachedCheckpointSaver):
     """The capability methods; `_class_for` copies the ones the wrapped saver has.
 
@@ -317,12 +328,12 @@ class _Capabilities(CachedCheckpointSaver):
     # -- reads --------------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        if _thread(config) is None or get_checkpoint_id(config):
+        if not _served_by_cache(config):
             return self._saver.get_tuple(config)
         return self._reads.get(config)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        if _thread(config) is None or get_checkpoint_id(config):
+        if not _served_by_cache(config):
             return await self._saver.aget_tuple(config)
         return await self._reads.aget(config)
 
