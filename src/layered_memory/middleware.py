@@ -21,9 +21,9 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -134,7 +134,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             touches a path, the first existing name in every folder from the backend root down
             to it is loaded and injected, shallow to deep (a deeper file wins a conflict).
         nested_writable: Let the agent edit nested memory files (read-only by default).
-        imports: Follow `@path` imports in memory files (at most 5 hops, each file once).
+        imports: Follow `@path` imports in memory files (at most 5 hops, each file once):
+            `True` within the backend's root (host-path backends: its folder and the folders
+            of layer files outside it), `"anywhere"` any file the backend can read, `False`
+            none.
 
     Attributes:
         protected_backend: The backend to give the agent
@@ -169,7 +172,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         nested: Sequence[str] = (),
         nested_writable: bool = False,
-        imports: bool = True,
+        imports: bool | Literal["anywhere"] = True,
     ) -> None:
         if system_prompt is not None:
             if not isinstance(system_prompt, str):
@@ -220,6 +223,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             follow_imports=imports,
         )
         self._found_read_only = _FoundReadOnly()
+        self._read_only_layer_paths = frozenset(
+            path for layer in self.assembler.layers if not layer.writable for path in layer.paths
+        )
         self.protected_paths = replace(
             protected_paths_of(
                 self.assembler.layers,
@@ -345,7 +351,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 backend=self._backend(request.state, request.runtime, config),
                 touched=touched_of(request.state),
             )
-            self._found_read_only.remember(snapshot.extras)
+            self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
             update = snapshot_update(
                 request.state, snapshot, list(loaded(request.state).get("match_context", []))
             )
@@ -368,7 +374,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 backend=self._backend(request.state, request.runtime, config),
                 touched=touched_of(request.state),
             )
-            self._found_read_only.remember(snapshot.extras)
+            self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
             update = snapshot_update(
                 request.state, snapshot, list(loaded(request.state).get("match_context", []))
             )
@@ -449,7 +455,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         config: RunnableConfig | None,
     ) -> dict[str, Any]:
         keys = context_strings(self.match_keys, state, runtime, config)
-        self._found_read_only.remember(snapshot.extras)
+        self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
         return snapshot_update(state, snapshot, keys)
 
     def _reports_rules(self, notes: Mapping[str, Any]) -> bool:
@@ -565,7 +571,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         state = getattr(request, "state", None) or {}
         protected = self.protected_paths
         baseline = loaded_snapshot(
-            state, list(protected.all_files()), self._folders_of(backend), backend
+            state,
+            list(protected.files),
+            self._folders_of(backend),
+            backend,
+            discovered=list(protected.all_files()),
         )
         for path in self._listed_in_folders(backend):
             baseline.setdefault(path, None)  # not loaded: it appeared since
@@ -645,7 +655,7 @@ class _FoundReadOnly:
         self._files: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def remember(self, extras: MemoryExtras) -> None:
+    def remember(self, extras: MemoryExtras, read_only_layers: Collection[str] = ()) -> None:
         found = {
             path: (
                 "nested memory (read-only)"
@@ -655,6 +665,14 @@ class _FoundReadOnly:
             for path, access in extras.access.items()
             if access == "read-only"
         }
+        # Every target a read-only file imports, found or not: a missing or unreadable one
+        # written by the agent would enter the prompt as read-only memory at the next load.
+        for importer, targets in extras.edges.items():
+            if extras.access.get(importer, "") == "read-only" or (
+                importer not in extras.access and importer in read_only_layers
+            ):
+                for target in targets:
+                    found.setdefault(target, "imported by read-only memory")
         if found.keys() - self._files.keys():
             with self._lock:
                 self._files.update(found)

@@ -97,7 +97,12 @@ def test_nested_directories_from_root_down() -> None:
         "/srv/p",
         "/srv/p/src",
     ]
-    assert directories_of(["relative.py", "/bad\x00.py"]) == []
+    assert directories_of(["/bad\x00.py", ""]) == []
+    # Relative paths are read from the backend's root, as deepagents reads them.
+    assert directories_of(["sub/x.py"]) == ["/", "/sub"]
+    assert directories_of(["src/x.py"], root="/srv/p") == ["/srv/p", "/srv/p/src"]
+    # A leading `//` (which POSIX normpath keeps) is folded like any repeated slash.
+    assert directories_of(["//src/x.py", "///a//b/c.py"]) == ["/", "/a", "/src", "/a/b"]
     found = candidates(["/", "/a"], ["AGENTS.md", "CLAUDE.md"])
     assert found == {"/": ["/AGENTS.md", "/CLAUDE.md"], "/a": ["/a/AGENTS.md", "/a/CLAUDE.md"]}
     assert pick_existing(

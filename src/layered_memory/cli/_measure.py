@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from layered_memory.core._imports import TOO_DEEP_REASON
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.layers import Layer
 from layered_memory.core.render import PieceReport, RenderedMemory
@@ -214,7 +215,11 @@ def report_from(
     decisions = (
         tuple(rule_set.explain(keys, root=assembler.rule_root)) if rule_set is not None else ()
     )
-    problems = [Problem(p.path, "error", p.reason) for p in snapshot.problems]
+    # An import chain cut at the depth limit is reported from `extras.too_deep` (doctor's
+    # import-too-deep check, lint's import problems), not twice.
+    problems = [
+        Problem(p.path, "error", p.reason) for p in snapshot.problems if p.reason != TOO_DEEP_REASON
+    ]
     if rule_set is not None:
         problems.extend(Problem(p.path, p.severity, p.reason) for p in rule_set.problems)
     return InspectReport(

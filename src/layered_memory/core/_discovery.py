@@ -26,6 +26,7 @@ from typing import Literal
 
 from layered_memory.core._imports import (
     MAX_IMPORT_DEPTH,
+    MAX_IMPORTED_FILES,
     ImportReference,
     find_imports,
     resolve_reference,
@@ -82,6 +83,7 @@ def plan(
     nested_access: Access = "read-only",
     root: str = "/",
     follow_imports: bool = True,
+    import_scope: Callable[[str], str | None] | None = None,
 ) -> Plan:
     """The load plan (see the module docstring).
 
@@ -93,6 +95,8 @@ def plan(
         nested_access: The access of nested files.
         root: The backend root in the path space of `touched`.
         follow_imports: Read `@path` imports.
+        import_scope: Why an import target may not be read (None: it may); None reads any
+            target the backend can (a virtual-path backend confines them itself).
     """
     dirs = directories_of(touched, root)[:MAX_NESTED_DIRECTORIES] if nested_names else []
     taken = set(configured)
@@ -122,7 +126,13 @@ def plan(
     roots.update(nested)
     access: dict[str, Access] = {**access_of, **dict.fromkeys(nested, nested_access)}
     found = yield from _follow(
-        first, nested=nested, dirs=tuple(dirs), roots=roots, access=access, problems=problems
+        first,
+        nested=nested,
+        dirs=tuple(dirs),
+        roots=roots,
+        access=access,
+        problems=problems,
+        scope=import_scope,
     )
     return found
 
@@ -135,6 +145,7 @@ def _follow(
     roots: dict[str, str],
     access: dict[str, Access],
     problems: list[SourceProblem],
+    scope: Callable[[str], str | None] | None = None,
 ) -> Plan:
     """Imports, one batched download per depth."""
     seen = set(first.texts) | set(first.missing) | {p.path for p in first.problems}
@@ -144,6 +155,7 @@ def _follow(
     frontier = roots
     too_deep: tuple[str, ...] = ()
     imported_access: dict[str, Access] = {}
+    requested = 0
     for _depth in range(MAX_IMPORT_DEPTH):
         requests: dict[str, list[tuple[str, ImportReference]]] = {}
         for importer, text in frontier.items():
@@ -151,6 +163,11 @@ def _follow(
             for reference in _references(text):
                 target = resolve_reference(reference.raw, importer)
                 if target == importer:
+                    continue
+                refused = scope(target) if scope is not None else None
+                if refused is not None:
+                    reason = f"imports @{reference.raw}, which {refused}: not read"
+                    problems.append(SourceProblem(importer, reason, used=True))
                     continue
                 targets.append(target)
                 requests.setdefault(target, []).append((importer, reference))
@@ -160,8 +177,18 @@ def _follow(
             if targets:
                 edges[importer] = tuple(dict.fromkeys(targets))
         new = [path for path in requests if path not in seen and path not in access]
+        room = MAX_IMPORTED_FILES - requested
+        if len(new) > room:
+            dropped, new = new[room:], new[:room]
+            importer = requests[dropped[0]][0][0]
+            reason = (
+                f"imports {len(dropped)} more files past the limit of {MAX_IMPORTED_FILES} "
+                f"imported files per load (e.g. {dropped[0]}); they are not read"
+            )
+            problems.append(SourceProblem(importer, reason, used=True))
         if not new:
             break
+        requested += len(new)
         result = yield new
         seen.update(new)
         frontier = {}

@@ -25,6 +25,17 @@ MAX_IMPORT_DEPTH = 5
 MAX_IMPORTS_PER_FILE = 64
 """References read from one file; the rest are ignored (a bound for hostile files)."""
 
+TOO_DEEP_REASON = (
+    f"its imports are {MAX_IMPORT_DEPTH} hops from a configured memory file, the limit: they "
+    "are not read"
+)
+"""The load problem of a file whose imports were not followed (`MemoryExtras.too_deep`)."""
+
+MAX_IMPORTED_FILES = 512
+"""Files one load may request through imports, all depths together: 64 files importing 64
+each would otherwise read thousands of files at every load (the rest are not followed, and
+one problem says so)."""
+
 MAX_REFERENCE_CHARS = 512
 
 DOCUMENT_EXTENSIONS = frozenset(

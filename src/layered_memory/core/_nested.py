@@ -28,20 +28,30 @@ def directories_of(touched: Iterable[str], root: str = "/") -> list[str]:
     Returns:
         Unique directories ordered by depth, then by name (deterministic bytes).
     """
-    root = posixpath.normpath(root)
+    root = _folded(root)
     found: set[str] = set()
     for path in touched:
-        if not isinstance(path, str) or "\x00" in path or not path.startswith("/"):
+        if not isinstance(path, str) or "\x00" in path or not path:
             continue
-        folder = posixpath.dirname(posixpath.normpath(path))
+        # deepagents reads a relative path from the backend's root, as `/` + path (virtual) or
+        # root/path (host paths).
+        folder = posixpath.dirname(_folded(path if path.startswith("/") else f"{root}/{path}"))
         if folder != root and not folder.startswith(root.rstrip("/") + "/"):
             continue
         while True:
             found.add(folder)
-            if folder in (root, "/"):
+            parent = posixpath.dirname(folder)
+            if folder in (root, parent):
                 break
-            folder = posixpath.dirname(folder)
+            folder = parent
     return sorted(found, key=lambda folder: (folder.count("/") if folder != "/" else 0, folder))
+
+
+def _folded(path: str) -> str:
+    """`path` with `.`, `..` and repeated slashes folded, a leading `//` included: POSIX
+    `normpath` keeps exactly two leading slashes, and `dirname("//")` is `"//"` (a walk up
+    from `//src/x.py` never reached `/`: one tool call hung the run)."""
+    return "/" + posixpath.normpath(path).lstrip("/")
 
 
 def candidates(directories: Sequence[str], names: Sequence[str]) -> dict[str, list[str]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from layered_memory.core._disk_cache import (
     now_ns,
     read_cache_for,
 )
+from layered_memory.core._imports import TOO_DEEP_REASON
 from layered_memory.core.layers import Layer, check_unique_layer_names, normalize_backend_path
 from layered_memory.core.loading import (
     DownloadResult,
@@ -147,7 +149,11 @@ class MemoryAssembler:
         nested: Names of nested memory files, looked for in every directory from the root down
             to each touched path (the first existing name per directory).
         nested_writable: Let the agent edit nested memory files (read-only by default).
-        follow_imports: Read `@path` imports in memory files.
+        follow_imports: Read `@path` imports in memory files: `True` within the backend's
+            root (on a host-path backend: its folder, and the folders of layer files that
+            live outside it, such as `~/.deepagents/`); `"anywhere"`: any file the backend
+            can read (a cloned repository's AGENTS.md could then import `@~/.aws/credentials`);
+            `False`: none.
     """
 
     def __init__(
@@ -164,9 +170,12 @@ class MemoryAssembler:
         strict: bool = False,
         nested: Sequence[str] = (),
         nested_writable: bool = False,
-        follow_imports: bool = True,
+        follow_imports: bool | Literal["anywhere"] = True,
     ) -> None:
         check_unique_layer_names(layers)
+        if not (isinstance(follow_imports, bool) or follow_imports == "anywhere"):
+            msg = f"imports must be True, False or 'anywhere', got {follow_imports!r}"
+            raise TypeError(msg)
         if max_chars < minimum_budget(system_prompt):
             msg = (
                 f"max_chars={max_chars} is too small for the prompt template; "
@@ -193,6 +202,11 @@ class MemoryAssembler:
         self._access = self._index_paths()
         self.rule_root = _rule_root(backend)
         """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
+        self._import_scope = (
+            _host_import_scope(self.rule_root, self.layer_paths)
+            if follow_imports is True and self.rule_root != "/"
+            else None
+        )
         self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
         self._logged: set[tuple[str, str]] = set()
         self._last_load: tuple[tuple[Mapping[str, str] | str | None, ...], str] | None = None
@@ -278,7 +292,8 @@ class MemoryAssembler:
             nested_names=self.nested,
             nested_access="writable" if self.nested_writable else "read-only",
             root=self.rule_root,
-            follow_imports=self.follow_imports,
+            follow_imports=bool(self.follow_imports),
+            import_scope=self._import_scope,
         )
 
     def _cache_for(self, io: Any) -> DiskReadCache | None:
@@ -350,10 +365,11 @@ class MemoryAssembler:
             *(problem for problem in result.problems if problem.path in configured),
             *found.problems,
             *(
-                SourceProblem(importer, f"imports @{ref}, which names no file")
+                SourceProblem(importer, f"imports @{ref}, which names no file", used=True)
                 for importer, refs in found.missing.items()
                 for ref in refs
             ),
+            *(SourceProblem(path, TOO_DEEP_REASON, used=True) for path in found.too_deep),
             *(SourceProblem(problem.path, problem.reason) for problem in listing_problems),
             *self._configuration_problems(result, bool(rule_files)),
         ]
@@ -719,6 +735,40 @@ def clear_process_caches() -> None:
     _RULE_SETS.clear()
     _parse_rule.cache_clear()
     clear_shared_caches()
+
+
+def _host_import_scope(root: str, layer_paths: Sequence[str]) -> Callable[[str], str | None]:
+    """Where imports may lead on a host-path backend, which can read any file of the host.
+
+    Inside its folder, and inside the folder of each configured layer file that lives outside
+    it (the user's own `~/.deepagents/AGENTS.md` may import its neighbours): a repository's
+    memory file must not pull `@/etc/passwd` or `@~/.aws/credentials` into the prompt. The
+    target's real place is checked, so a symlink in the project cannot lead out either.
+    """
+    real_root = os.path.realpath(root)
+    allowed = [real_root]
+    for path in layer_paths:
+        folder = os.path.dirname(os.path.realpath(os.path.expanduser(path)))
+        if not _inside(folder, real_root) and folder not in allowed:
+            allowed.append(folder)
+
+    def refused(target: str) -> str | None:
+        try:
+            real = os.path.realpath(os.path.expanduser(target))
+        except (OSError, ValueError):
+            return "cannot be resolved"
+        if any(_inside(real, folder) for folder in allowed):
+            return None
+        return (
+            f"is outside the backend's folder {root} (imports=True keeps them inside it; "
+            "imports='anywhere' reads any file)"
+        )
+
+    return refused
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _rule_root(backend: Any) -> str:

@@ -50,6 +50,9 @@ class SourceProblem:
     path: str
     reason: str
     unreadable: bool = False
+    used: bool = False
+    """The file itself was used; the problem is in what it asks for (an import that names no
+    file, imports past the limits): logged without "skipped"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +347,8 @@ def report_problems(
         key = (problem.path, problem.reason)
         level = logging.DEBUG if key in already_logged else logging.WARNING
         already_logged.add(key)
-        logger.log(level, "memory source %s skipped: %s", problem.path, problem.reason)
+        verb = "" if problem.used else " skipped"
+        logger.log(level, "memory source %s%s: %s", problem.path, verb, problem.reason)
 
 
 def _backend_failure(plan: Mapping[str, str], exc: Exception) -> DownloadResult:

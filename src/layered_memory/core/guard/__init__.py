@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,6 +35,8 @@ from typing import Any, Literal
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory.core.guard._places import (
+    MAX_FOLDER_ENTRIES,
+    FolderTooLargeError,
     Place,
     identity,
     is_host_backend,
@@ -164,14 +167,34 @@ def _named_refusal(
     if name in protected.names:
         return f"{path} is {protected.names[name]}"
     if not deleting:
+        # Another name for a nested file not loaded yet: a symlink to it (its target's name)
+        # or a hard link (any other name of a file with several links).
+        for target in targets:
+            if target.space != "disk":
+                continue
+            real = os.path.basename(target.path)
+            if real in protected.names:
+                return f"{path} leads to {target.path}, which is {protected.names[real]}"
+            if _has_other_names(target.path):
+                return (
+                    f"{path} has other names (hard links), and one may be a nested memory file "
+                    f"({', '.join(sorted(protected.names))}), which is read-only; write a new "
+                    "file instead"
+                )
         return None
     for target in targets:
         if target.space == "disk" and os.path.isdir(target.path):
-            for found in walk_files(target.path):
-                if os.path.basename(found) in protected.names:
-                    return (
-                        f"{path} holds {found}, which is {protected.names[os.path.basename(found)]}"
-                    )
+            try:
+                for found in walk_files(target.path):
+                    if os.path.basename(found) in protected.names:
+                        owner = protected.names[os.path.basename(found)]
+                        return f"{path} holds {found}, which is {owner}"
+            except FolderTooLargeError:
+                return (
+                    f"{path} holds more than {MAX_FOLDER_ENTRIES:,} files and folders: too many "
+                    f"to check for {', '.join(sorted(protected.names))} files, which are "
+                    "read-only; delete its subfolders one at a time"
+                )
     if isinstance(backend, FilesystemBackend):
         return None
     for wanted, owner in protected.names.items():
@@ -203,10 +226,25 @@ def _hard_link_into_folder(
         place = locate(backend, folder)
         if place is None or place.space != "disk":
             continue
-        for inside in walk_files(place.path):
-            if identity(inside) == found:
-                return f"{path} is a hard link to {inside}, which is inside {owner}"
+        try:
+            for inside in walk_files(place.path):
+                if identity(inside) == found:
+                    return f"{path} is a hard link to {inside}, which is inside {owner}"
+        except FolderTooLargeError:
+            return (
+                f"{path} has other names (hard links), and {folder} ({owner}) is too large to "
+                "check that none is inside it; write a new file instead"
+            )
     return None
+
+
+def _has_other_names(disk_path: str) -> bool:
+    """Whether an existing regular file has more than one hard link."""
+    try:
+        info = os.lstat(disk_path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
 
 
 def writes_memory(backend: Any, protected: ProtectedPaths, path: str) -> bool:

@@ -177,18 +177,29 @@ def lexically_inside(child: str, folder: str) -> bool:
     return child == folder or child.startswith(folder.rstrip("/") + "/")
 
 
+class FolderTooLargeError(Exception):
+    """A folder holds more than `MAX_FOLDER_ENTRIES` entries: too many to check them all
+    (internal: the guard turns it into a refusal, it never reaches the user)."""
+
+
 def walk_files(top: str) -> Iterator[str]:
-    """Files below `top`, at most `MAX_FOLDER_ENTRIES` files and folders looked at."""
+    """Files below `top`, at most `MAX_FOLDER_ENTRIES` files and folders looked at.
+
+    Raises:
+        FolderTooLargeError: Past the bound. A guard asking "does this folder hold memory?" must
+            then refuse: stopping quietly answered "no" and let a large folder be deleted
+            with the nested memory in it.
+    """
     seen = 0
     for folder, dirs, names in os.walk(top):
         seen += 1 + len(dirs)
         for name in names:
             seen += 1
             if seen > MAX_FOLDER_ENTRIES:
-                return
+                raise FolderTooLargeError(top)
             yield os.path.join(folder, name)
         if seen > MAX_FOLDER_ENTRIES:
-            return
+            raise FolderTooLargeError(top)
 
 
 def clear_swapped_on_disk(backend: Any, path: str) -> bool:

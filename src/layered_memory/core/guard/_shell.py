@@ -99,10 +99,21 @@ def changed_paths(
 
 
 def loaded_snapshot(
-    state: Mapping[str, Any], files: Sequence[str], folders: Sequence[str], backend: Any
+    state: Mapping[str, Any],
+    files: Sequence[str],
+    folders: Sequence[str],
+    backend: Any,
+    *,
+    discovered: Sequence[str] = (),
 ) -> dict[str, str | None]:
     """The read-only files as the run last loaded them (backend path -> text, None when it did
-    not exist); unreadable files are left out (nothing to put back)."""
+    not exist); unreadable files are left out (nothing to put back).
+
+    `files` are the configured ones: the run's load looked for each, so one it did not find
+    did not exist. `discovered` are the nested and imported files any load of the process
+    found: only those this run's load knows are compared (a nested file another run loaded
+    is absent from this run's state, which does not mean it did not exist: it is left alone).
+    """
     memory = state.get("memory_loaded") or {}
     extras = memory.get("extras") or {}
     contents = {
@@ -110,11 +121,14 @@ def loaded_snapshot(
         **(extras.get("nested") or {}),
         **(state.get("memory_contents") or {}),
     }
+    # Import targets this run looked for and did not find (None: put back as absent).
+    looked_for = {target for targets in (extras.get("edges") or {}).values() for target in targets}
     rules = memory.get("rule_files") or {}
     unreadable = memory.get("unreadable") or {}
     baseline: dict[str, str | None] = {}
-    for path in files:
-        if path in unreadable:
+    known = set(files)
+    for path in [*files, *(p for p in discovered if p not in known)]:
+        if path in unreadable or (path not in known and path not in contents.keys() | looked_for):
             continue
         where = backend_path(backend, path)
         if where is not None:
