@@ -113,7 +113,8 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         read_only: Only the reading tools; the mutating ones are refused (for subagents).
         max_result_chars: Tool results longer than this are cut with a note.
         max_bytes: Larger graph files are not read (bounded memory).
-        redact_secrets: Cut credentials out of observations before storing them.
+        redact_secrets: Cut credentials out of every string a write stores (names, types,
+            observations, relations) before storing it.
         strict: Raise when the graph file cannot be read instead of logging and going on.
 
     Attributes:
