@@ -77,3 +77,22 @@ def test_usage_errors_exit_2(
     argv = ["graph", *(a.format(file=graph_file) for a in arguments)]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_symlink_to_another_folder_is_followed(
+    graph_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (graph_file.parent / "sub").mkdir()
+    link = graph_file.parent / "sub" / "up.jsonl"
+    link.symlink_to(Path("..") / graph_file.name)
+
+    assert main(["graph", str(link), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entities"] == 6
+
+
+def test_a_symlink_loop_is_no_such_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.jsonl").symlink_to(tmp_path / "b.jsonl")
+    (tmp_path / "b.jsonl").symlink_to(tmp_path / "a.jsonl")
+
+    assert main(["graph", str(tmp_path / "a.jsonl")]) == 2
+    assert "a.jsonl: no such file" in capsys.readouterr().err

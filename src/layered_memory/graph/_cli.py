@@ -68,8 +68,14 @@ def run_graph(args: argparse.Namespace) -> int:
     from layered_memory.graph._format import GraphSnapshot
     from layered_memory.graph.knowledge_graph import KnowledgeGraph
 
-    file = Path(args.file).expanduser().absolute()
-    if not file.is_file():
+    file: Path | None
+    try:
+        # The file the user named, wherever a symlink leads (as any tool reading a file does):
+        # the backend below is rooted at its real folder, and would refuse a link out of it.
+        file = Path(args.file).expanduser().resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        file = None
+    if file is None or not file.is_file():
         print(f"layered-memory graph: {printable(args.file)}: no such file", file=sys.stderr)
         return EXIT_USAGE
     graph = KnowledgeGraph(
