@@ -149,3 +149,70 @@ async def test_deep_agent_keeps_the_graph_in_state_and_a_read_only_subagent(
     assert '"name":"Jane_Doe"' in text  # the subagent's delete never happened
     assert "Renewal due in March" in text
     assert text.startswith('{"type":"entity","name":"acme_corp"')
+
+
+# Built from pieces so secret scanners do not flag this file.
+GITHUB_TOKEN = "ghp_" + "x7Kq" * 9
+PASSWORD = "hunter2" + "secret"
+
+
+def _file_text(result: Any, backend: Any, root: Path) -> str:
+    if isinstance(backend, StateBackend):
+        text = result["files"]["/memory.jsonl"]["content"]
+        return "\n".join(text) if isinstance(text, list) else str(text)
+    return (root / "memory.jsonl").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("kind", ["disk", "state"])
+@pytest.mark.parametrize("tool", ["edit_file", "write_file"])
+async def test_the_agents_file_tools_cannot_write_a_secret_into_the_graph_file(
+    tmp_path: Path, use_async: bool, kind: str, tool: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend: Any = (
+        FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+        if kind == "disk"
+        else StateBackend()
+    )
+    entity = {"type": "entity", "name": "Ops", "entityType": "team", "observations": ["TBD"]}
+    initial = json.dumps(entity, separators=(",", ":"))
+    if tool == "edit_file":
+        call = tool_call(
+            "edit_file",
+            file_path="/memory.jsonl",
+            old_string="TBD",
+            new_string=f"deploy key {GITHUB_TOKEN}",
+        )
+    else:  # a new graph file, written whole
+        initial = ""
+        entity["observations"] = [f"password={PASSWORD}"]
+        call = tool_call("write_file", file_path="/memory.jsonl", content=json.dumps(entity) + "\n")
+    if initial and kind == "disk":
+        (tmp_path / "memory.jsonl").write_text(initial, encoding="utf-8")
+    model = ScriptedChatModel(script=[call, "done"])
+    agent = create_deep_agent(
+        model=model,
+        backend=backend,
+        memory=[],
+        middleware=[KnowledgeGraphMiddleware(backend=backend)],
+        checkpointer=InMemorySaver(),
+    )
+    payload: dict[str, Any] = {"messages": [{"role": "user", "content": "Note the Ops key."}]}
+    if initial and kind == "state":
+        payload["files"] = {"/memory.jsonl": create_file_data(initial)}
+
+    result = await _invoke(
+        agent, payload, {"configurable": {"thread_id": f"{tool}-{kind}-{use_async}"}}, use_async
+    )
+
+    text = _file_text(result, backend, tmp_path)
+    reply = next(m for m in result["messages"] if isinstance(m, ToolMessage))
+    assert reply.status != "error", reply.content
+    assert GITHUB_TOKEN not in text
+    assert PASSWORD not in text
+    assert "[REDACTED:" in text
+    assert "redacted before saving" in str(reply.content)
+    assert '"name":"Ops"' in model.system_prompts[1]  # the file still parses: Ops is in focus
+    assert "[REDACTED:" in model.system_prompts[1]
+    assert GITHUB_TOKEN not in caplog.text
+    assert PASSWORD not in caplog.text

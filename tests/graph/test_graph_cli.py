@@ -7,8 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from deepagents.backends import StateBackend
 
 from layered_memory.cli import main
+from layered_memory.graph import KnowledgeGraphMiddleware
+from layered_memory.graph._focus import minimum_chars
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reference_memory.jsonl"
 
@@ -69,6 +72,7 @@ def test_the_text_form_prints_the_block(
     [
         (["missing.jsonl"], "no such file"),
         (["{file}", "--session-key", "not a key"], "session key"),
+        (["{file}", "--max-chars", "10"], "--max-chars 10: too small"),
     ],
 )
 def test_usage_errors_exit_2(
@@ -77,3 +81,37 @@ def test_usage_errors_exit_2(
     argv = ["graph", *(a.format(file=graph_file) for a in arguments)]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_symlink_to_another_folder_is_followed(
+    graph_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (graph_file.parent / "sub").mkdir()
+    link = graph_file.parent / "sub" / "up.jsonl"
+    link.symlink_to(Path("..") / graph_file.name)
+
+    assert main(["graph", str(link), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entities"] == 6
+
+
+def test_a_symlink_loop_is_no_such_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.jsonl").symlink_to(tmp_path / "b.jsonl")
+    (tmp_path / "b.jsonl").symlink_to(tmp_path / "a.jsonl")
+
+    assert main(["graph", str(tmp_path / "a.jsonl")]) == 2
+    assert "a.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_max_chars_below_the_middlewares_minimum_is_refused_with_that_minimum(
+    graph_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    least = minimum_chars("/memory.jsonl")
+    with pytest.raises(ValueError, match=f"at least {least}"):
+        KnowledgeGraphMiddleware(backend=StateBackend(), max_chars=least - 1)
+
+    argv = ["graph", str(graph_file), "--message", "hi", "--max-chars"]
+    assert main([*argv, str(least - 1)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"use at least {least}" in err
+    assert main([*argv, str(least)]) == 0  # the same budget the middleware takes

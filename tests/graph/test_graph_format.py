@@ -85,6 +85,33 @@ def test_lines_it_does_not_understand_are_kept_byte_for_byte_with_one_warning(
     assert "newer server" not in caplog.text  # contents are never logged
 
 
+def test_the_unknown_lines_warning_names_the_first_line_numbers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    known = '{"type":"entity","name":"Ada","entityType":"person","observations":[]}'
+    # Line numbers as an editor shows them: blank lines count, \r\n ends one line.
+    lines = [known, "broken one", "", '{"type":"meta"}', known, *["x"] * 5]
+    (tmp_path / "memory.jsonl").write_text("\r\n".join(lines), encoding="utf-8", newline="")
+
+    with caplog.at_level(logging.WARNING, logger="layered_memory.graph"):
+        _graph(tmp_path).read_graph()
+
+    [warning] = [r.getMessage() for r in caplog.records if "not entities" in r.getMessage()]
+    assert "has 7 line(s)" in warning
+    assert "at line 2, 4, 6, 7, 8, ..." in warning
+    assert "broken one" not in warning  # line numbers, never contents
+
+
+def test_a_snapshot_built_by_a_write_numbers_its_unknown_lines_after_the_records() -> None:
+    text = '{"type":"meta"}\n{"type":"entity","name":"a","entityType":"t","observations":[]}'
+    written = parse(text, "d")
+    rebuilt = type(written)(written.entities, written.relations, written.unknown, "")
+
+    assert written.unknown_lines == (1,)
+    assert rebuilt.unknown_lines == (2,)
+    assert rebuilt.text().split("\n")[1] == '{"type":"meta"}'
+
+
 def test_keys_beyond_the_servers_are_written_back(tmp_path: Path) -> None:
     line = (
         '{"type":"entity","name":"Ada","entityType":"person","observations":[],'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Callable
@@ -195,6 +196,90 @@ async def test_secrets_are_redacted_from_observations(
     assert added[0]["addedObservations"] == ["password=[REDACTED:password]"]
     assert secret not in caplog.text
     assert "hunter22" not in caplog.text
+
+
+# Built from pieces so secret scanners do not flag this file.
+GITHUB_TOKEN = "ghp_" + "x7Kq" * 9
+AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"
+PASSWORD = "hunter2" + "secret"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_secrets_are_redacted_from_names_types_and_relations(
+    tmp_path: Path, use_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    graph = KnowledgeGraph(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    name = f"deploy {GITHUB_TOKEN}"
+    stored = "deploy [REDACTED:github_token]"
+
+    async def call(method: str, *args: Any) -> Any:
+        return await _call(graph, use_async, method, *args)
+
+    created = await call(
+        "create_entities",
+        [
+            {"name": name, "entityType": f"password={PASSWORD}", "observations": []},
+            {"name": "prod", "entityType": "server", "observations": []},
+        ],
+    )
+    related = await call(
+        "create_relations", [{"from": name, "to": "prod", "relationType": AWS_KEY_ID}]
+    )
+    # Named as the agent first wrote it, the entity is found under its redacted name.
+    added = await call("add_observations", [{"entityName": name, "contents": ["rotated"]}])
+    opened = await call("open_nodes", [name])
+
+    text = (tmp_path / "memory.jsonl").read_text(encoding="utf-8")
+    for secret in (GITHUB_TOKEN, PASSWORD, AWS_KEY_ID):
+        assert secret not in text
+        assert secret not in caplog.text
+    assert created[0] == {
+        "name": stored,
+        "entityType": "password=[REDACTED:password]",
+        "observations": [],
+    }
+    relation = {"from": stored, "to": "prod", "relationType": "[REDACTED:aws_access_key_id]"}
+    assert related == [relation]
+    assert added == [{"entityName": stored, "addedObservations": ["rotated"]}]
+    assert [e["name"] for e in opened["entities"]] == [stored]
+    assert opened["relations"] == [relation]  # the relation still points at the entity
+    assert "github_token" in caplog.text
+
+    await call("delete_relations", [{"from": name, "to": "prod", "relationType": AWS_KEY_ID}])
+    await call("delete_observations", [{"entityName": name, "observations": ["rotated"]}])
+    assert (await call("read_graph"))["relations"] == []
+    assert (await call("open_nodes", [stored]))["entities"][0]["observations"] == []
+    await call("delete_entities", [name])
+    assert [e["name"] for e in (await call("read_graph"))["entities"]] == ["prod"]
+
+
+def test_a_secret_already_in_the_file_can_still_be_named_and_deleted(tmp_path: Path) -> None:
+    # Written by the MCP server (or before redaction): the secret is in the file verbatim.
+    name = f"deploy {GITHUB_TOKEN}"
+    (tmp_path / "memory.jsonl").write_text(
+        json.dumps({"type": "entity", "name": name, "entityType": "t", "observations": []}),
+        encoding="utf-8",
+    )
+    graph = KnowledgeGraph(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+
+    added = graph.add_observations([{"entityName": name, "contents": ["to be removed"]}])
+    assert added == [{"entityName": name, "addedObservations": ["to be removed"]}]
+    assert [e["name"] for e in graph.open_nodes([name])["entities"]] == [name]
+    graph.delete_entities([name])
+
+    assert GITHUB_TOKEN not in (tmp_path / "memory.jsonl").read_text(encoding="utf-8")
+
+
+def test_redact_secrets_false_stores_every_string_as_given(tmp_path: Path) -> None:
+    graph = KnowledgeGraph(
+        FilesystemBackend(root_dir=tmp_path, virtual_mode=True), redact_secrets=False
+    )
+    graph.create_entities([{"name": GITHUB_TOKEN, "entityType": "t", "observations": []}])
+    graph.create_relations([{"from": GITHUB_TOKEN, "to": "x", "relationType": AWS_KEY_ID}])
+
+    text = (tmp_path / "memory.jsonl").read_text(encoding="utf-8")
+    assert GITHUB_TOKEN in text
+    assert AWS_KEY_ID in text
 
 
 def _backdate(path: Path, seconds: float = 60) -> None:

@@ -25,6 +25,7 @@ from langgraph.store.memory import InMemoryStore
 
 from layered_memory.core.guard import is_protected
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
+from layered_memory.graph._tool_guard import GraphFile
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 RUNTIME = SimpleNamespace(context=None)
@@ -368,3 +369,17 @@ def test_a_local_file_changed_by_another_process_is_seen_by_the_next_model_call(
 def _backdate(path: Path, seconds: float) -> None:
     past = time.time() - seconds
     os.utime(path, (past, past))
+
+
+def test_file_tool_writes_are_redacted_for_the_graph_file_under_any_alias_only(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "memory.jsonl").write_text(ADA, encoding="utf-8")
+    (tmp_path / "alias.jsonl").symlink_to(tmp_path / "memory.jsonl")
+    graph_file = GraphFile.of(
+        FilesystemBackend(root_dir=tmp_path, virtual_mode=True), "/memory.jsonl"
+    )
+
+    assert graph_file.access_of("/memory.jsonl") == ("graph", None)
+    assert graph_file.access_of("/alias.jsonl") == ("graph", None)
+    assert graph_file.access_of("/notes.md") == (None, None)  # other files are left alone

@@ -27,7 +27,8 @@ inject for that user message.
 --json prints {"version": 1, "entities", "relations", "unknown_lines",
 "entity_types": {type: count}}, plus "search": {"entities", "relations"} with
 --search and "focus": {"names", "block"} with --message / --session-key /
---context. Exit status: 0, or 2 when the file cannot be read."""
+--context. Exit status: 0, or 2 when the file cannot be read or --max-chars
+is below the block's minimum (its header and guidelines)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,16 +66,32 @@ def run_graph(args: argparse.Namespace) -> int:
     from deepagents.backends import FilesystemBackend
 
     from layered_memory.errors import LayeredMemoryError
+    from layered_memory.graph._focus import minimum_chars
     from layered_memory.graph._format import GraphSnapshot
     from layered_memory.graph.knowledge_graph import KnowledgeGraph
 
-    file = Path(args.file).expanduser().absolute()
-    if not file.is_file():
+    file: Path | None
+    try:
+        # The file the user named, wherever a symlink leads (as any tool reading a file does):
+        # the backend below is rooted at its real folder, and would refuse a link out of it.
+        file = Path(args.file).expanduser().resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        file = None
+    if file is None or not file.is_file():
         print(f"layered-memory graph: {printable(args.file)}: no such file", file=sys.stderr)
         return EXIT_USAGE
     graph = KnowledgeGraph(
         FilesystemBackend(root_dir=file.parent, virtual_mode=True), f"/{file.name}"
     )
+    least = minimum_chars(graph.path)
+    if args.max_chars < least:
+        # The middleware refuses such a budget: a block printed for it would be no agent's.
+        print(
+            f"layered-memory graph: --max-chars {args.max_chars}: too small for the header and "
+            f"guidelines; use at least {least}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
         snapshot: GraphSnapshot = graph.snapshot()
         report = _report(graph, snapshot, args)

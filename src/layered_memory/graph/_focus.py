@@ -7,7 +7,11 @@ relations through its name and adjacency indexes.
 
 Everything from the graph is shown as JSON in the tools' shapes, with closing tags (`</`)
 written as `<\\/` (the same JSON value) and invisible or line-breaking characters escaped, so
-a name or observation can neither close the block nor hide text from a reader.
+a name or observation can neither close the block nor hide text from a reader. The JSON text
+then goes through the package's `defuse` (with the block's own tag names), which breaks what
+is left: chat-template tokens (`<|im_start|>`) and closing tags written with look-alike
+characters (`＜／ｓｙｓｔｅｍ＞`). The backslash `defuse` puts after such a `<` is doubled, so each
+line stays valid JSON (the value then reads `<\\|im_start|>`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from layered_memory.core._defuse import defuse
 from layered_memory.graph._format import EntityRecord, GraphSnapshot
 
 DEFAULT_MAX_CHARS = 6_000
@@ -48,12 +53,39 @@ def _escape_invisible(match: re.Match[str]) -> str:
     return f"\\u{code:04x}"
 
 
+OWN_TAGS = ("knowledge_graph",)
+"""The block's own elements, guarded by `defuse` besides its usual names (a prefix: it covers
+`knowledge_graph_guidelines`)."""
+
+
 def prompt_json(value: object) -> str:
     """Compact JSON safe to put inside the prompt block (see the module docstring)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if text.isascii():
-        return text.replace("</", "<\\/") if "</" in text else text
-    return _INVISIBLE_RE.sub(_escape_invisible, text).replace("</", "<\\/")
+    if not text.isascii():
+        text = _INVISIBLE_RE.sub(_escape_invisible, text)
+    if "</" in text:
+        text = text.replace("</", "<\\/")  # `\/` is JSON's own escape of `/`: the same value
+    return _json_defused(text)
+
+
+def _json_defused(text: str) -> str:
+    """`defuse(text)` with each backslash it inserted doubled: a lone one would start a JSON
+    escape (`\\|` is none)."""
+    defused = defuse(text, names=OWN_TAGS)
+    if len(defused) == len(text):
+        return text
+    # `defused` is `text` with backslashes inserted: a greedy walk finds them (when the next
+    # character of `text` is a backslash itself, either one may be taken as inserted: the
+    # output is the same).
+    parts: list[str] = []
+    position = 0
+    for char in defused:
+        if position < len(text) and text[position] == char:
+            parts.append(char)
+            position += 1
+        else:
+            parts.append("\\\\")
+    return "".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +163,9 @@ def minimum_chars(path: str) -> int:
 
 def render_unavailable(settings: FocusSettings, reason: str) -> str:
     """The block when the file could not be read (the agent still gets the guidelines)."""
-    line = _UNAVAILABLE.format(path=prompt_json(settings.path), reason=reason)
+    line = _UNAVAILABLE.format(
+        path=prompt_json(settings.path), reason=defuse(reason, names=OWN_TAGS)
+    )
     return _wrap(line, [], settings.writable)
 
 

@@ -184,6 +184,10 @@ class RelationRecord:
         return {"from": self.source, "to": self.target, "relationType": self.relation_type}
 
 
+UNKNOWN_LINES_KEPT = 5
+"""Line numbers of unknown lines a snapshot keeps: enough to find them, bounded however many."""
+
+
 class GraphSnapshot:
     """One version of a graph file, parsed; indexes are built on first use and kept.
 
@@ -195,6 +199,9 @@ class GraphSnapshot:
         entities: Entity records in file order (duplicates of a name kept, as the server does).
         relations: Relation records in file order.
         unknown: Lines not understood, byte for byte (as decoded text), in file order.
+        unknown_lines: The 1-based line numbers of the first `UNKNOWN_LINES_KEPT` of them in
+            the text (what a warning names, so they can be found): where `parse` found them,
+            else where `text()` puts them (after the entities and relations).
         digest: Content digest of the text this snapshot was parsed from or serializes to.
     """
 
@@ -208,6 +215,7 @@ class GraphSnapshot:
         "entities",
         "relations",
         "unknown",
+        "unknown_lines",
     )
 
     def __init__(
@@ -216,10 +224,15 @@ class GraphSnapshot:
         relations: Sequence[RelationRecord],
         unknown: Sequence[str],
         digest: str,
+        unknown_lines: Sequence[int] | None = None,
     ) -> None:
         self.entities = tuple(entities)
         self.relations = tuple(relations)
         self.unknown = tuple(unknown)
+        if unknown_lines is None:
+            after = len(self.entities) + len(self.relations)
+            unknown_lines = range(after + 1, after + 1 + len(self.unknown))
+        self.unknown_lines = tuple(unknown_lines[:UNKNOWN_LINES_KEPT])
         self.digest = digest
         positions: dict[str, list[int]] = {}
         for index, entity in enumerate(self.entities):
@@ -314,7 +327,8 @@ def parse(text: str, digest: str) -> GraphSnapshot:
     entities: list[EntityRecord] = []
     relations: list[RelationRecord] = []
     unknown: list[str] = []
-    for raw in text.split("\n"):
+    unknown_lines: list[int] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip(_JS_WHITESPACE):
             continue  # the server drops blank lines too
         record = _parse_line(raw)
@@ -324,7 +338,9 @@ def parse(text: str, digest: str) -> GraphSnapshot:
             relations.append(record)
         else:
             unknown.append(raw)
-    return GraphSnapshot(entities, relations, unknown, digest)
+            if len(unknown_lines) < UNKNOWN_LINES_KEPT:
+                unknown_lines.append(number)
+    return GraphSnapshot(entities, relations, unknown, digest, unknown_lines)
 
 
 def _parse_line(raw: str) -> EntityRecord | RelationRecord | None:

@@ -143,26 +143,32 @@ def snapshot_of_bytes(
             text = data.decode("utf-8", errors="replace")
     snapshot = parse(text, digest)
     if snapshot.unknown:
-        _warn_unknown(path, snapshot.unknown)
+        _warn_unknown(path, snapshot)
     remember(snapshot, len(data))
     return snapshot
 
 
-def _warn_unknown(path: str, unknown: Sequence[str]) -> None:
+def _warn_unknown(path: str, snapshot: GraphSnapshot) -> None:
     # One warning per file and set of unknown lines, however often the file is rewritten.
-    key = (path, hash(tuple(unknown)))
+    unknown = snapshot.unknown
+    key = (path, hash(unknown))
     with _lock:
         if key in _warned:
             return
         _warned[key] = None
         while len(_warned) > _WARNED_KEEP:
             _warned.popitem(last=False)
+    # Line numbers, never the lines: they may hold anything.
+    where = ", ".join(map(str, snapshot.unknown_lines))
+    if len(unknown) > len(snapshot.unknown_lines):
+        where += ", ..."
     logger.warning(
         "knowledge graph %s has %d line(s) that are not entities or relations of the MCP "
-        "memory format (another type, or malformed JSON); they are kept unchanged after the "
-        "relations on every write",
+        "memory format (another type, or malformed JSON), at line %s; they are kept unchanged "
+        "after the relations on every write",
         path,
         len(unknown),
+        where,
     )
 
 

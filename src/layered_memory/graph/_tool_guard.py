@@ -11,6 +11,9 @@ the conversation and where the graph file lives.
   telling the model to repeat it (as deepagents refuses parallel `write_file`s of one path).
 - After which tool results the next model call reloads the file: the graph's own mutations,
   a subagent (`task`), a shell command (`execute`) and a file tool that wrote the graph file.
+- A writable graph: a `write_file` / `edit_file` of the graph file has its text redacted before
+  the tool runs, as `MemoryMiddleware` does for memory files (`redact_memory_edit`): the
+  graph's own tools redact what they store, and the file tools must not be a way around that.
 """
 
 from __future__ import annotations
@@ -73,6 +76,12 @@ class GraphFile:
             refusal(self.backend, self.protected, operation, path) is not None
             for path in named_paths(call)
         )
+
+    def access_of(self, path: str) -> tuple[str | None, None]:
+        """`("graph", None)` when a file tool writing `path` writes the graph file (under any
+        alias), else `(None, None)`: the form `redact_memory_edit` asks of a memory file."""
+        found = refusal(self.backend, self.protected, "write", path)
+        return ("graph" if found is not None else None), None
 
 
 def read_only_refusal(call: Mapping[str, Any], graph: GraphFile) -> ToolMessage | None:

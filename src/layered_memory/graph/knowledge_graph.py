@@ -5,20 +5,20 @@ memory server and a LangChain agent can share one `memory.jsonl`. Every mutation
 read-modify-write transaction under the package's write locks (`flock` + atomic replace on
 local disk, an advisory-locked SQL transaction on a PostgreSQL-backed `StoreBackend`, an
 in-process lock elsewhere), so writers in several processes never lose each other's changes,
-which the server itself does not guarantee. Observations are passed through the package's
-secret redaction before they are stored.
+which the server itself does not guarantee. Every string a write stores (names, types,
+observations, relation endpoints and types) is passed through the package's secret redaction
+first (`_redaction`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from deepagents.backends.protocol import BackendProtocol
 
-from layered_memory.graph import _ops, _source
+from layered_memory.graph import _ops, _redaction, _source
 from layered_memory.graph._format import GraphSnapshot, digest_of
 from layered_memory.graph._types import (
     Entity,
@@ -35,9 +35,6 @@ from layered_memory.graph._types import (
     check_relations,
 )
 from layered_memory.writeback._locking import WriteStrategy, choose_strategy
-from layered_memory.writeback.redaction import redact
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -59,7 +56,8 @@ class KnowledgeGraph:
             `StateBackend`, `StoreBackend`, `CompositeBackend`, ...).
         path: The file's path in that backend.
         max_bytes: Larger files are refused (bounded memory) with a `KnowledgeGraphError`.
-        redact_secrets: Cut credentials out of observations before they are stored.
+        redact_secrets: Cut credentials out of every string a write stores (names, types,
+            observations, relations) before it is stored.
 
     Example:
         graph = KnowledgeGraph(FilesystemBackend(root_dir=".", virtual_mode=True))
@@ -154,11 +152,13 @@ class KnowledgeGraph:
 
     def open_nodes(self, names: list[str]) -> GraphData:
         """The named entities and the relations touching them."""
-        return _ops.open_nodes(self.snapshot(), check_names(self.path, "names", names))
+        return _ops.open_nodes(
+            self.snapshot(), self._lookup(check_names(self.path, "names", names))
+        )
 
     async def aopen_nodes(self, names: list[str]) -> GraphData:
         """Async twin of `open_nodes`."""
-        checked = check_names(self.path, "names", names)
+        checked = self._lookup(check_names(self.path, "names", names))
         return _ops.open_nodes(await self.asnapshot(), checked)
 
     # --- writing ------------------------------------------------------------------------
@@ -176,12 +176,12 @@ class KnowledgeGraph:
     def create_relations(self, relations: list[Relation]) -> list[Relation]:
         """Add relations (active voice: `from` `relationType` `to`) not present yet; return
         the ones added."""
-        checked = check_relations(self.path, relations)
+        checked = self._redact_relations(check_relations(self.path, relations))
         return self._transact(lambda graph: _ops.create_relations(graph, checked))
 
     async def acreate_relations(self, relations: list[Relation]) -> list[Relation]:
         """Async twin of `create_relations`."""
-        checked = check_relations(self.path, relations)
+        checked = self._redact_relations(check_relations(self.path, relations))
         return await self._atransact(lambda graph: _ops.create_relations(graph, checked))
 
     def add_observations(self, observations: list[ObservationAddition]) -> list[ObservationResult]:
@@ -191,45 +191,43 @@ class KnowledgeGraph:
             EntityNotFoundError: An entity is unknown; nothing was written.
         """
         checked = self._redact_additions(check_additions(self.path, observations))
-        return self._transact(lambda graph: _ops.add_observations(graph, checked, path=self.path))
+        return self._transact(lambda graph: self._add_observations(graph, checked))
 
     async def aadd_observations(
         self, observations: list[ObservationAddition]
     ) -> list[ObservationResult]:
         """Async twin of `add_observations`."""
         checked = self._redact_additions(check_additions(self.path, observations))
-        return await self._atransact(
-            lambda graph: _ops.add_observations(graph, checked, path=self.path)
-        )
+        return await self._atransact(lambda graph: self._add_observations(graph, checked))
 
     def delete_entities(self, entity_names: list[str]) -> None:
         """Delete entities and every relation touching them (unknown names are ignored)."""
-        checked = check_names(self.path, "entityNames", entity_names)
+        checked = self._lookup(check_names(self.path, "entityNames", entity_names))
         self._transact(lambda graph: (_ops.delete_entities(graph, checked), None))
 
     async def adelete_entities(self, entity_names: list[str]) -> None:
         """Async twin of `delete_entities`."""
-        checked = check_names(self.path, "entityNames", entity_names)
+        checked = self._lookup(check_names(self.path, "entityNames", entity_names))
         await self._atransact(lambda graph: (_ops.delete_entities(graph, checked), None))
 
     def delete_observations(self, deletions: list[ObservationDeletion]) -> None:
         """Remove observations from entities (unknown entities are ignored)."""
-        checked = check_deletions(self.path, deletions)
+        checked = self._lookup_deletions(check_deletions(self.path, deletions))
         self._transact(lambda graph: (_ops.delete_observations(graph, checked), None))
 
     async def adelete_observations(self, deletions: list[ObservationDeletion]) -> None:
         """Async twin of `delete_observations`."""
-        checked = check_deletions(self.path, deletions)
+        checked = self._lookup_deletions(check_deletions(self.path, deletions))
         await self._atransact(lambda graph: (_ops.delete_observations(graph, checked), None))
 
     def delete_relations(self, relations: list[Relation]) -> None:
         """Remove relations (exact matches; unknown ones are ignored)."""
-        checked = check_relations(self.path, relations)
+        checked = self._lookup_relations(check_relations(self.path, relations))
         self._transact(lambda graph: (_ops.delete_relations(graph, checked), None))
 
     async def adelete_relations(self, relations: list[Relation]) -> None:
         """Async twin of `delete_relations`."""
-        checked = check_relations(self.path, relations)
+        checked = self._lookup_relations(check_relations(self.path, relations))
         await self._atransact(lambda graph: (_ops.delete_relations(graph, checked), None))
 
     # --- the transaction ----------------------------------------------------------------
@@ -265,29 +263,29 @@ class KnowledgeGraph:
         self._check_local_size()
         return await self._write_strategy().atransact(self._transform(mutation))
 
-    # --- redaction ----------------------------------------------------------------------
-
-    def _redact(self, texts: list[str]) -> list[str]:
-        if not self.redact_secrets:
-            return texts
-        cleaned: list[str] = []
-        for text in texts:
-            clean, kinds = redact(text)
-            if kinds:
-                logger.warning(
-                    "knowledge graph %s: redacted %s from an observation before storing it",
-                    self.path,
-                    ", ".join(kinds),
-                )
-            cleaned.append(clean)
-        return cleaned
+    # --- redaction (`_redaction`: what is stored, and names finding what was stored) --
 
     def _redact_entities(self, entities: list[Entity]) -> list[Entity]:
-        for entity in entities:
-            entity["observations"] = self._redact(entity["observations"])
-        return entities
+        return _redaction.entities(entities, self.path) if self.redact_secrets else entities
+
+    def _redact_relations(self, relations: list[Relation]) -> list[Relation]:
+        return _redaction.relations(relations, self.path) if self.redact_secrets else relations
 
     def _redact_additions(self, additions: list[ObservationAddition]) -> list[ObservationAddition]:
-        for item in additions:
-            item["contents"] = self._redact(item["contents"])
-        return additions
+        return _redaction.additions(additions, self.path) if self.redact_secrets else additions
+
+    def _add_observations(
+        self, graph: GraphSnapshot, additions: list[ObservationAddition]
+    ) -> tuple[_ops.Content, list[ObservationResult]]:
+        if self.redact_secrets:
+            additions = _redaction.resolve_additions(graph, additions)
+        return _ops.add_observations(graph, additions, path=self.path)
+
+    def _lookup(self, names: list[str]) -> list[str]:
+        return _redaction.either_form(names) if self.redact_secrets else names
+
+    def _lookup_relations(self, relations: list[Relation]) -> list[Relation]:
+        return _redaction.relation_forms(relations) if self.redact_secrets else relations
+
+    def _lookup_deletions(self, deletions: list[ObservationDeletion]) -> list[ObservationDeletion]:
+        return _redaction.deletion_forms(deletions) if self.redact_secrets else deletions

@@ -14,7 +14,10 @@
 - `wrap_tool_call`: in read-only mode, refuse the six mutating tools, whoever provides them,
   and `write_file` / `edit_file` / `delete` of the graph file (`guard.refusal`); on a graph
   kept in the agent state, refuse a second change of the file in one model turn (parallel
-  tool calls there overwrite each other). See `_tool_guard`.
+  tool calls there overwrite each other); redact secrets from the text a `write_file` /
+  `edit_file` would put in the graph file, and say so in the tool's result (the package's
+  `redact_memory_edit` / `note_redaction`, as `MemoryMiddleware` does for memory files). See
+  `_tool_guard`.
 
 Everything a later step needs is in the state (digest, focus context) or in the messages
 (which tools ran), never in the instance: a run resumed in another process behaves the same.
@@ -73,6 +76,8 @@ from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, graph_tools
 from layered_memory.graph.knowledge_graph import DEFAULT_PATH, KnowledgeGraph
 from layered_memory.middleware import MatchKeySource
 from layered_memory.sessions import parse_session_key
+from layered_memory.writeback.redaction import Redaction
+from layered_memory.writeback.redaction.memory_edits import note_redaction, redact_memory_edit
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -113,7 +118,9 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         read_only: Only the reading tools; the mutating ones are refused (for subagents).
         max_result_chars: Tool results longer than this are cut with a note.
         max_bytes: Larger graph files are not read (bounded memory).
-        redact_secrets: Cut credentials out of observations before storing them.
+        redact_secrets: Cut credentials out of every string a write stores (names, types,
+            observations, relations), and out of the agent's `write_file` / `edit_file` of
+            the graph file, before storing it.
         strict: Raise when the graph file cannot be read instead of logging and going on.
 
     Attributes:
@@ -298,9 +305,13 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """Refuse a change of a read-only graph, or a second change of a state-kept graph in
-        one model turn; else run the tool."""
+        one model turn; else run the tool, with secrets redacted from a file tool's write of
+        the graph file."""
         refusal = self._refusal(request)
-        return refusal if refusal is not None else handler(request)
+        if refusal is not None:
+            return refusal
+        request, redaction = self._redacted(request)
+        return note_redaction(handler(request), redaction)
 
     async def awrap_tool_call(
         self,
@@ -309,7 +320,10 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
     ) -> ToolMessage | Command[Any]:
         """Async twin of `wrap_tool_call`."""
         refusal = self._refusal(request)
-        return refusal if refusal is not None else await handler(request)
+        if refusal is not None:
+            return refusal
+        request, redaction = self._redacted(request)
+        return note_redaction(await handler(request), redaction)
 
     # -- pure helpers shared by both halves -----------------------------------------------
 
@@ -387,6 +401,12 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
             while len(self._renders) > _RENDER_CACHE_SIZE:
                 self._renders.popitem(last=False)
         return block
+
+    def _redacted(self, request: ToolCallRequest) -> tuple[ToolCallRequest, Redaction | None]:
+        # Read-only: every file tool writing the graph file was refused already.
+        if not (self.writable and self.graph.redact_secrets):
+            return request, None
+        return redact_memory_edit(request, self._file.access_of)
 
     def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
         call = request.tool_call
