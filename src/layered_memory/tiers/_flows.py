@@ -33,6 +33,7 @@ from layered_memory.tiers._records import (
     UserState,
     dump_visits,
     load_visits,
+    warn,
 )
 from layered_memory.tiers._settings import (
     LPM_KEY,
@@ -145,11 +146,11 @@ def load(ctx: Context) -> Flow[Loaded]:
         )
     )
     state_item, visits_item, lpm_item = items
-    return Loaded(
-        state=UserState.load(_value(state_item), user_id=ctx.user_id, where=ctx.where),
-        visits=load_visits(_value(visits_item)),
-        lpm=LongTerm.load(_value(lpm_item), where=ctx.where),
-    )
+    state = UserState.load(_value(state_item), user_id=ctx.user_id, where=ctx.where)
+    lpm = LongTerm.load(_value(lpm_item), where=ctx.where)
+    if state.seq_rebuilt:
+        state.seq = max(state.seq, lpm.top_seq())  # entries share the id counter
+    return Loaded(state=state, visits=load_visits(_value(visits_item)), lpm=lpm)
 
 
 def _vectors(
@@ -509,9 +510,12 @@ def _pages(ctx: Context, ids: Sequence[str], fresh: dict[str, Any]) -> Flow[list
     found = dict(zip(missing, (_value(item) for item in items), strict=True))
     pages = []
     for page_id in ids:
-        page = PageRec.load(fresh[page_id] if page_id in fresh else found.get(page_id))
+        value = fresh[page_id] if page_id in fresh else found.get(page_id)
+        page = PageRec.load(value, where=ctx.where)
         if page is not None:
             pages.append(page)
+        elif value is not None:
+            warn(ctx.where, f"page {page_id!r}", "not a page object; skipped")
     return pages
 
 
