@@ -205,6 +205,9 @@ class SegRec:
     promoted: int = 0
     """Its first `promoted` pages were promoted (a promotion takes every page after them)."""
     forgotten: bool = False
+    hidden: list[str] = field(default_factory=list)
+    """Its forgotten pages. Its keywords, summary, vector and `l_interaction` are made from
+    the other pages only, so a forgotten page reaches no prompt and earns no heat through it."""
 
     @classmethod
     def load(cls, value: object, *, where: str) -> SegRec | None:
@@ -212,6 +215,10 @@ class SegRec:
             return None
         bad: list[str] = []
         pages = _strs(value.get("pages"))
+        hidden = value.get("hidden")
+        if hidden:  # most segments hide nothing (and the list is written empty)
+            known = set(pages)
+            hidden = [page_id for page_id in _strs(hidden) if page_id in known]
         segment = cls(
             id=value["id"],
             pages=pages,
@@ -224,10 +231,33 @@ class SegRec:
             created=_num(value.get("created"), 0.0, bad, "created"),
             promoted=min(_int(value.get("promoted"), bad, "promoted"), len(pages)),
             forgotten=value.get("forgotten") is True,
+            hidden=hidden or [],
         )
         if bad:
             _report(where, f"segment {segment.id!r}", bad)
         return segment
+
+    @property
+    def shown(self) -> bool:
+        """Not forgotten, and holding a page that is not."""
+        return not self.forgotten and len(self.hidden) < len(self.pages)
+
+    def visible(self, page_ids: list[str] | None = None) -> list[str]:
+        """`page_ids` (default: all its pages) without the forgotten ones, in order."""
+        ids = self.pages if page_ids is None else page_ids
+        if not self.hidden:
+            return list(ids)
+        hidden = set(self.hidden)
+        return [page_id for page_id in ids if page_id not in hidden]
+
+    def unpromoted(self) -> list[str]:
+        """Its pages since the last promotion, forgotten ones left out."""
+        return self.visible(self.pages[self.promoted :])
+
+    def recount(self) -> None:
+        """`L_interaction`: the pages added since its last promotion, forgotten ones not
+        counted (a page a user asked to forget must not make the segment hotter)."""
+        self.l_interaction = len(self.unpromoted())
 
     def dump(self) -> dict[str, Any]:
         return {
@@ -242,6 +272,7 @@ class SegRec:
             "created": self.created,
             "promoted": self.promoted,
             "forgotten": self.forgotten,
+            "hidden": self.hidden,
         }
 
     def add_keywords(self, words: list[str]) -> None:
@@ -367,9 +398,28 @@ class FactRec:
     timestamp: float
     source: str | None = None
     forgotten: bool = False
+    pages: list[str] | None = None
+    """The pages it was made from; None: from its whole source segment (a keyword profile
+    line, or an entry written before pages were recorded)."""
+    hidden_by: list[str] = field(default_factory=list)
+    """Forgotten pages or segments it was made from: hidden while any is (restoring the last
+    one shows it again)."""
+
+    @property
+    def shown(self) -> bool:
+        return not self.forgotten and not self.hidden_by
+
+    def made_from(self, item_id: str, segment_id: str | None) -> bool:
+        """Whether forgetting page `item_id` of segment `segment_id` (or segment `item_id`,
+        with `segment_id=None`) must hide this entry."""
+        if segment_id is None:
+            return self.source == item_id
+        if self.pages is None:
+            return self.source == segment_id
+        return item_id in self.pages
 
     def public(self) -> Fact:
-        return Fact(self.id, self.text, self.kind, self.timestamp, self.source, self.forgotten)
+        return Fact(self.id, self.text, self.kind, self.timestamp, self.source, not self.shown)
 
 
 @dataclass(slots=True)
@@ -393,7 +443,7 @@ class LongTerm:
                 warn(where, "long_term record", "skipped a malformed entry (no object or id)")
                 continue
             kind: FactKind = "profile" if raw.get("kind") == "profile" else "fact"
-            source = raw.get("source")
+            source, pages, hidden_by = raw.get("source"), raw.get("pages"), raw.get("hidden_by")
             lpm.facts.append(
                 FactRec(
                     id=raw["id"],
@@ -402,6 +452,9 @@ class LongTerm:
                     timestamp=_num(raw.get("timestamp"), 0.0, bad, "timestamp"),
                     source=source if isinstance(source, str) else None,
                     forgotten=raw.get("forgotten") is True,
+                    # Only tested with `in`: a copy is enough, whatever its items are.
+                    pages=list(pages) if isinstance(pages, list) else None,
+                    hidden_by=_strs(hidden_by) if hidden_by else [],
                 )
             )
             if bad:
@@ -443,6 +496,8 @@ class LongTerm:
                     "timestamp": f.timestamp,
                     "source": f.source,
                     "forgotten": f.forgotten,
+                    **({} if f.pages is None else {"pages": f.pages}),
+                    **({"hidden_by": f.hidden_by} if f.hidden_by else {}),
                 }
                 for f in self.facts
             ],
