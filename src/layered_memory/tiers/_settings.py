@@ -103,7 +103,10 @@ def check_prefix(prefix: tuple[str, ...]) -> tuple[str, ...]:
         raise ValueError(msg)
     for part in prefix:
         if not isinstance(part, str) or not part or "." in part or "*" in part:
-            msg = f"namespace part {part!r} must be a non-empty string without '.' or '*'"
+            msg = (
+                f"namespace part {part!r} must be a non-empty string without '.' "
+                "(PostgresStore's separator) or '*'"
+            )
             raise ValueError(msg)
     return prefix
 
