@@ -619,7 +619,9 @@ def _search_mid_term(
             if hidden:
                 cosines = cosines.copy()
                 cosines[[i for i, pid in enumerate(ids) if pid in hidden]] = -2.0
-            # A forgotten page never scores, so it earns its segment no visit.
+            # As MemoryOS's reference code (`search_sessions`): a searched segment with a page
+            # above the page threshold gets the visit, whether or not that page then makes the
+            # top-k cut across segments. A forgotten page never scores, so it earns none.
             if bool((cosines >= s.page_threshold).any()):
                 visited.add(segment.id)
             page_scores.append(cosines)
