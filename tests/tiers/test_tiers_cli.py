@@ -67,3 +67,18 @@ def test_forget_restore_purge(filled, capsys):
     assert "no such fact" in capsys.readouterr().err
     assert main([*base, "--purge"]) == 2
     assert main(["tiers", "--user", "x", "--store", "postgresql://nobody@127.0.0.1:1/none"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("namespace", "reason"),
+    [("a.b", "without '.' (PostgresStore's separator)"), ("a b", "invalid namespace")],
+)
+def test_a_bad_namespace_is_a_one_line_usage_error(postgres_url, capsys, namespace, reason):
+    # 'a.b' passes the CLI's store-namespace check and was a traceback (exit 1) from
+    # TieredMemory. It is checked before connecting: the second store answers nothing.
+    for url in (postgres_url, "postgresql://nobody@127.0.0.1:1/none"):
+        assert main(["tiers", "--user", "x", "--store", url, "--namespace", namespace]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("layered-memory tiers: --namespace: ")
+        assert reason in err
+        assert err.count("\n") == 1

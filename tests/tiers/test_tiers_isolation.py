@@ -16,11 +16,9 @@ HOSTILE = [
     "ada/../bob",
     "*",
     "%",
-    "ada\x00bob",
     "ada\nbob",
     "\u202eada",
     "ada" * 300,
-    "\ud800lone-surrogate",
 ]
 
 
@@ -79,11 +77,15 @@ def test_store_listing_by_prefix_does_not_mix_users(make_memory):
     assert len(store.search(ada, limit=100)) == 3  # state, the moved page, its vectors; no ada.x
 
 
-@pytest.mark.parametrize("bad", [None, "", "   ", 42, "x" * 1025])
+@pytest.mark.parametrize(
+    "bad", [None, "", "   ", 42, "x" * 1025, "ada\x00bob", "\ud800lone-surrogate"]
+)
 def test_unusable_user_ids_are_refused_with_a_clear_error(make_memory, bad):
+    # NUL and surrogates: PostgreSQL cannot store them (the state record keeps the id).
     memory = make_memory()
     with pytest.raises(TierUserIdError, match="invalid user id"):
         memory.add_page(bad, "q", "r")
+    assert memory.store.list_namespaces(prefix=memory.namespace) == []
 
 
 async def test_forget_hides_restore_shows_purge_deletes(make_memory, use_async):

@@ -1,5 +1,6 @@
 """Tiered memory on the real PostgreSQL (`PostgresStore` / `AsyncPostgresStore`): what one
-process records, another process retrieves; hostile user ids stay apart in SQL prefixes."""
+process records, another process retrieves; hostile user ids stay apart in SQL prefixes;
+text PostgreSQL cannot store never loses a page."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import pytest
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 from psycopg.conninfo import make_conninfo
 
-from layered_memory.testing import LexicalEmbeddings
+from layered_memory.errors import TierUserIdError
+from layered_memory.testing import LexicalEmbeddings, ScriptedChatModel
 from layered_memory.tiers import TieredMemory
 from layered_memory.tiers._settings import user_namespace
 
@@ -104,3 +106,38 @@ async def test_memory_persists_across_processes(conninfo: str) -> None:
     assert "(ada) My dentist is Dr Alvarez." in found["pages"]
     assert found["short_term"] == ["(ada) filler", "My dentist moved to Porto."]
     assert not any("(ada.x)" in text for texts in found.values() for text in texts)
+
+
+@pytest.mark.postgres
+async def test_nul_and_lone_surrogates_never_lose_a_page(conninfo: str, caplog) -> None:
+    # PostgreSQL refuses both in JSON; the page used to be refused whole (in the middleware: a
+    # warning, and the turn was not recorded). They become U+FFFD; summaries a model makes
+    # from a `\u0000` in its answer too.
+    summary = json.dumps({"keywords": ["log"], "summary": "A log line \u0000 pasted."})
+    model = ScriptedChatModel(script=[], default=summary)
+    async with AsyncPostgresStore.from_conn_string(conninfo) as store:
+        memory = TieredMemory(store, embeddings=LexicalEmbeddings(), model=model, stm_capacity=1)
+        first = await memory.aadd_page("ada", "pasted log line\x00with a NUL", "ok\x00")
+        assert (first.query, first.response) == ("pasted log line\ufffdwith a NUL", "ok\ufffd")
+        await memory.aadd_page("ada", "lone \ud800 surrogate", "ok", meta={"t\x00": "a\udc00"})
+        await memory.aadd_page("ada", "a pair \ud83d\ude00 split", "ok")
+        (segment,) = await memory.asegments("ada")
+        assert [(p.query, p.summary) for p in segment.pages] == [
+            ("pasted log line\ufffdwith a NUL", "A log line \ufffd pasted."),
+            ("lone \ufffd surrogate", "A log line \ufffd pasted."),
+        ]
+        assert dict(segment.pages[1].meta) == {"t\ufffd": "a\ufffd"}
+        assert [p.query for p in await memory.ashort_term("ada")] == ["a pair 😀 split"]
+        found = await memory.aretrieve("ada", "pasted log line")
+        assert [s.page.id for s in found.pages] == [first.id]
+    assert "1 NUL or lone surrogate character(s) in the query replaced by U+FFFD" in caplog.text
+
+
+@pytest.mark.postgres
+def test_a_user_id_with_nul_is_refused_before_any_write(conninfo: str) -> None:
+    with PostgresStore.from_conn_string(conninfo) as store:
+        memory = TieredMemory(store, embeddings=LexicalEmbeddings())
+        for bad in ("a\x00b", "a\ud800b"):
+            with pytest.raises(TierUserIdError, match="user_id contains"):
+                memory.add_page(bad, "hello there", "hi")
+        assert store.list_namespaces(prefix=memory.namespace) == []

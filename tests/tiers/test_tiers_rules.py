@@ -133,6 +133,38 @@ async def test_retrieval_counts_visits_and_refreshes_recency(make_memory, clock,
     assert segment.n_visit == 1  # a retrieval that found nothing in it is not a visit
 
 
+async def test_a_visit_goes_to_each_searched_segment_with_a_page_above_the_threshold(
+    clock, use_async
+):
+    # MemoryOS's reference code (`MidTermMemory.search_sessions`): N_visit + 1 for a searched
+    # segment with a page >= the page threshold, before the top-k cut across segments; a
+    # segment searched for its keywords alone gets none.
+    table = {"alpha": unit_at(0), "beta": unit_at(10), "gamma": unit_at(85)}
+    memory = TieredMemory(
+        __import__("langgraph.store.memory").store.memory.InMemoryStore(),
+        embeddings=TableEmbeddings(table),
+        clock=clock,
+        stm_capacity=1,
+        theta=1.5,  # every page starts its own segment
+        top_k=1,
+        tau=100,
+    )
+    for text in ("alpha apple", "beta banana", "gamma grape", "filler"):
+        await call(memory, "add_page", USER, text, "ok", use_async=use_async)
+    found = await call(memory, "retrieve", USER, "alpha gamma", use_async=use_async)
+    assert [s.page.query for s in found.pages] == ["alpha apple"]
+    segments = {
+        s.pages[0].query: s for s in await call(memory, "segments", USER, use_async=use_async)
+    }
+    assert {sid for sid, _ in found.segments} == {s.id for s in segments.values()}  # all searched
+    # gamma's page: cos 85° = 0.09 < page_threshold; its segment was searched for "gamma".
+    assert {q: s.n_visit for q, s in segments.items()} == {
+        "alpha apple": 1,
+        "beta banana": 1,  # above the threshold, cut by top_k=1: still a visit
+        "gamma grape": 0,
+    }
+
+
 async def test_irrelevant_pages_are_never_returned(make_memory, use_async):
     memory = make_memory(stm_capacity=1)
     for text in ("my dentist is doctor alvarez", "the cat is called pixel", "chess on sundays"):

@@ -18,7 +18,7 @@ from langchain_core.embeddings import Embeddings
 from layered_memory.cli._store import open_store, parse_namespace
 from layered_memory.cli._text import dumps_json, printable
 from layered_memory.errors import LayeredMemoryError, TierItemError
-from layered_memory.tiers._settings import DEFAULT_NAMESPACE, user_namespace
+from layered_memory.tiers._settings import DEFAULT_NAMESPACE, check_prefix, user_namespace
 from layered_memory.tiers._types import Page
 from layered_memory.tiers.memory import TieredMemory
 
@@ -101,7 +101,13 @@ def run_tiers(args: argparse.Namespace) -> int:
         print("layered-memory tiers: --purge goes with --forget ITEM", file=sys.stderr)
         return EXIT_USAGE
     try:
-        prefix = parse_namespace(args.namespace)
+        # `parse_namespace` takes what a store backend takes ('.' too); the tiers refuse '.',
+        # PostgreSQL's separator. Checked before any connection, as a usage error.
+        prefix = check_prefix(parse_namespace(args.namespace))
+    except (LayeredMemoryError, ValueError) as exc:
+        print(f"layered-memory tiers: --namespace: {printable(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         with open_store(args.store) as store:
             memory = TieredMemory(store, embeddings=_NoEmbeddings(), namespace=prefix)
             if args.forget or args.restore:

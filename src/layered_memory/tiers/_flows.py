@@ -25,6 +25,7 @@ from layered_memory.tiers import _prompts, _text
 from layered_memory.tiers import _vectors as vec
 from layered_memory.tiers._heat import heat
 from layered_memory.tiers._records import (
+    MAX_LINES,
     FactRec,
     LongTerm,
     PageRec,
@@ -33,6 +34,7 @@ from layered_memory.tiers._records import (
     UserState,
     dump_visits,
     load_visits,
+    warn,
 )
 from layered_memory.tiers._settings import (
     LPM_KEY,
@@ -145,11 +147,11 @@ def load(ctx: Context) -> Flow[Loaded]:
         )
     )
     state_item, visits_item, lpm_item = items
-    return Loaded(
-        state=UserState.load(_value(state_item), user_id=ctx.user_id, where=ctx.where),
-        visits=load_visits(_value(visits_item)),
-        lpm=LongTerm.load(_value(lpm_item), where=ctx.where),
-    )
+    state = UserState.load(_value(state_item), user_id=ctx.user_id, where=ctx.where)
+    lpm = LongTerm.load(_value(lpm_item), where=ctx.where)
+    if state.seq_rebuilt:
+        state.seq = max(state.seq, lpm.top_seq())  # entries share the id counter
+    return Loaded(state=state, visits=load_visits(_value(visits_item)), lpm=lpm)
 
 
 def _vectors(
@@ -283,7 +285,7 @@ def _move_overflow(
         page.vector = vector
         words = _text.keywords(page_text(page))
         summary = _text.summary_line(page.query, page.response)
-        if ctx.has_model:
+        if ctx.has_model and not page.forgotten:  # a forgotten page's text goes to no model
             answer = yield Ask(tuple(_prompts.page_messages(page.query, page.response)))
             parsed = _parsed(answer, _prompts.parse_summary, ctx, "page summary")
             if parsed is not None:
@@ -292,13 +294,21 @@ def _move_overflow(
         segment, score = _best_segment(state, vector, page.keywords)
         if segment is not None and score >= ctx.settings.theta:
             yield from _segment_vectors(ctx, state, [segment.id], touched)
-            yield from _join(ctx, state, segment, page)
+            if page.forgotten:
+                # Kept (restorable), but nothing of it enters the segment's keywords, summary,
+                # vector or L_interaction, and its vector is hidden from retrieval below.
+                segment.pages.append(page.id)
+                segment.hidden.append(page.id)
+            else:
+                yield from _join(ctx, state, segment, page)
         else:
             segment = _create(ctx, state, page)
             touched[segment.id] = SegVectors()
             report.created += 1
         touched[segment.id].append(page.id, vector)
-        if ctx.has_model and segment not in resummarized:
+        if page.forgotten:
+            touched[segment.id].hidden.add(page.id)
+        elif ctx.has_model and segment not in resummarized:
             resummarized.append(segment)
         page.segment = segment.id
         puts.append(PutOp(ctx.pages, page.id, page.dump()))
@@ -335,7 +345,7 @@ def _best_segment(
     state: UserState, vector: vec.Vector, words: Sequence[str]
 ) -> tuple[SegRec | None, float]:
     """The visible segment with the highest F_score = cos(e_s, e_p) + Jaccard(K_s, K_p)."""
-    candidates = [s for s in state.segments if not s.forgotten and s.id in state.vectors]
+    candidates = [s for s in state.segments if s.shown and s.id in state.vectors]
     if not candidates:
         return None, 0.0
     cos = vec.cosines(vec.stack([state.vectors[s.id] for s in candidates]), vector)
@@ -376,25 +386,32 @@ def _join(ctx: Context, state: UserState, segment: SegRec, page: PageRec) -> Flo
 
 
 def _create(ctx: Context, state: UserState, page: PageRec) -> SegRec:
+    assert page.vector is not None
+    hidden = page.forgotten
     segment = SegRec(
         id=state.next_id("s"),
         pages=[page.id],
         counts={},
         keywords=[],
         summary="",
-        lines=[page.summary],
-        l_interaction=1,
+        lines=[] if hidden else [page.summary],
+        l_interaction=0 if hidden else 1,
         last_access=ctx.now,
         created=ctx.now,
+        hidden=[page.id] if hidden else [],
     )
+    state.segments.append(segment)
+    if hidden:
+        # Nothing of a forgotten page shows: no keywords, no summary, and a zero vector that
+        # no query or new page can score against.
+        state.vectors[segment.id] = 0 * page.vector
+        return segment
     segment.add_keywords(page.keywords)
     segment.keywords = list(page.keywords[: _text.MAX_SEGMENT_KEYWORDS])
     segment.summary = (
         page.summary if ctx.has_model else _text.segment_summary(segment.keywords, segment.lines)
     )
-    assert page.vector is not None
     state.vectors[segment.id] = page.vector.copy()
-    state.segments.append(segment)
     return segment
 
 
@@ -427,12 +444,16 @@ def _evict(
 def _promote(
     ctx: Context, loaded: Loaded, puts: list[GetOp | PutOp], report: _Report
 ) -> Flow[bool]:
-    """Promote hot segments (heat >= τ) to long-term memory, then reset their L_interaction."""
+    """Promote hot segments (heat >= τ) to long-term memory, then reset their L_interaction.
+
+    Only pages not forgotten are promoted, and each entry records the pages it was made from,
+    so forgetting one of them later hides the entry too (`forget`).
+    """
     state, lpm, s = loaded.state, loaded.lpm, ctx.settings
     hot = [
         (segment_heat(ctx, segment, loaded.visits), segment)
         for segment in state.segments
-        if not segment.forgotten and segment.promoted < len(segment.pages)
+        if not segment.forgotten and segment.unpromoted()
     ]
     hot = sorted(
         ((h, seg) for h, seg in hot if h >= s.tau), key=lambda pair: (-pair[0], pair[1].created)
@@ -440,8 +461,7 @@ def _promote(
     changed = False
     fresh = {op.key: op.value for op in puts if isinstance(op, PutOp) and op.namespace == ctx.pages}
     for _, segment in hot:
-        ids = segment.pages[segment.promoted :]
-        pages = yield from _pages(ctx, ids, fresh)
+        pages = yield from _pages(ctx, segment.unpromoted(), fresh)
         visible = [page for page in pages if not page.forgotten]
         entries = _lexical_promotion(segment, visible)
         if ctx.has_model and visible:
@@ -451,19 +471,21 @@ def _promote(
             parsed = _parsed(answer, _prompts.parse_promotion, ctx, "promotion")
             if parsed is not None:
                 profile, facts = parsed
-                entries = [("profile", text) for text in profile] + [("fact", t) for t in facts]
-        known = {fact.text.casefold() for fact in lpm.facts}
-        new: dict[str, FactKind] = {}
-        for kind, text in entries:
+                ids = [page.id for page in visible]
+                entries = [("profile", text, ids) for text in profile]
+                entries += [("fact", text, ids) for text in facts]
+        known = {fact.text.casefold() for fact in lpm.facts if fact.shown}
+        new: dict[str, tuple[FactKind, list[str] | None]] = {}
+        for kind, text, origin in entries:
             if text.casefold() not in known:
-                new.setdefault(text, kind)
+                new.setdefault(text, (kind, origin))
         if new:
             result = yield Embed(tuple(new))
             matrix = _vectors(result, len(new), None, ctx, "long-term entries")
             if matrix is None:
                 continue  # not promoted: heat and pages unchanged, retried next time
-            for (text, kind), vector in zip(new.items(), matrix, strict=True):
-                fact = FactRec(state.next_id("f"), text, kind, ctx.now, segment.id)
+            for (text, (kind, origin)), vector in zip(new.items(), matrix, strict=True):
+                fact = FactRec(state.next_id("f"), text, kind, ctx.now, segment.id, pages=origin)
                 lpm.facts.append(fact)
                 lpm.vectors[fact.id] = vector
             while len(lpm.facts) > s.lpm_capacity:  # FIFO, as the paper's 100-entry queues
@@ -485,19 +507,26 @@ def _promote(
     return changed
 
 
-def _lexical_promotion(segment: SegRec, pages: Sequence[PageRec]) -> list[tuple[FactKind, str]]:
+Entry = tuple[FactKind, str, list[str] | None]
+"""A long-term entry to add: its kind, its text, the pages it was made from (None: the whole
+segment)."""
+
+
+def _lexical_promotion(segment: SegRec, pages: Sequence[PageRec]) -> list[Entry]:
     """Without a model: the segment's keywords as a profile line, the users' statements as facts.
 
     A question ("what time is it?") says nothing about the user, and a greeting ("Hi!") little,
     so summary lines ending with `?` or with fewer than three content words are left out.
+    Nothing comes out of a segment with no page to promote: its keywords alone are no news.
     """
-    entries: list[tuple[FactKind, str]] = []
-    if segment.keywords:
-        entries.append(("profile", "Talks about: " + ", ".join(segment.keywords[:5])))
+    entries: list[Entry] = []
+    if segment.keywords and pages:
+        # Made from every visible page of the segment, not only these.
+        entries.append(("profile", "Talks about: " + ", ".join(segment.keywords[:5]), None))
     for page in pages:
         line = page.summary or _text.summary_line(page.query, page.response)
         if line and not line.endswith("?") and len(_text.tokens(line)) >= 3:
-            entries.append(("fact", line))
+            entries.append(("fact", line, [page.id]))
     return entries
 
 
@@ -509,9 +538,12 @@ def _pages(ctx: Context, ids: Sequence[str], fresh: dict[str, Any]) -> Flow[list
     found = dict(zip(missing, (_value(item) for item in items), strict=True))
     pages = []
     for page_id in ids:
-        page = PageRec.load(fresh[page_id] if page_id in fresh else found.get(page_id))
+        value = fresh[page_id] if page_id in fresh else found.get(page_id)
+        page = PageRec.load(value, where=ctx.where)
         if page is not None:
             pages.append(page)
+        elif value is not None:
+            warn(ctx.where, f"page {page_id!r}", "not a page object; skipped")
     return pages
 
 
@@ -524,12 +556,10 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
     state, lpm, s = loaded.state, loaded.lpm, ctx.settings
     short_term = tuple(page.public() for page in state.stm if not page.forgotten)
     profile = tuple(
-        fact.public()
-        for fact in reversed(lpm.facts)
-        if fact.kind == "profile" and not fact.forgotten
+        fact.public() for fact in reversed(lpm.facts) if fact.kind == "profile" and fact.shown
     )[: s.max_profile]
-    segments = [seg for seg in state.segments if not seg.forgotten and seg.id in state.vectors]
-    facts = [f for f in lpm.facts if f.kind == "fact" and not f.forgotten and f.id in lpm.vectors]
+    segments = [seg for seg in state.segments if seg.shown and seg.id in state.vectors]
+    facts = [f for f in lpm.facts if f.kind == "fact" and f.shown and f.id in lpm.vectors]
     base = Retrieval(short_term=short_term, profile=profile)
     if not query.strip() or not (segments or facts):
         return base
@@ -583,11 +613,15 @@ def _search_mid_term(
     visited: set[str] = set()
     for segment, _ in top:
         record = records[segment.id]
+        hidden = record.hidden.union(segment.hidden) if segment.hidden else record.hidden
         for ids, matrix in record.parts():
             cosines = vec.cosines(matrix, q, unit_rows=True)
-            if record.hidden:
+            if hidden:
                 cosines = cosines.copy()
-                cosines[[i for i, pid in enumerate(ids) if pid in record.hidden]] = -2.0
+                cosines[[i for i, pid in enumerate(ids) if pid in hidden]] = -2.0
+            # As MemoryOS's reference code (`search_sessions`): a searched segment with a page
+            # above the page threshold gets the visit, whether or not that page then makes the
+            # top-k cut across segments. A forgotten page never scores, so it earns none.
             if bool((cosines >= s.page_threshold).any()):
                 visited.add(segment.id)
             page_scores.append(cosines)
@@ -659,47 +693,58 @@ def _kind(item_id: str) -> Kind:
 
 
 def forget(ctx: Context, item_id: str, *, purge: bool, hide: bool = True) -> Flow[Forgotten]:
-    """Hide (or, with `purge`, delete) a page, segment or fact; `hide=False` restores it."""
+    """Hide (or, with `purge`, delete) a page, segment or fact; `hide=False` restores it.
+
+    A forgotten page or segment reaches no prompt by any route: not its text, not its words
+    through its segment's keywords or summary (made again from the other pages), not the
+    long-term entries made from it (hidden while it is forgotten; for good once purged).
+    """
     kind = _kind(item_id)
     loaded = yield from load(ctx)
+    state, lpm = loaded.state, loaded.lpm
     puts: list[GetOp | PutOp] = []
+    lpm_changed = True
     if kind == "page":
-        state_changed = yield from _forget_page(
-            ctx, loaded.state, item_id, puts, purge=purge, hide=hide
+        lpm_changed = yield from _forget_page(
+            ctx, state, lpm, item_id, puts, purge=purge, hide=hide
         )
     elif kind == "segment":
-        state_changed = _forget_segment(ctx, loaded.state, item_id, puts, purge=purge, hide=hide)
+        lpm_changed = _forget_segment(ctx, state, lpm, item_id, puts, purge=purge, hide=hide)
     else:
-        _forget_fact(loaded.lpm, item_id, purge=purge, hide=hide)
-        puts.append(PutOp(ctx.namespace, LPM_KEY, loaded.lpm.dump()))
-        state_changed = False
-    if state_changed:
-        puts.append(PutOp(ctx.namespace, STATE_KEY, loaded.state.dump()))
-    if puts:
-        yield StoreBatch(tuple(puts))
+        _forget_fact(lpm, item_id, purge=purge, hide=hide)
+    if kind != "fact":
+        puts.append(PutOp(ctx.namespace, STATE_KEY, state.dump()))
+    if lpm_changed:
+        puts.append(PutOp(ctx.namespace, LPM_KEY, lpm.dump()))
+    yield StoreBatch(tuple(puts))
     return Forgotten(item_id, kind, purged=purge)
 
 
 def _forget_page(
     ctx: Context,
     state: UserState,
+    lpm: LongTerm,
     item_id: str,
     puts: list[GetOp | PutOp],
     *,
     purge: bool,
     hide: bool,
 ) -> Flow[bool]:
+    """Returns whether long-term memory changed."""
     stm = next((page for page in state.stm if page.id == item_id), None)
     if stm is not None:
+        # Nothing was made from a short-term page yet; moving to mid-term carries the flag.
         if purge:
             state.stm.remove(stm)
         stm.forgotten = hide
-        return True
+        return False
     segment = next((seg for seg in state.segments if item_id in seg.pages), None)
     pages = (yield from _pages(ctx, [item_id], {})) if segment else []
     if segment is None or not pages:
         raise TierItemError(item_id, "no such page")
     record = (yield from _segment_vectors(ctx, state, [segment.id], {}))[segment.id]
+    if item_id in segment.hidden:
+        segment.hidden.remove(item_id)
     if purge:
         if segment.pages.index(item_id) < segment.promoted:
             segment.promoted -= 1
@@ -709,23 +754,73 @@ def _forget_page(
     else:
         pages[0].forgotten = hide
         if hide:
+            segment.hidden.append(item_id)
             record.hidden.add(item_id)
         else:
             record.hidden.discard(item_id)
         puts.append(PutOp(ctx.pages, item_id, pages[0].dump()))
+    yield from _rebuild(ctx, state, segment, record)
     puts.append(PutOp(ctx.vectors, segment.id, record.dump()))
-    return purge
+    # A purged page's entries stay hidden: nothing is left to restore them with.
+    return _hide_made_from(lpm, item_id, segment.id, hide=hide or purge)
+
+
+def _rebuild(ctx: Context, state: UserState, segment: SegRec, record: SegVectors) -> Flow[None]:
+    """Make a segment's keywords, summary and vector again from its visible pages, and count
+    its L_interaction again (a page of it was forgotten, restored or purged).
+
+    Lexical even with a chat model: a model-made summary may hold a forgotten page's words,
+    and forgetting must neither wait for a model nor fail with it.
+    """
+    segment.recount()
+    shown = segment.visible()
+    pages = yield from _pages(ctx, shown, {})
+    segment.counts = {}
+    for page in pages:
+        segment.add_keywords(page.keywords)
+    segment.keywords = _text.top_keywords(segment.counts)
+    segment.lines = [page.summary for page in pages if page.summary][-MAX_LINES:]
+    segment.summary = _text.segment_summary(segment.keywords, segment.lines)
+    wanted = set(shown)
+    rows = [
+        row
+        for ids, matrix in record.parts()
+        for page_id, row in zip(ids, matrix, strict=True)
+        if page_id in wanted
+    ]
+    if rows:  # the centroid of the visible pages (their stored vectors have length 1)
+        state.vectors[segment.id] = vec.stack(rows).sum(axis=0)
+    elif not shown and segment.id in state.vectors:
+        state.vectors[segment.id] = 0 * state.vectors[segment.id]
+
+
+def _hide_made_from(lpm: LongTerm, item_id: str, segment_id: str | None, *, hide: bool) -> bool:
+    """Hide (`hide=False`: show again) the long-term entries made from page `item_id` of
+    segment `segment_id`, or from segment `item_id` (`segment_id=None`); whether any changed."""
+    changed = False
+    for fact in lpm.facts:
+        if not fact.made_from(item_id, segment_id):
+            continue
+        if hide and item_id not in fact.hidden_by:
+            fact.hidden_by.append(item_id)
+            changed = True
+        elif not hide and item_id in fact.hidden_by:
+            fact.hidden_by.remove(item_id)
+            changed = True
+    return changed
 
 
 def _forget_segment(
     ctx: Context,
     state: UserState,
+    lpm: LongTerm,
     item_id: str,
     puts: list[GetOp | PutOp],
     *,
     purge: bool,
     hide: bool,
 ) -> bool:
+    """Returns whether long-term memory changed."""
     segment = state.segment(item_id)
     if segment is None:
         raise TierItemError(item_id, "no such segment")
@@ -735,7 +830,7 @@ def _forget_segment(
         puts.extend(PutOp(ctx.pages, page_id, None) for page_id in segment.pages)
         puts.append(PutOp(ctx.vectors, segment.id, None))
     segment.forgotten = hide
-    return True
+    return _hide_made_from(lpm, item_id, None, hide=hide or purge)
 
 
 def _forget_fact(lpm: LongTerm, item_id: str, *, purge: bool, hide: bool) -> None:
@@ -746,3 +841,5 @@ def _forget_fact(lpm: LongTerm, item_id: str, *, purge: bool, hide: bool) -> Non
         lpm.facts.remove(fact)
         lpm.vectors.pop(fact.id, None)
     fact.forgotten = hide
+    if not hide:
+        fact.hidden_by.clear()  # restoring an entry by its id shows it, whatever it came from

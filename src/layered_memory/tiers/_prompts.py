@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from layered_memory.tiers._text import keyword_tokens, one_line
+from layered_memory.tiers._text import keyword_tokens, one_line, storable
 
 MAX_EXCHANGE_CHARS: Final = 4000
 MAX_FACTS: Final = 20
@@ -95,10 +95,15 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _line(text: str, limit: int) -> str:
+    # Stored as it is (PostgreSQL): a `\u0000` in the answer's JSON is a NUL once parsed.
+    return storable(one_line(text, limit=limit))[0]
+
+
 def _lines(value: object, *, limit: int) -> list[str]:
     if not isinstance(value, list):
         return []
-    lines = [one_line(item, limit=MAX_FACT_CHARS) for item in value if isinstance(item, str)]
+    lines = [_line(item, MAX_FACT_CHARS) for item in value if isinstance(item, str)]
     return [line for line in lines if line][:limit]
 
 
@@ -111,7 +116,7 @@ def parse_summary(text: str) -> tuple[list[str], str] | None:
     words = keyword_tokens(_lines(value.get("keywords"), limit=24))
     if not isinstance(summary, str) or not summary.strip() or not words:
         return None
-    return words, one_line(summary, limit=600)
+    return words, _line(summary, 600)
 
 
 def parse_promotion(text: str) -> tuple[list[str], list[str]] | None:

@@ -39,18 +39,61 @@ VERSION = 1
 MAX_LINES = 5
 
 
+MAX_INT = 2**53
+"""Counters and ids past this are not what this module wrote (and would overflow a float)."""
+MAX_DIM = 65_536
+"""Embedding dimensions past this are refused: a record claiming `10**12` must not make a
+zero vector of that size (a few real models reach 4,096; none comes near this)."""
+
+
+def warn(where: str, record: str, reason: str) -> None:
+    """The one warning of a malformed record: the user's namespace, the record, the reason."""
+    logger.warning("tiered memory %s: %s: %s", where, record, reason)
+
+
 def _str(value: object, default: str = "") -> str:
     return value if isinstance(value, str) else default
 
 
-def _num(value: object, default: float = 0.0) -> float:
+def _num(
+    value: object, default: float = 0.0, bad: list[str] | None = None, name: str = ""
+) -> float:
+    if type(value) is float and math.isfinite(value):  # what `dump` writes: the fast path
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    return float(value) if math.isfinite(value) else default
+        number = math.nan
+    else:
+        try:
+            number = float(value)  # an int of 400 digits overflows
+        except OverflowError:
+            number = math.nan
+    if math.isfinite(number):
+        return number
+    if value is not None and bad is not None:
+        bad.append(f"{name!r} is not a finite number")
+    return default
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+def _int(value: object, bad: list[str] | None = None, name: str = "") -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT:
+        return value
+    if value is not None and bad is not None:
+        bad.append(f"{name!r} is not an int from 0 to 2**53")
+    return 0
+
+
+def _list(value: object, where: str, record: str, name: str) -> list[Any]:
+    """`value` if it is a list; anything else (an int, a string, an object) is no list of
+    entries: iterating it would crash or make one entry per character."""
+    if isinstance(value, list):
+        return value
+    if value is not None:
+        warn(where, record, f"{name!r} is a {type(value).__name__}, not a list; ignored")
+    return []
+
+
+def _report(where: str, record: str, bad: list[str]) -> None:
+    warn(where, record, "; ".join(bad) + " (defaults used, the rest kept)")
 
 
 def _strs(value: object) -> list[str]:
@@ -73,6 +116,14 @@ def _meta(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
+def id_number(item_id: str) -> int:
+    """The `<n>` of an id `p<n>` / `s<n>` / `f<n>` (0 when it is not one)."""
+    digits = item_id[1:]
+    if 0 < len(digits) <= 16 and digits.isascii() and digits.isdigit():
+        return int(digits)
+    return 0
+
+
 @dataclass(slots=True)
 class PageRec:
     """A page as stored (mutable while a flow works on it)."""
@@ -89,20 +140,25 @@ class PageRec:
     vector: vec.Vector | None = None
 
     @classmethod
-    def load(cls, value: object) -> PageRec | None:
+    def load(cls, value: object, *, where: str, record: str = "page") -> PageRec | None:
+        """The page, or None when `value` is no page object (the caller warns)."""
         if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
             return None
-        return cls(
+        bad: list[str] = []
+        page = cls(
             id=value["id"],
             query=_str(value.get("query")),
             response=_str(value.get("response")),
-            timestamp=_num(value.get("timestamp")),
+            timestamp=_num(value.get("timestamp"), 0.0, bad, "timestamp"),
             meta=_meta(value.get("meta")),
             keywords=_strs(value.get("keywords")),
             summary=_str(value.get("summary")),
             segment=value.get("segment") if isinstance(value.get("segment"), str) else None,
             forgotten=value.get("forgotten") is True,
         )
+        if bad:
+            _report(where, f"{record} {page.id!r}", bad)
+        return page
 
     def dump(self) -> dict[str, Any]:
         value: dict[str, Any] = {
@@ -149,25 +205,59 @@ class SegRec:
     promoted: int = 0
     """Its first `promoted` pages were promoted (a promotion takes every page after them)."""
     forgotten: bool = False
+    hidden: list[str] = field(default_factory=list)
+    """Its forgotten pages. Its keywords, summary, vector and `l_interaction` are made from
+    the other pages only, so a forgotten page reaches no prompt and earns no heat through it."""
 
     @classmethod
-    def load(cls, value: object) -> SegRec | None:
+    def load(cls, value: object, *, where: str) -> SegRec | None:
         if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
             return None
-        counts = value.get("counts")
-        return cls(
+        bad: list[str] = []
+        pages = _strs(value.get("pages"))
+        hidden = value.get("hidden")
+        if hidden:  # most segments hide nothing (and the list is written empty)
+            known = set(pages)
+            hidden = [page_id for page_id in _strs(hidden) if page_id in known]
+        segment = cls(
             id=value["id"],
-            pages=_strs(value.get("pages")),
-            counts=_counts(counts),
+            pages=pages,
+            counts=_counts(value.get("counts")),
             keywords=_strs(value.get("keywords")),
             summary=_str(value.get("summary")),
             lines=_strs(value.get("lines"))[-MAX_LINES:],
-            l_interaction=_int(value.get("l_interaction")),
-            last_access=_num(value.get("last_access")),
-            created=_num(value.get("created")),
-            promoted=min(_int(value.get("promoted")), len(_strs(value.get("pages")))),
+            l_interaction=_int(value.get("l_interaction"), bad, "l_interaction"),
+            last_access=_num(value.get("last_access"), 0.0, bad, "last_access"),
+            created=_num(value.get("created"), 0.0, bad, "created"),
+            promoted=min(_int(value.get("promoted"), bad, "promoted"), len(pages)),
             forgotten=value.get("forgotten") is True,
+            hidden=hidden or [],
         )
+        if bad:
+            _report(where, f"segment {segment.id!r}", bad)
+        return segment
+
+    @property
+    def shown(self) -> bool:
+        """Not forgotten, and holding a page that is not."""
+        return not self.forgotten and len(self.hidden) < len(self.pages)
+
+    def visible(self, page_ids: list[str] | None = None) -> list[str]:
+        """`page_ids` (default: all its pages) without the forgotten ones, in order."""
+        ids = self.pages if page_ids is None else page_ids
+        if not self.hidden:
+            return list(ids)
+        hidden = set(self.hidden)
+        return [page_id for page_id in ids if page_id not in hidden]
+
+    def unpromoted(self) -> list[str]:
+        """Its pages since the last promotion, forgotten ones left out."""
+        return self.visible(self.pages[self.promoted :])
+
+    def recount(self) -> None:
+        """`L_interaction`: the pages added since its last promotion, forgotten ones not
+        counted (a page a user asked to forget must not make the segment hotter)."""
+        self.l_interaction = len(self.unpromoted())
 
     def dump(self) -> dict[str, Any]:
         return {
@@ -182,6 +272,7 @@ class SegRec:
             "created": self.created,
             "promoted": self.promoted,
             "forgotten": self.forgotten,
+            "hidden": self.hidden,
         }
 
     def add_keywords(self, words: list[str]) -> None:
@@ -217,6 +308,8 @@ class UserState:
     stm: list[PageRec] = field(default_factory=list)
     segments: list[SegRec] = field(default_factory=list)
     vectors: dict[str, vec.Vector] = field(default_factory=dict)
+    seq_rebuilt: bool = False
+    """`seq` was unusable and rebuilt from the ids (the caller adds the long-term ones)."""
 
     def next_id(self, kind: str) -> str:
         self.seq += 1
@@ -234,35 +327,53 @@ class UserState:
         if value is None:
             return state
         if not isinstance(value, Mapping):
-            logger.warning("tiered memory %s: state record is not an object; starting empty", where)
+            warn(where, "state record", "not an object; starting empty")
             return state
-        state.seq = _int(value.get("seq"))
-        dim = _int(value.get("dim"))
-        state.dim = dim or None
-        for raw in value.get("stm") or []:
-            page = PageRec.load(raw)
+        bad: list[str] = []
+        seq = value.get("seq")
+        state.seq = _int(seq, bad, "seq")
+        dim = _int(value.get("dim"), bad, "dim")
+        for raw in _list(value.get("stm"), where, "state record", "stm"):
+            page = PageRec.load(raw, where=where, record="short-term page")
             if page is None:
-                logger.warning("tiered memory %s: skipped a malformed short-term page", where)
+                warn(where, "state record", "skipped a malformed short-term page (no object or id)")
             else:
                 state.stm.append(page)
-        for raw in value.get("segments") or []:
-            segment = SegRec.load(raw)
+        for raw in _list(value.get("segments"), where, "state record", "segments"):
+            segment = SegRec.load(raw, where=where)
             if segment is None:
-                logger.warning("tiered memory %s: skipped a malformed segment", where)
+                warn(where, "state record", "skipped a malformed segment (no object or id)")
             else:
                 state.segments.append(segment)
-        matrix = DECODED.get(value, len(state.segments), dim)
+        if bad:
+            _report(where, "state record", bad)
+        if state.seq != seq:
+            # Ids come from `seq`: restarting it at 0 would give a new page the id of a kept one
+            # and overwrite it. Its floor is the highest id in the record.
+            ids = [page.id for page in state.stm]
+            ids += [page_id for seg in state.segments for page_id in (seg.id, *seg.pages)]
+            state.seq = max(map(id_number, ids), default=0)
+            state.seq_rebuilt = True
+        if not state.segments:
+            return state  # no vector to check `dim` against: the next embedding sets it
+        if dim > MAX_DIM:
+            # Never trusted: a zero vector of that size is what the next write would allocate.
+            warn(where, "state record", f"'dim' {dim} is over {MAX_DIM}; segment vectors ignored")
+            return state
+        state.dim = dim or None
+        matrix = DECODED.get(value, len(state.segments), dim) if dim else None
         if matrix is None:
-            logger.warning(
-                "tiered memory %s: segment vectors unreadable; segments kept without them", where
-            )
+            # `dim` stays (bounded): the segments' page vectors are read with it.
+            warn(where, "state record", "segment vectors unreadable; segments kept without them")
         else:
             state.vectors = {seg.id: matrix[i] for i, seg in enumerate(state.segments)}
         return state
 
     def dump(self) -> dict[str, Any]:
-        zero = vec.zeros(self.dim or 1)
-        rows = [self.vectors.get(segment.id, zero) for segment in self.segments] if self.dim else []
+        rows: list[vec.Vector] = []
+        if self.dim:
+            zero = vec.zeros(self.dim)
+            rows = [self.vectors.get(segment.id, zero) for segment in self.segments]
         rev = uuid.uuid4().hex
         text = DECODED.put(rev, vec.stack(rows)) if rows else ""
         return {
@@ -287,9 +398,28 @@ class FactRec:
     timestamp: float
     source: str | None = None
     forgotten: bool = False
+    pages: list[str] | None = None
+    """The pages it was made from; None: from its whole source segment (a keyword profile
+    line, or an entry written before pages were recorded)."""
+    hidden_by: list[str] = field(default_factory=list)
+    """Forgotten pages or segments it was made from: hidden while any is (restoring the last
+    one shows it again)."""
+
+    @property
+    def shown(self) -> bool:
+        return not self.forgotten and not self.hidden_by
+
+    def made_from(self, item_id: str, segment_id: str | None) -> bool:
+        """Whether forgetting page `item_id` of segment `segment_id` (or segment `item_id`,
+        with `segment_id=None`) must hide this entry."""
+        if segment_id is None:
+            return self.source == item_id
+        if self.pages is None:
+            return self.source == segment_id
+        return item_id in self.pages
 
     def public(self) -> Fact:
-        return Fact(self.id, self.text, self.kind, self.timestamp, self.source, self.forgotten)
+        return Fact(self.id, self.text, self.kind, self.timestamp, self.source, not self.shown)
 
 
 @dataclass(slots=True)
@@ -302,40 +432,60 @@ class LongTerm:
     @classmethod
     def load(cls, value: object, *, where: str) -> LongTerm:
         lpm = cls()
-        if not isinstance(value, Mapping):
+        if value is None:
             return lpm
-        for raw in value.get("facts") or []:
+        if not isinstance(value, Mapping):
+            warn(where, "long_term record", "not an object; ignored")
+            return lpm
+        bad: list[str] = []
+        for raw in _list(value.get("facts"), where, "long_term record", "facts"):
             if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str):
-                logger.warning("tiered memory %s: skipped a malformed long-term entry", where)
+                warn(where, "long_term record", "skipped a malformed entry (no object or id)")
                 continue
             kind: FactKind = "profile" if raw.get("kind") == "profile" else "fact"
-            source = raw.get("source")
+            source, pages, hidden_by = raw.get("source"), raw.get("pages"), raw.get("hidden_by")
             lpm.facts.append(
                 FactRec(
                     id=raw["id"],
                     text=_str(raw.get("text")),
                     kind=kind,
-                    timestamp=_num(raw.get("timestamp")),
+                    timestamp=_num(raw.get("timestamp"), 0.0, bad, "timestamp"),
                     source=source if isinstance(source, str) else None,
                     forgotten=raw.get("forgotten") is True,
+                    # Only tested with `in`: a copy is enough, whatever its items are.
+                    pages=list(pages) if isinstance(pages, list) else None,
+                    hidden_by=_strs(hidden_by) if hidden_by else [],
                 )
             )
+            if bad:
+                _report(where, f"long-term entry {raw['id']!r}", bad)
+                bad.clear()
         dim = _int(value.get("dim"))
-        matrix = DECODED.get(value, len(lpm.facts), dim)
-        if matrix is None:
-            logger.warning("tiered memory %s: long-term vectors unreadable; ignored", where)
-        else:
+        matrix = DECODED.get(value, len(lpm.facts), dim) if 0 < dim <= MAX_DIM else None
+        if matrix is not None:
             lpm.vectors = {fact.id: matrix[i] for i, fact in enumerate(lpm.facts)}
+        elif lpm.facts and (dim or value.get("vectors")):
+            warn(where, "long_term record", "vectors unreadable; entries kept without them")
         return lpm
 
     def dump(self) -> dict[str, Any]:
-        dims = {int(vector.shape[0]) for vector in self.vectors.values()}
-        dim = dims.pop() if len(dims) == 1 else 0
-        facts = self.facts if dim else []
-        zero = vec.zeros(dim)
-        rev = uuid.uuid4().hex
-        rows = [self.vectors.get(f.id, zero) for f in facts]
-        text = DECODED.put(rev, vec.stack(rows)) if rows else ""
+        # The newest entry's dimension (the embeddings in use): after a change of embedding
+        # model the older entries keep their text with a zero vector (never retrieved by
+        # similarity, still listed and forgettable) rather than being dropped.
+        dim = next(
+            (
+                int(self.vectors[f.id].shape[0])
+                for f in reversed(self.facts)
+                if f.id in self.vectors
+            ),
+            0,
+        )
+        text, rev = "", uuid.uuid4().hex
+        if dim:
+            zero = vec.zeros(dim)
+            rows = [self.vectors.get(f.id, zero) for f in self.facts]
+            rows = [row if row.shape == zero.shape else zero for row in rows]
+            text = DECODED.put(rev, vec.stack(rows))
         return {
             "version": VERSION,
             "facts": [
@@ -346,13 +496,19 @@ class LongTerm:
                     "timestamp": f.timestamp,
                     "source": f.source,
                     "forgotten": f.forgotten,
+                    **({} if f.pages is None else {"pages": f.pages}),
+                    **({"hidden_by": f.hidden_by} if f.hidden_by else {}),
                 }
-                for f in facts
+                for f in self.facts
             ],
             "dim": dim,
             "rev": rev,
             "vectors": text,
         }
+
+    def top_seq(self) -> int:
+        """The highest `<n>` of its entries' ids."""
+        return max((id_number(fact.id) for fact in self.facts), default=0)
 
 
 def load_visits(value: object) -> dict[str, tuple[int, float]]:
@@ -362,7 +518,7 @@ def load_visits(value: object) -> dict[str, tuple[int, float]]:
     visits: dict[str, tuple[int, float]] = {}
     for key, raw in value["segments"].items():
         if isinstance(key, str) and isinstance(raw, list) and len(raw) == 2:
-            visits[key] = (_int(raw[0]), _num(raw[1]))
+            visits[key] = (_int(raw[0]), _num(raw[1]))  # out of range: 0 (never a crash)
     return visits
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -11,6 +12,7 @@ from layered_memory.errors import TierUserIdError
 
 DEFAULT_NAMESPACE: Final = ("layered_memory", "tiers")
 MAX_USER_ID_CHARS: Final = 1024
+_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
 
 STATE_KEY: Final = "state"
 VISITS_KEY: Final = "visits"
@@ -101,19 +103,33 @@ def check_prefix(prefix: tuple[str, ...]) -> tuple[str, ...]:
         raise ValueError(msg)
     for part in prefix:
         if not isinstance(part, str) or not part or "." in part or "*" in part:
-            msg = f"namespace part {part!r} must be a non-empty string without '.' or '*'"
+            msg = (
+                f"namespace part {part!r} must be a non-empty string without '.' "
+                "(PostgresStore's separator) or '*'"
+            )
             raise ValueError(msg)
     return prefix
 
 
 def check_user_id(user_id: object) -> str:
-    """The user id, checked: a non-empty string of at most 1,024 characters."""
+    """The user id, checked: a non-empty string of at most 1,024 characters, without NUL or
+    surrogate code points.
+
+    The state record keeps the id as it is, and PostgreSQL stores neither NUL nor a lone
+    surrogate in a JSON value: such an id would have every write refused (every page lost),
+    so it is refused here, before any, with the reason.
+    """
     if not isinstance(user_id, str):
         raise TierUserIdError(user_id, f"must be a string, not {type(user_id).__name__}")
     if not user_id.strip():
         raise TierUserIdError(user_id, "must not be empty")
     if len(user_id) > MAX_USER_ID_CHARS:
         raise TierUserIdError(user_id, f"longer than {MAX_USER_ID_CHARS} characters")
+    if "\x00" in user_id:
+        raise TierUserIdError(user_id, "user_id contains NUL (\\x00): PostgreSQL cannot store it")
+    if _SURROGATE_RE.search(user_id):
+        reason = "user_id contains a surrogate (\\ud800-\\udfff): PostgreSQL cannot store it"
+        raise TierUserIdError(user_id, reason)
     return user_id
 
 

@@ -1,4 +1,5 @@
-"""Lexical text helpers: tokens, keywords, summary lines and the Jaccard similarity.
+"""Lexical text helpers: tokens, keywords, summary lines and the Jaccard similarity; and
+`storable`, the text every stored page and model answer goes through.
 
 Used when no chat model is configured (keywords and summaries are then made from the words
 themselves, so the tiers work offline and in tests), for the keywords of a query on the
@@ -20,6 +21,7 @@ MAX_SEGMENT_KEYWORDS: Final = 12
 """Keywords kept per segment (its keyword set K_s in F_score)."""
 MAX_SUMMARY_LINE: Final = 200
 
+_UNSTORABLE_RE = re.compile(r"[\x00\ud800-\udfff]")
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
 
@@ -38,6 +40,23 @@ _STOP_TEXT: Final = """
     tell know remember think want need one two
 """
 STOPWORDS: Final = frozenset(_STOP_TEXT.split())
+
+
+def storable(text: str) -> tuple[str, int]:
+    """`text` as PostgreSQL can store it, and how many characters were replaced.
+
+    PostgreSQL refuses NUL (`\\u0000 cannot be converted to text`) and a lone surrogate
+    (`Unicode low surrogate must follow a high surrogate`) in a JSON value, so a page holding
+    one (a pasted log line, a mis-decoded byte) was refused whole and lost. Each is replaced
+    by U+FFFD, not removed: the text still shows something was there, and the words on
+    either side of it do not run together. A surrogate pair split into two code points
+    becomes the one character it encodes.
+    """
+    if _UNSTORABLE_RE.search(text) is None:  # the common case: one scan, no copy
+        return text, 0
+    raw = text.replace("\x00", "\ufffd").encode("utf-16", "surrogatepass")
+    fixed = raw.decode("utf-16", "replace")
+    return fixed, fixed.count("\ufffd") - text.count("\ufffd")
 
 
 @lru_cache(maxsize=65536)

@@ -45,11 +45,13 @@ class Segment:
         pages: Its pages, oldest first.
         heat: α·N_visit + β·L_interaction + γ·exp(−Δt/μ) at the time it was read.
         n_visit: How many retrievals used it.
-        l_interaction: Pages added since its last promotion to long-term memory.
+        l_interaction: Pages added since its last promotion to long-term memory (forgotten
+            pages not counted: they earn no heat).
         last_access: When it was last retrieved or extended (epoch seconds).
         created: When it was created.
-        summary: Its summary (model-made with a chat model, lexical without).
-        keywords: Its keyword set K_s.
+        summary: Its summary (model-made with a chat model, lexical without; made again
+            lexically from the other pages when one of its pages is forgotten or restored).
+        keywords: Its keyword set K_s (never the words of a forgotten page).
         promoted: How many of its pages were promoted to long-term memory.
         forgotten: Hidden from retrieval and prompts (restorable).
     """
@@ -78,7 +80,8 @@ class Fact:
             relevant to the query).
         timestamp: When it was promoted.
         source: The segment it was promoted from.
-        forgotten: Hidden from retrieval and prompts (restorable).
+        forgotten: Hidden from retrieval and prompts (restorable): forgotten itself, or made
+            from a page or segment that is forgotten (shown again when that is restored).
     """
 
     id: str

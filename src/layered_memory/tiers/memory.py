@@ -29,6 +29,7 @@ from layered_memory.tiers._settings import (
     check_prefix,
     user_namespace,
 )
+from layered_memory.tiers._text import storable
 from layered_memory.tiers._types import Consolidation, Fact, Forgotten, Page, Retrieval, Segment
 from layered_memory.writeback.redaction import redact
 
@@ -291,8 +292,17 @@ class TieredMemory:
             lock.release()
 
     def _page_text(self, value: object, name: str, ctx: _flows.Context) -> str:
+        text, replaced = storable(_text_arg(value, name))
+        if replaced:
+            logger.warning(
+                "tiered memory %s: %d NUL or lone surrogate character(s) in the %s replaced "
+                "by U+FFFD (PostgreSQL cannot store them)",
+                ctx.where,
+                replaced,
+                name,
+            )
         # Redacted before the cap, so a cut never leaves a secret's unrecognizable tail.
-        text, kinds = redact(_text_arg(value, name))
+        text, kinds = redact(text)
         if kinds:
             logger.warning(
                 "tiered memory %s: redacted %s from the %s before storing it",
@@ -400,7 +410,23 @@ def _meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         msg = f"meta must be JSON-serializable (str keys, JSON values): {exc}"
         raise TypeError(msg) from None
-    return dict(meta)
+    stored: dict[str, Any] = _storable_json(meta)
+    return stored
+
+
+def _storable_json(value: Any) -> Any:
+    """A JSON value with NUL and lone surrogates in its strings replaced (see `storable`):
+    a thread id holding one must not lose the turn's page."""
+    if isinstance(value, str):
+        return storable(value)[0]
+    if isinstance(value, Mapping):
+        return {
+            (storable(key)[0] if isinstance(key, str) else key): _storable_json(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_storable_json(item) for item in value]
+    return value
 
 
 __all__: Sequence[str] = ["TieredMemory"]
