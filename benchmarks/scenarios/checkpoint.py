@@ -26,7 +26,7 @@ from benchmarks._timing import fmt_ns
 
 HOT_TARGET = 0.5
 COLD_TARGET = 1.1
-TITLE = "8. Checkpoint cache"
+TITLE = "11. Checkpoint cache"
 # Sizes by plan name (kept here rather than in Plan: other scenarios own that file).
 SIZES = {
     "full": {"messages": 200, "hot": 300, "cold": 60, "turns": 30},
@@ -240,17 +240,17 @@ async def _measure(postgres: Any, prefix: str, size: dict[str, int]) -> Scenario
         await saver.aclose()
 
     rows = [
-        _row(f"8. checkpoint: hot aget_tuple, {n} messages", hot["cached"], hot["postgres"],
+        _row(f"11. checkpoint: hot aget_tuple, {n} messages", hot["cached"], hot["postgres"],
              HOT_TARGET),
-        _row("8. checkpoint: cold aget_tuple (miss)", cold["cached"], cold["postgres"],
+        _row("11. checkpoint: cold aget_tuple (miss)", cold["cached"], cold["postgres"],
              COLD_TARGET),
-        _row("8. checkpoint: the read that keeps a snapshot", second["cached"],
+        _row("11. checkpoint: the read that keeps a snapshot", second["cached"],
              second["postgres"], None),
-        _row("8. checkpoint: cold read, signing_key set (no overlap)", signed_cold["signed"],
+        _row("11. checkpoint: cold read, signing_key set (no overlap)", signed_cold["signed"],
              signed_cold["postgres"], None),
-        _row("8. checkpoint: other worker's 1st read (signed payload)", payload["signed"],
+        _row("11. checkpoint: other worker's 1st read (signed payload)", payload["signed"],
              payload["postgres"], None),
-        _row("8. checkpoint: agent turn (create_agent)", turn["cached"], turn["postgres"], None),
+        _row("11. checkpoint: agent turn (create_agent)", turn["cached"], turn["postgres"], None),
     ]  # fmt: skip
     hot_median = statistics.median(hot["cached"])
     notes = [

@@ -190,7 +190,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
     }
     rows = [
         Row(
-            f"8. graph focus injection per model call, warm ({size})",
+            f"9. graph focus injection per model call, warm ({size})",
             warm,
             base,
             f"ratio <= {WARM_TARGET}",
@@ -198,14 +198,14 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
             facts=facts,
         ),
         Row(
-            "8. graph focus injection, a new message naming 3 entities each call",
+            "9. graph focus injection, a new message naming 3 entities each call",
             fresh_median,
             base,
             "info",
             "info",
         ),
         Row(
-            f"8. graph injection cost, {n_entities:,} vs {n_entities // SMALL_FACTOR:,} entities",
+            f"9. graph injection cost, {n_entities:,} vs {n_entities // SMALL_FACTOR:,} entities",
             None,
             None,
             "ratio <= 1.5 (flat)",
@@ -213,9 +213,9 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
             ours_text=f"{growth:.2f}x",
             facts=facts,
         ),
-        Row(f"8. graph search_nodes ({size})", search.median, None, "info", "info"),
+        Row(f"9. graph search_nodes ({size})", search.median, None, "info", "info"),
         Row(
-            f"8. graph warm calls: file reads / parses in {calls * 3:,} calls",
+            f"9. graph warm calls: file reads / parses in {calls * 3:,} calls",
             None,
             None,
             "0 / 0",
@@ -237,4 +237,4 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
         f"Warm calls read the file {reads} times and parsed it {parsed} times; the injected "
         f"block was {len(block):,} chars (budget 6,000).",
     ]
-    return ScenarioResult("graph", "8. Knowledge graph", rows, notes)
+    return ScenarioResult("graph", "9. Knowledge graph", rows, notes)

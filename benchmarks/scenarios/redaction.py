@@ -92,8 +92,8 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scena
     try:
         scan = _detect_secrets_scanner()
     except ImportError as exc:
-        row = Row("11. Redaction", None, None, "runs", "unavailable", ours_text="unavailable")
-        return ScenarioResult("redaction", "11. Redaction", [row], [f"detect-secrets: {exc}"])
+        row = Row("12. Redaction", None, None, "runs", "unavailable", ours_text="unavailable")
+        return ScenarioResult("redaction", "12. Redaction", [row], [f"detect-secrets: {exc}"])
     rounds = ROUNDS.get(plan.name, ROUNDS["quick"])
     rows: list[Row] = []
     notes: list[str] = []
@@ -109,7 +109,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scena
         ratio = paired_ratio(ours, theirs)
         rows.append(
             Row(
-                f"11. Redaction: redact {label} (vs detect-secrets' plugins)",
+                f"12. Redaction: redact {label} (vs detect-secrets' plugins)",
                 ours.median,
                 theirs.median,
                 "info",
@@ -129,7 +129,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scena
     flagged_by_them = sum(1 for text in lookalikes if scan(text))
     rows.append(
         Row(
-            f"11. Redaction: corpus secrets surviving redact ({len(secrets)} plain)",
+            f"12. Redaction: corpus secrets surviving redact ({len(secrets)} plain)",
             None,
             None,
             "0 survive, 0 look-alikes changed",
@@ -148,4 +148,4 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scena
         f"{survived} survive, {damaged} look-alikes changed. detect-secrets' credential "
         f"plugins find {found_by_them} of the secrets and flag {flagged_by_them} look-alikes."
     )
-    return ScenarioResult("redaction", "11. Redaction", rows, notes)
+    return ScenarioResult("redaction", "12. Redaction", rows, notes)
