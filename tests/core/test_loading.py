@@ -238,3 +238,20 @@ def test_symlink_out_of_a_virtual_root_is_refused_per_file(tmp_path: Path) -> No
     assert result.texts == {"/AGENTS.md": "fine"}
     assert [p.path for p in result.problems] == ["/link/secret.md"]
     assert result.problems[0].reason.startswith("invalid path (outside the backend root")
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_file_too_large_is_never_read(tmp_path: Path, use_async: bool) -> None:
+    """A sparse file past the limit: one stat says so; reading it put the whole file in memory
+    at every load (2 GB in a rule folder: 2 GB of memory per load)."""
+    (tmp_path / "AGENTS.md").write_text("small")
+    with (tmp_path / "huge.md").open("wb") as huge:
+        huge.truncate(MAX_FILE_BYTES + 1)
+    backend = CountingBackend(tmp_path)
+    paths = ["/AGENTS.md", "/huge.md"]
+    result = await adownload_texts(backend, paths) if use_async else download_texts(backend, paths)
+    assert result.texts == {"/AGENTS.md": "small"}
+    (problem,) = result.problems
+    assert (problem.path, problem.unreadable) == ("/huge.md", True)
+    assert problem.reason == f"larger than 8 MB ({MAX_FILE_BYTES + 1} bytes)"
+    assert backend.download_calls == [["/AGENTS.md"]]

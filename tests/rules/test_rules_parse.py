@@ -53,7 +53,8 @@ def test_is_rule_file(path: str, expected: bool) -> None:
     ],
 )
 def test_name_defaults_to_the_file_stem(path: str, name: str) -> None:
-    rule, problems = parse("Body.", path)
+    text = "---\napplyTo: '**/*.ts'\n---\nBody." if "instructions" in path else "Body."
+    rule, problems = parse(text, path)
     assert rule is not None
     assert rule.name == name
     assert problems == []
@@ -97,6 +98,10 @@ def test_bom_crlf_and_empty_frontmatter() -> None:
         ("paths: '**/*.py'", ("**/*.py",)),
         ("globs: *.ts, *.tsx", ("*.ts", "*.tsx")),  # Cursor writes globs unquoted
         ("globs:\n  - *.ts\n  - src/**", ("*.ts", "src/**")),
+        # A YAML comment after an unquoted glob is a comment, as it is after `src/*.py`.
+        ("globs: *.ts  # typescript", ("*.ts",)),
+        ("globs:\n  - *.ts\t# ts\n  - src/**  # sources", ("*.ts", "src/**")),
+        ("globs: src/*.py  # python", ("src/*.py",)),
         ("applyTo: '**/*.{ts,tsx}, docs/**'", ("**/*.{ts,tsx}", "docs/**")),
         ("applyTo: {src,lib}/**", ("{src,lib}/**",)),
         ("globs: docs/**, '*.rst'", ("docs/**", "*.rst")),
@@ -255,3 +260,33 @@ def test_parse_loaded_turns_read_errors_into_problems() -> None:
 
 def test_default_rule_name_keeps_odd_names() -> None:
     assert default_rule_name("/r/.md") == ".md"
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "mode", "globs"),
+    [
+        # As VS Code reads them (computeAutomaticInstructions): no applyTo, never automatic.
+        ("description: Deploy steps", "requested", ()),
+        ("", "manual", ()),
+        ("applyTo: '*'", "always", ()),
+        ("applyTo: '**'", "always", ()),
+        ("applyTo: '**/*'", "always", ()),
+        ("applyTo: '*.py'", "paths", ("**/*.py",)),  # a relative pattern, at any depth
+        ("applyTo: 'src/**, **/*.ts, /docs/**'", "paths", ("**/src/**", "**/*.ts", "/docs/**")),
+        ("applyTo: '*.py'\nalwaysApply: true", "always", ("*.py",)),  # explicit wins
+    ],
+)
+def test_copilot_instructions_files_apply_as_vs_code_applies_them(
+    frontmatter: str, mode: str, globs: tuple[str, ...]
+) -> None:
+    text = f"---\n{frontmatter}\n---\nBody." if frontmatter else "Body."
+    rule, _problems = parse(text, "/rules/x.instructions.md")
+    assert rule is not None
+    assert (rule.mode, rule.paths) == (mode, globs)
+
+
+def test_a_relative_copilot_pattern_matches_at_any_depth() -> None:
+    rule, _ = parse("---\napplyTo: '*.py'\n---\nPY.", "/rules/py.instructions.md")
+    assert rule is not None
+    rule_set = build_rule_set([(rule, [])])
+    assert [r.name for r in rule_set.match(["/src/app.py"]).applied] == ["py"]

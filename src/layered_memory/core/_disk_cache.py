@@ -188,6 +188,27 @@ def non_regular_files(backend: Any, paths: Iterable[str]) -> dict[str, str]:
     return found
 
 
+def oversized_files(backend: Any, paths: Iterable[str], limit: int) -> dict[str, int]:
+    """The backend paths that name a local file of more than `limit` bytes, with its size.
+
+    Checked before a download, so a 2 GB file in a rule folder costs one `stat`, not a read
+    of 2 GB into memory at every load (same routes as `non_regular_files`).
+    """
+    found: dict[str, int] = {}
+    if not isinstance(backend, FilesystemBackend | CompositeBackend):
+        return found
+    for path in paths:
+        target, key = final_route(backend, path)
+        if isinstance(target, FilesystemBackend):
+            try:
+                size = os.stat(disk_path(str(target.cwd), key, virtual=target.virtual_mode)).st_size
+            except (OSError, ValueError):
+                continue  # missing or unreachable: the backend says so itself
+            if size > limit:
+                found[path] = size
+    return found
+
+
 _clock: Callable[[], int] = time.time_ns
 """Where `now_ns` reads the time: tests move it ahead instead of backdating files."""
 

@@ -19,7 +19,12 @@ from typing import Any, cast
 from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FileDownloadResponse
 
-from layered_memory.core._disk_cache import DiskReadCache, non_regular_files, now_ns
+from layered_memory.core._disk_cache import (
+    DiskReadCache,
+    non_regular_files,
+    now_ns,
+    oversized_files,
+)
 from layered_memory.core.layers import normalize_backend_path
 from layered_memory.errors import MemorySourceError
 
@@ -108,10 +113,14 @@ def digest_texts(*parts: Mapping[str, str] | str | None) -> str:
     return hashlib.blake2b(document.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+def _too_large(size: int) -> str:
+    return f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB ({size} bytes)"
+
+
 def decode_content(content: bytes) -> tuple[str | None, str | None]:
     """UTF-8 text of a file, or the reason it is not usable as memory text."""
     if len(content) > MAX_FILE_BYTES:
-        return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB ({len(content)} bytes)"
+        return None, _too_large(len(content))
     if b"\x00" in content:
         return None, "binary file (contains NUL bytes)"
     try:
@@ -248,10 +257,9 @@ async def adownload_texts(
 def _refuse_special(
     backend: Any, fetch: dict[str, str], signatures: dict[str, Any]
 ) -> list[SourceProblem]:
-    """Take the FIFOs, sockets and devices out of `fetch` and `signatures`, as problems."""
+    """Take the FIFOs, sockets, devices and files too large to use out of `fetch` and
+    `signatures`, as problems (none of them is opened)."""
     special = non_regular_files(backend, fetch.values())
-    if not special:
-        return []
     problems = []
     for requested, backend_path in list(fetch.items()):
         kind = special.get(backend_path)
@@ -260,6 +268,13 @@ def _refuse_special(
             signatures.pop(requested, None)
             reason = f"not a regular file ({kind}): never opened, reading it could block the run"
             problems.append(SourceProblem(requested, reason, unreadable=True))
+    oversized = oversized_files(backend, fetch.values(), MAX_FILE_BYTES)
+    for requested, backend_path in list(fetch.items()):
+        size = oversized.get(backend_path)
+        if size is not None:
+            del fetch[requested]
+            signatures.pop(requested, None)
+            problems.append(SourceProblem(requested, _too_large(size), unreadable=True))
     return problems
 
 

@@ -103,6 +103,9 @@ def _top_level_key(line: str) -> str | None:
     return line[:colon].rstrip()
 
 
+_COMMENT_START = re.compile(r"[ \t]#")
+
+
 def _quote_cursor_globs(frontmatter: str) -> str:
     """Quote glob values YAML would misread (see `_GLOB_FIELD_HEAD`)."""
     lines = frontmatter.split("\n")
@@ -113,9 +116,30 @@ def _quote_cursor_globs(frontmatter: str) -> str:
             in_glob_field = key in GLOB_FIELDS
         head = _GLOB_FIELD_HEAD.match(line) or (in_glob_field and _GLOB_ITEM_HEAD.match(line))
         if head:
-            value = line[head.end() :].rstrip().replace("'", "''")
+            value = line[head.end() :]
+            # A `#` after white space starts a YAML comment (`globs: *.ts  # typescript`);
+            # quoted whole, the comment became part of the glob and matched nothing.
+            comment = _COMMENT_START.search(value)
+            if comment is not None:
+                value = value[: comment.start()]
+            value = value.rstrip().replace("'", "''")
             lines[index] = f"{head.group()}'{value}'"
     return "\n".join(lines)
+
+
+_COPILOT_EVERYWHERE = frozenset({"*", "**", "**/*"})
+
+
+def _copilot_apply_to(globs: tuple[str, ...]) -> tuple[bool | None, tuple[str, ...]]:
+    """`(always_apply, globs)` of a Copilot `*.instructions.md` file, read as VS Code reads it
+    (`computeAutomaticInstructions`): without `applyTo` it is never attached automatically
+    (agent-requested when it has a description); `*`, `**` and `**/*` apply always; a
+    relative pattern matches at any depth (`*.py` is `**/*.py`)."""
+    if not globs:
+        return False, ()
+    if _COPILOT_EVERYWHERE.intersection(globs):
+        return True, ()
+    return None, tuple(glob if glob.startswith(("/", "**/")) else f"**/{glob}" for glob in globs)
 
 
 def _split_frontmatter(text: str) -> tuple[str | None, str, str | None]:
@@ -353,6 +377,10 @@ def parse_rule_file(
         problems = [RuleProblem(path, reason, "error") for reason in errors]
         return None, problems + [RuleProblem(path, reason, "warning") for reason in warnings]
 
+    copilot = path.lower().endswith(".instructions.md")
+    if copilot and always_apply is None:
+        always_apply, globs = _copilot_apply_to(globs)
+
     rule = Rule(
         name=name or default_rule_name(path),
         path=path,
@@ -366,7 +394,10 @@ def parse_rule_file(
         warnings.append("alwaysApply: true makes the paths globs irrelevant")
     if rule.mode == "manual":
         warnings.append(
-            "alwaysApply is false with no paths and no description: never injected nor listed"
+            "no applyTo and no description: never injected nor listed (as in VS Code, which "
+            "attaches such a file only by hand)"
+            if copilot and data.get("alwaysApply") is not False
+            else "alwaysApply is false with no paths and no description: never injected nor listed"
         )
     elif rule.mode != "requested" and not rule.body:
         warnings.append("empty body: the rule injects nothing")
