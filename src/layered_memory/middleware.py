@@ -62,10 +62,10 @@ from layered_memory.core._system_message import (
 )
 from layered_memory.core._tool_calls import (
     MUTATING_TOOLS,
+    error_message,
     invalid_path_refused,
     named_paths,
     refused,
-    unreadable_refused,
     with_note,
     with_state_update,
 )
@@ -80,7 +80,14 @@ from layered_memory.core._validation import (
     is_backend,
 )
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
-from layered_memory.core.guard import SHELL_TOOLS, protect, protected_paths_of, refusal
+from layered_memory.core.guard import (
+    SHELL_TOOLS,
+    is_same_file,
+    protect,
+    protected_paths_of,
+    refusal,
+    unreadable_message,
+)
 from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk
 from layered_memory.core.guard._shell import drifted_from_loaded, loaded_snapshot, put_back
 from layered_memory.core.layers import Layer, layers_from_sources
@@ -518,11 +525,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 reason = refusal(backend, self.protected_paths, MUTATING_TOOLS[tool_name], path)
                 if reason is not None:
                     return refused(call, reason), {}
-                access, layer = self.assembler.access_of(path)
-                if tool_name == "write_file" and layer is not None:
-                    why = self._unreadable_reason(path, layer, unreadable)
+                if tool_name == "write_file" and unreadable:
+                    why = self._unreadable_reason(backend, path, unreadable)
                     if why is not None:
-                        return unreadable_refused(call, path, why), {}
+                        text = unreadable_message(tool_name, path, why)
+                        return error_message(call, text), {}
+                access, _layer = self.assembler.access_of(path)
                 edits_memory = edits_memory or access is not None
         # A shell command or a subagent may have changed writable memory out of sight: the
         # next model call reloads (a digest check; nothing is re-rendered when unchanged).
@@ -549,12 +557,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         )
 
     def _unreadable_reason(
-        self, tool_path: str, layer: Layer, unreadable: Mapping[str, str]
+        self, backend: Any, tool_path: str, unreadable: Mapping[str, str]
     ) -> str | None:
-        """Why the layer file `tool_path` names could not be read at the last load, if so."""
-        for path in layer.paths:
-            if path in unreadable and self.assembler.same_file(path, tool_path):
-                return unreadable[path]
+        """Why the layer file `tool_path` names (any alias: a hard link has no spelling in
+        common with it) could not be read at the last load, if so."""
+        for path, reason in unreadable.items():
+            if self.assembler.same_file(path, tool_path) or is_same_file(backend, path, tool_path):
+                return reason
         return None
 
     def _after_shell(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
