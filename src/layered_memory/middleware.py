@@ -87,6 +87,7 @@ from layered_memory.core.guard import (
     protected_paths_of,
     refusal,
     unreadable_message,
+    writes_memory,
 )
 from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk
 from layered_memory.core.guard._shell import drifted_from_loaded, loaded_snapshot, put_back
@@ -98,6 +99,7 @@ from layered_memory.core.render import (
     MemoryExtras,
 )
 from layered_memory.writeback.hooks import HookEvent, HookRegistry
+from layered_memory.writeback.redaction import Redaction
 from layered_memory.writeback.redaction.memory_edits import note_redaction, redact_memory_edit
 
 if TYPE_CHECKING:
@@ -400,7 +402,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         refusal_message, notes = self._before_tool(request)
         if refusal_message is not None:
             return refusal_message
-        request, redaction = redact_memory_edit(request, self.assembler.access_of)
+        request, redaction = self._redacted(request)
         result = note_redaction(handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
@@ -417,7 +419,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         refusal_message, notes = self._before_tool(request)
         if refusal_message is not None:
             return refusal_message
-        request, redaction = redact_memory_edit(request, self.assembler.access_of)
+        request, redaction = self._redacted(request)
         result = note_redaction(await handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
@@ -555,6 +557,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             folder not in known
             for folder in directories_of(sorted(paths), self.assembler.rule_root)
         )
+
+    def _redacted(self, request: ToolCallRequest) -> tuple[ToolCallRequest, Redaction | None]:
+        """The call with secrets redacted from what it writes into memory; memory is named
+        by spelling (`access_of`) or by identity (a hard link shares no spelling with it)."""
+        backend = self._tool_backend(request)
+        return redact_memory_edit(request, self.assembler.access_of, self._writes(backend))
+
+    def _writes(self, backend: Any) -> Callable[[str], bool]:
+        """Whether a path is a writable memory file of `backend`, by identity."""
+        return lambda path: writes_memory(backend, self.protected_paths, path)
 
     def _unreadable_reason(
         self, backend: Any, tool_path: str, unreadable: Mapping[str, str]

@@ -11,7 +11,7 @@ alone: it must match what the file holds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from langchain_core.messages import ToolMessage
@@ -33,15 +33,39 @@ REDACTED_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
 """Per file tool, the arguments whose text ends up in the file."""
 
 
+AccessOf = Callable[[str], tuple[object | None, object]]
+"""``MemoryAssembler.access_of``: whether a path is a memory or rule file (``(None, None)`` for
+any other file, which is left alone). It compares spellings."""
+
+WritesMemory = Callable[[str], bool]
+"""Whether a path is a writable memory file by identity (``guard.writes_memory`` bound to the
+backend and the protected paths): a hard link has no spelling in common with its file."""
+
+
+def _memory_paths(
+    call: Mapping[str, Any], access_of: AccessOf, writes_memory: WritesMemory | None
+) -> list[str]:
+    """The paths a file-writing call names that are memory or rule files."""
+    if call.get("name", "") not in REDACTED_ARGUMENTS:
+        return []
+    args = call.get("args") or {}
+    paths = [args[key] for key in ("file_path", "path") if isinstance(args.get(key), str)]
+    return [
+        path
+        for path in paths
+        if access_of(path)[0] is not None or (writes_memory is not None and writes_memory(path))
+    ]
+
+
 def redact_memory_edit(
-    request: ToolCallRequest, access_of: Callable[[str], tuple[object | None, object]]
+    request: ToolCallRequest, access_of: AccessOf, writes_memory: WritesMemory | None = None
 ) -> tuple[ToolCallRequest, Redaction | None]:
     """Redact the text a file tool would write into a memory file.
 
     Args:
         request: A tool call the middleware did not refuse.
-        access_of: ``MemoryAssembler.access_of``: whether a path is a memory or rule file
-            (``(None, None)`` for any other file, which is left alone).
+        access_of: See `AccessOf`.
+        writes_memory: See `WritesMemory` (None: spellings only).
 
     Returns:
         The request to run (the same one when it writes no memory file or nothing was found)
@@ -49,12 +73,9 @@ def redact_memory_edit(
     """
     call = request.tool_call
     names = REDACTED_ARGUMENTS.get(call.get("name", ""), ())
-    if not names:
+    if not _memory_paths(call, access_of, writes_memory):
         return request, None
     args: dict[str, Any] = dict(call.get("args") or {})
-    paths = [args[key] for key in ("file_path", "path") if isinstance(args.get(key), str)]
-    if not any(access_of(path)[0] is not None for path in paths):
-        return request, None
     kinds: set[str] = set()
     count = 0
     for name in names:
