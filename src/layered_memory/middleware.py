@@ -100,7 +100,11 @@ from layered_memory.core.render import (
 )
 from layered_memory.writeback.hooks import HookEvent, HookRegistry
 from layered_memory.writeback.redaction import Redaction
-from layered_memory.writeback.redaction.memory_edits import note_redaction, redact_memory_edit
+from layered_memory.writeback.redaction.memory_edits import (
+    note_redaction,
+    redact_memory_edit,
+    secret_path_refusal,
+)
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -534,6 +538,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                         return error_message(call, text), {}
                 access, _layer = self.assembler.access_of(path)
                 edits_memory = edits_memory or access is not None
+            secret = secret_path_refusal(request, self.assembler.access_of, self._writes(backend))
+            if secret is not None:
+                return secret, {}
         # A shell command or a subagent may have changed writable memory out of sight: the
         # next model call reloads (a digest check; nothing is re-rendered when unchanged).
         if tool_name in SHELL_TOOLS or tool_name == "task":

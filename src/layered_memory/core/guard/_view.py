@@ -133,7 +133,7 @@ def _redacted(view: Any, path: str, text: str) -> str:
             "redacted %d secret(s) (%s) written into memory file %s",
             result.count,
             ", ".join(sorted(result.kinds)),
-            path,
+            redact_text(path).text,  # the agent chose the name: it may hold a secret too
         )
     return result.text
 

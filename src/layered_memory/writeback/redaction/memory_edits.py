@@ -6,6 +6,11 @@ rule file) the text the tool would write (``content``, ``new_string``) is redact
 runs on the redacted call, and `note_redaction` tells the model in the tool result, so it
 neither retries with the secret nor later looks for it in the file. ``old_string`` is left
 alone: it must match what the file holds.
+
+A secret in the *path* cannot be redacted that way: the file would be saved under the redacted
+name, not the one the agent asked for, and every later listing, rule match and tool result
+would carry it. `secret_path_refusal` refuses such a call instead, and no log line here ever
+shows a path unredacted.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from layered_memory.writeback.redaction import Redaction, redact_text
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-__all__ = ["REDACTED_ARGUMENTS", "note_redaction", "redact_memory_edit"]
+__all__ = ["REDACTED_ARGUMENTS", "note_redaction", "redact_memory_edit", "secret_path_refusal"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +62,49 @@ def _memory_paths(
     ]
 
 
+def secret_path_refusal(
+    request: ToolCallRequest, access_of: AccessOf, writes_memory: WritesMemory | None = None
+) -> ToolMessage | None:
+    """The tool's error when a file tool would write a memory or rule file whose path holds a
+    secret (None: it would not).
+
+    The content could be redacted, the name cannot: the file would be saved under another name
+    than the one asked for. The error shows the path redacted, so the model learns which part
+    to drop without the secret being repeated in the conversation.
+
+    Args:
+        request: A tool call the middleware did not refuse.
+        access_of: See `AccessOf`.
+        writes_memory: See `WritesMemory` (None: spellings only).
+    """
+    call = request.tool_call
+    for path in _memory_paths(call, access_of, writes_memory):
+        found = redact_text(path)
+        if not found.count:
+            continue
+        name = call.get("name", "")
+        kinds = ", ".join(found.kinds)
+        logger.warning(
+            "refused the agent's %s of %s: the path holds %d secret(s) (%s)",
+            name,
+            found.text,
+            found.count,
+            kinds,
+        )
+        return ToolMessage(
+            content=(
+                f"Error: {name} refused: the path {found.text} holds a secret ({kinds}). Memory "
+                "and rule files are listed and read into later prompts, so their names must "
+                "never carry one. Nothing was written. Choose a name without the secret; refer "
+                "to where it is kept instead (an environment variable, a secret manager)."
+            ),
+            tool_call_id=call.get("id") or "",
+            name=name,
+            status="error",
+        )
+    return None
+
+
 def redact_memory_edit(
     request: ToolCallRequest, access_of: AccessOf, writes_memory: WritesMemory | None = None
 ) -> tuple[ToolCallRequest, Redaction | None]:
@@ -89,14 +137,14 @@ def redact_memory_edit(
             count += result.count
     if not count:
         return request, None
-    path = args.get("file_path") or args.get("path")
+    path = str(args.get("file_path") or args.get("path"))
     ordered = tuple(sorted(kinds))
     logger.warning(
         "redacted %d secret(s) (%s) from the agent's %s of %s before it was saved",
         count,
         ", ".join(ordered),
         call.get("name"),
-        path,
+        redact_text(path).text,  # the agent chose the path: never logged as it is
     )
     redacted = request.override(tool_call={**call, "args": args})
     return redacted, Redaction("", ordered, count)
