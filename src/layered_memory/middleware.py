@@ -590,8 +590,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
         A shell cannot be checked before it runs, and a command may leave a process behind
         that changes a file later: every shell call compares read-only memory with what the
-        run loaded (what the user, not the agent, last wrote), and removes files that appeared
-        in read-only folders.
+        run last loaded, and removes files that appeared in read-only folders. A change a
+        reload read first is the run's copy by then, and one made after the run's last shell
+        call stays (the README says so: only a sandbox stops a leftover process).
         """
         if not self.protected_paths:
             return result
