@@ -62,10 +62,10 @@ from layered_memory.core._system_message import (
 )
 from layered_memory.core._tool_calls import (
     MUTATING_TOOLS,
+    error_message,
     invalid_path_refused,
     named_paths,
     refused,
-    unreadable_refused,
     with_note,
     with_state_update,
 )
@@ -80,7 +80,15 @@ from layered_memory.core._validation import (
     is_backend,
 )
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
-from layered_memory.core.guard import SHELL_TOOLS, protect, protected_paths_of, refusal
+from layered_memory.core.guard import (
+    SHELL_TOOLS,
+    is_same_file,
+    protect,
+    protected_paths_of,
+    refusal,
+    unreadable_message,
+    writes_memory,
+)
 from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk
 from layered_memory.core.guard._shell import drifted_from_loaded, loaded_snapshot, put_back
 from layered_memory.core.layers import Layer, layers_from_sources
@@ -91,7 +99,12 @@ from layered_memory.core.render import (
     MemoryExtras,
 )
 from layered_memory.writeback.hooks import HookEvent, HookRegistry
-from layered_memory.writeback.redaction.memory_edits import note_redaction, redact_memory_edit
+from layered_memory.writeback.redaction import Redaction
+from layered_memory.writeback.redaction.memory_edits import (
+    note_redaction,
+    redact_memory_edit,
+    secret_path_refusal,
+)
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -393,7 +406,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         refusal_message, notes = self._before_tool(request)
         if refusal_message is not None:
             return refusal_message
-        request, redaction = redact_memory_edit(request, self.assembler.access_of)
+        request, redaction = self._redacted(request)
         result = note_redaction(handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
@@ -410,7 +423,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         refusal_message, notes = self._before_tool(request)
         if refusal_message is not None:
             return refusal_message
-        request, redaction = redact_memory_edit(request, self.assembler.access_of)
+        request, redaction = self._redacted(request)
         result = note_redaction(await handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
@@ -518,12 +531,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 reason = refusal(backend, self.protected_paths, MUTATING_TOOLS[tool_name], path)
                 if reason is not None:
                     return refused(call, reason), {}
-                access, layer = self.assembler.access_of(path)
-                if tool_name == "write_file" and layer is not None:
-                    why = self._unreadable_reason(path, layer, unreadable)
+                if tool_name == "write_file" and unreadable:
+                    why = self._unreadable_reason(backend, path, unreadable)
                     if why is not None:
-                        return unreadable_refused(call, path, why), {}
+                        text = unreadable_message(tool_name, path, why)
+                        return error_message(call, text), {}
+                access, _layer = self.assembler.access_of(path)
                 edits_memory = edits_memory or access is not None
+            secret = secret_path_refusal(request, self.assembler.access_of, self._writes(backend))
+            if secret is not None:
+                return secret, {}
         # A shell command or a subagent may have changed writable memory out of sight: the
         # next model call reloads (a digest check; nothing is re-rendered when unchanged).
         if tool_name in SHELL_TOOLS or tool_name == "task":
@@ -548,13 +565,24 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             for folder in directories_of(sorted(paths), self.assembler.rule_root)
         )
 
+    def _redacted(self, request: ToolCallRequest) -> tuple[ToolCallRequest, Redaction | None]:
+        """The call with secrets redacted from what it writes into memory; memory is named
+        by spelling (`access_of`) or by identity (a hard link shares no spelling with it)."""
+        backend = self._tool_backend(request)
+        return redact_memory_edit(request, self.assembler.access_of, self._writes(backend))
+
+    def _writes(self, backend: Any) -> Callable[[str], bool]:
+        """Whether a path is a writable memory file of `backend`, by identity."""
+        return lambda path: writes_memory(backend, self.protected_paths, path)
+
     def _unreadable_reason(
-        self, tool_path: str, layer: Layer, unreadable: Mapping[str, str]
+        self, backend: Any, tool_path: str, unreadable: Mapping[str, str]
     ) -> str | None:
-        """Why the layer file `tool_path` names could not be read at the last load, if so."""
-        for path in layer.paths:
-            if path in unreadable and self.assembler.same_file(path, tool_path):
-                return unreadable[path]
+        """Why the layer file `tool_path` names (any alias: a hard link has no spelling in
+        common with it) could not be read at the last load, if so."""
+        for path, reason in unreadable.items():
+            if self.assembler.same_file(path, tool_path) or is_same_file(backend, path, tool_path):
+                return reason
         return None
 
     def _after_shell(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
@@ -562,8 +590,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
         A shell cannot be checked before it runs, and a command may leave a process behind
         that changes a file later: every shell call compares read-only memory with what the
-        run loaded (what the user, not the agent, last wrote), and removes files that appeared
-        in read-only folders.
+        run last loaded, and removes files that appeared in read-only folders. A change a
+        reload read first is the run's copy by then, and one made after the run's last shell
+        call stays (the README says so: only a sandbox stops a leftover process).
         """
         if not self.protected_paths:
             return result

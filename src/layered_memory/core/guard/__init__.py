@@ -8,6 +8,8 @@
   disk (paths are compared as storage places and by device and inode, never as spellings);
 - `delete` of a protected file, of anything inside a protected folder, or of any folder that
   holds protected memory (up to `delete /`);
+- (in the view) a whole-file `write` / `upload_files` over a *writable* memory file, under
+  any alias, that exists but cannot be read: what it holds would be lost unseen;
 - `execute` (a shell) cannot be checked before it runs: the protected files and folders are
   read before the command and after it; a changed, created or deleted file is put back as it
   was (a symlink or folder swapped in is removed first), the result is read again, and the
@@ -52,10 +54,13 @@ __all__ = [
     "Operation",
     "ProtectedPaths",
     "is_protected",
+    "is_same_file",
+    "memory_file_of",
     "protect",
     "protected_paths_of",
     "refusal",
     "refusal_message",
+    "unreadable_message",
     "writes_memory",
 ]
 
@@ -249,15 +254,24 @@ def _has_other_names(disk_path: str) -> bool:
 
 def writes_memory(backend: Any, protected: ProtectedPaths, path: str) -> bool:
     """Whether `path` names one of the writable memory files (whose writes are redacted)."""
-    if not protected.redacted:
-        return False
+    return memory_file_of(backend, protected, path) is not None
+
+
+def memory_file_of(backend: Any, protected: ProtectedPaths, path: str) -> str | None:
+    """The writable memory file `path` names under any alias (a symlink, a hard link, `..`),
+    as configured; None for any other path."""
+    return next(
+        (file for file in sorted(protected.redacted) if is_same_file(backend, file, path)), None
+    )
+
+
+def is_same_file(backend: Any, configured: str, path: str) -> bool:
+    """Whether `path` names the file `configured` names: the same storage place or the same
+    disk identity, never a comparison of spellings alone."""
     target = locate(backend, path)
     top = None if is_host_backend(backend) else lexical_path(path)
     targets = {target} if target is not None else set()
-    return any(
-        relation(backend, targets, top, file, deleting=False) in ("is", "alias")
-        for file in protected.redacted
-    )
+    return relation(backend, targets, top, configured, deleting=False) in ("is", "alias")
 
 
 def refusal_message(operation: str, reason: str) -> str:
@@ -266,6 +280,16 @@ def refusal_message(operation: str, reason: str) -> str:
         f"Error: {operation} refused: {reason}, which cannot be changed by the agent. Nothing "
         "was modified. Save what you learned in a writable memory file instead, or tell the "
         "user what should change."
+    )
+
+
+def unreadable_message(operation: str, path: str, reason: str) -> str:
+    """The error text for a whole-file write over a memory file nobody could read (the tool
+    hook's refusal and the backend view's alike, so the model reads one story)."""
+    return (
+        f"Error: {operation} refused: {path} is a memory file that exists but could not be "
+        f"read ({reason}), so writing it whole would destroy content nobody has seen. The "
+        "file was not modified. Tell the user it needs fixing; save new notes elsewhere."
     )
 
 

@@ -40,7 +40,12 @@ from layered_memory.core.guard._places import (
     clear_swapped_on_disk,
 )
 from layered_memory.core.guard._shell import Outcome, changed_paths, put_back, read_snapshot
-from layered_memory.core.loading import download_files_safely
+from layered_memory.core.loading import (
+    DownloadResult,
+    adownload_texts,
+    download_files_safely,
+    download_texts,
+)
 
 if TYPE_CHECKING:
     from layered_memory.core.guard import Operation, ProtectedPaths
@@ -128,7 +133,7 @@ def _redacted(view: Any, path: str, text: str) -> str:
             "redacted %d secret(s) (%s) written into memory file %s",
             result.count,
             ", ".join(sorted(result.kinds)),
-            path,
+            redact_text(path).text,  # the agent chose the name: it may hold a secret too
         )
     return result.text
 
@@ -137,6 +142,61 @@ def _message(operation: str, reason: str) -> str:
     from layered_memory.core.guard import refusal_message
 
     return refusal_message(operation, reason)
+
+
+# A whole-file write replaces what the file holds. Over a writable memory file that exists but
+# cannot be read (not UTF-8, binary, a folder, a FIFO, a backend error) that is content nobody
+# has seen: the middleware refuses the parent's `write_file` from what the run loaded, and the
+# view refuses here, at the write, for every caller (a subagent has no middleware).
+
+
+def _memory_file(view: Any, path: str) -> str | None:
+    """The configured writable memory file a whole-file write of `path` replaces, if any."""
+    from layered_memory.core.guard import memory_file_of
+
+    if _BUSY.get():
+        return None  # the backend's own helper, run by a guarded call already checked
+    return memory_file_of(view, view._layered_memory_protected, path)
+
+
+def _unreadable(path: str, file: str, found: DownloadResult) -> str | None:
+    """Why `file` (written as `path`) must not be replaced whole: it exists but could not be
+    read (None: it was read, or it does not exist)."""
+    from layered_memory.writeback.redaction import redact_text
+
+    reason = next((problem.reason for problem in found.problems if problem.unreadable), None)
+    if reason is not None:
+        logger.warning(
+            "refused a whole-file write of %s: memory file %s exists but cannot be read (%s)",
+            redact_text(path).text,
+            file,
+            reason,
+        )
+    return reason
+
+
+def _unreadable_reason(view: Any, path: str) -> str | None:
+    file = _memory_file(view, path)
+    if file is None:
+        return None
+    with _busy():  # a sandbox reads through `execute`: its own command, not the model's
+        found = download_texts(view, [file])
+    return _unreadable(path, file, found)
+
+
+async def _aunreadable_reason(view: Any, path: str) -> str | None:
+    file = _memory_file(view, path)
+    if file is None:
+        return None
+    with _busy():
+        found = await adownload_texts(view, [file])
+    return _unreadable(path, file, found)
+
+
+def _unreadable_message(path: str, reason: str) -> str:
+    from layered_memory.core.guard import unreadable_message
+
+    return unreadable_message("write", path, reason)
 
 
 class _FileGuard:
@@ -149,6 +209,9 @@ class _FileGuard:
         reason = _refused(self, "write", file_path)
         if reason is not None:
             return WriteResult(error=_message("write", reason))
+        unreadable = _unreadable_reason(self, file_path)
+        if unreadable is not None:
+            return WriteResult(error=_unreadable_message(file_path, unreadable))
         content = _redacted(self, file_path, content)
         return _Own(self).write(file_path, content)  # type: ignore[no-any-return]
 
@@ -156,6 +219,9 @@ class _FileGuard:
         reason = _refused(self, "write", file_path)
         if reason is not None:
             return WriteResult(error=_message("write", reason))
+        unreadable = await _aunreadable_reason(self, file_path)
+        if unreadable is not None:
+            return WriteResult(error=_unreadable_message(file_path, unreadable))
         content = _redacted(self, file_path, content)
         return await _Own(self).awrite(file_path, content)  # type: ignore[no-any-return]
 
@@ -190,20 +256,27 @@ class _FileGuard:
         return await _Own(self).adelete(file_path)  # type: ignore[no-any-return]
 
     def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        refused, allowed = _split_uploads(self, files)
+        # An upload replaces a file whole, as `write` does.
+        unreadable = {i for i, (path, _) in enumerate(files) if _unreadable_reason(self, path)}
+        refused, allowed = _split_uploads(self, files, unreadable)
         done = _Own(self).upload_files(allowed) if allowed else []
         return _merge_uploads(files, refused, done)
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        refused, allowed = _split_uploads(self, files)
+        unreadable = {
+            i for i, (path, _) in enumerate(files) if await _aunreadable_reason(self, path)
+        }
+        refused, allowed = _split_uploads(self, files, unreadable)
         done = await _Own(self).aupload_files(allowed) if allowed else []
         return _merge_uploads(files, refused, done)
 
 
 def _split_uploads(
-    view: Any, files: Sequence[tuple[str, bytes]]
+    view: Any, files: Sequence[tuple[str, bytes]], unreadable: set[int]
 ) -> tuple[set[int], list[tuple[str, bytes]]]:
-    refused = {i for i, (path, _) in enumerate(files) if _refused(view, "upload", path)}
+    refused = unreadable | {
+        i for i, (path, _) in enumerate(files) if _refused(view, "upload", path)
+    }
     return refused, [
         (path, _redacted_bytes(view, path, data))
         for i, (path, data) in enumerate(files)

@@ -6,12 +6,17 @@ rule file) the text the tool would write (``content``, ``new_string``) is redact
 runs on the redacted call, and `note_redaction` tells the model in the tool result, so it
 neither retries with the secret nor later looks for it in the file. ``old_string`` is left
 alone: it must match what the file holds.
+
+A secret in the *path* cannot be redacted that way: the file would be saved under the redacted
+name, not the one the agent asked for, and every later listing, rule match and tool result
+would carry it. `secret_path_refusal` refuses such a call instead, and no log line here ever
+shows a path unredacted.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from langchain_core.messages import ToolMessage
@@ -22,7 +27,7 @@ from layered_memory.writeback.redaction import Redaction, redact_text
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-__all__ = ["REDACTED_ARGUMENTS", "note_redaction", "redact_memory_edit"]
+__all__ = ["REDACTED_ARGUMENTS", "note_redaction", "redact_memory_edit", "secret_path_refusal"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,15 +38,82 @@ REDACTED_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
 """Per file tool, the arguments whose text ends up in the file."""
 
 
+AccessOf = Callable[[str], tuple[object | None, object]]
+"""``MemoryAssembler.access_of``: whether a path is a memory or rule file (``(None, None)`` for
+any other file, which is left alone). It compares spellings."""
+
+WritesMemory = Callable[[str], bool]
+"""Whether a path is a writable memory file by identity (``guard.writes_memory`` bound to the
+backend and the protected paths): a hard link has no spelling in common with its file."""
+
+
+def _memory_paths(
+    call: Mapping[str, Any], access_of: AccessOf, writes_memory: WritesMemory | None
+) -> list[str]:
+    """The paths a file-writing call names that are memory or rule files."""
+    if call.get("name", "") not in REDACTED_ARGUMENTS:
+        return []
+    args = call.get("args") or {}
+    paths = [args[key] for key in ("file_path", "path") if isinstance(args.get(key), str)]
+    return [
+        path
+        for path in paths
+        if access_of(path)[0] is not None or (writes_memory is not None and writes_memory(path))
+    ]
+
+
+def secret_path_refusal(
+    request: ToolCallRequest, access_of: AccessOf, writes_memory: WritesMemory | None = None
+) -> ToolMessage | None:
+    """The tool's error when a file tool would write a memory or rule file whose path holds a
+    secret (None: it would not).
+
+    The content could be redacted, the name cannot: the file would be saved under another name
+    than the one asked for. The error shows the path redacted, so the model learns which part
+    to drop without the secret being repeated in the conversation.
+
+    Args:
+        request: A tool call the middleware did not refuse.
+        access_of: See `AccessOf`.
+        writes_memory: See `WritesMemory` (None: spellings only).
+    """
+    call = request.tool_call
+    for path in _memory_paths(call, access_of, writes_memory):
+        found = redact_text(path)
+        if not found.count:
+            continue
+        name = call.get("name", "")
+        kinds = ", ".join(found.kinds)
+        logger.warning(
+            "refused the agent's %s of %s: the path holds %d secret(s) (%s)",
+            name,
+            found.text,
+            found.count,
+            kinds,
+        )
+        return ToolMessage(
+            content=(
+                f"Error: {name} refused: the path {found.text} holds a secret ({kinds}). Memory "
+                "and rule files are listed and read into later prompts, so their names must "
+                "never carry one. Nothing was written. Choose a name without the secret; refer "
+                "to where it is kept instead (an environment variable, a secret manager)."
+            ),
+            tool_call_id=call.get("id") or "",
+            name=name,
+            status="error",
+        )
+    return None
+
+
 def redact_memory_edit(
-    request: ToolCallRequest, access_of: Callable[[str], tuple[object | None, object]]
+    request: ToolCallRequest, access_of: AccessOf, writes_memory: WritesMemory | None = None
 ) -> tuple[ToolCallRequest, Redaction | None]:
     """Redact the text a file tool would write into a memory file.
 
     Args:
         request: A tool call the middleware did not refuse.
-        access_of: ``MemoryAssembler.access_of``: whether a path is a memory or rule file
-            (``(None, None)`` for any other file, which is left alone).
+        access_of: See `AccessOf`.
+        writes_memory: See `WritesMemory` (None: spellings only).
 
     Returns:
         The request to run (the same one when it writes no memory file or nothing was found)
@@ -49,12 +121,9 @@ def redact_memory_edit(
     """
     call = request.tool_call
     names = REDACTED_ARGUMENTS.get(call.get("name", ""), ())
-    if not names:
+    if not _memory_paths(call, access_of, writes_memory):
         return request, None
     args: dict[str, Any] = dict(call.get("args") or {})
-    paths = [args[key] for key in ("file_path", "path") if isinstance(args.get(key), str)]
-    if not any(access_of(path)[0] is not None for path in paths):
-        return request, None
     kinds: set[str] = set()
     count = 0
     for name in names:
@@ -68,14 +137,14 @@ def redact_memory_edit(
             count += result.count
     if not count:
         return request, None
-    path = args.get("file_path") or args.get("path")
+    path = str(args.get("file_path") or args.get("path"))
     ordered = tuple(sorted(kinds))
     logger.warning(
         "redacted %d secret(s) (%s) from the agent's %s of %s before it was saved",
         count,
         ", ".join(ordered),
         call.get("name"),
-        path,
+        redact_text(path).text,  # the agent chose the path: never logged as it is
     )
     redacted = request.override(tool_call={**call, "args": args})
     return redacted, Redaction("", ordered, count)
