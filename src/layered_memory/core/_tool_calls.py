@@ -55,16 +55,6 @@ def invalid_path_refused(call: Mapping[str, Any], paths: Iterable[str]) -> ToolM
     return None
 
 
-def unreadable_refused(call: Mapping[str, Any], path: str, reason: str) -> ToolMessage:
-    """A refusal to overwrite a memory file whose current content nobody could read."""
-    return error_message(
-        call,
-        f"Error: write_file refused: {path} is a memory file that exists but could not be "
-        f"read ({reason}), so writing it whole would destroy content nobody has seen. The "
-        "file was not modified. Tell the user it needs fixing; save new notes elsewhere.",
-    )
-
-
 def with_state_update(
     result: ToolMessage | Command[Any], update: Mapping[str, Any]
 ) -> ToolMessage | Command[Any]:
