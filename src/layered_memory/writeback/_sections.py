@@ -74,12 +74,17 @@ def normalize_entity(entity: str | None) -> str | None:
     return cleaned or None
 
 
-def normalize_text(text: str, *, max_chars: int) -> str:
-    """One line with single spaces, cut to `max_chars` (an ellipsis marks a cut)."""
-    cleaned = _WHITESPACE.sub(" ", text).strip()
-    if len(cleaned) > max_chars:
-        cleaned = cleaned[: max_chars - 1].rstrip() + "…"
-    return cleaned
+def one_line(text: str) -> str:
+    """One line with single spaces: every run of whitespace (line breaks, U+2028, `\\x1c`...)
+    becomes one space."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def cut_text(text: str, *, max_chars: int) -> str:
+    """`text` cut to `max_chars` (an ellipsis marks a cut)."""
+    if len(text) <= max_chars:
+        return text
+    return text[: max_chars - 1].rstrip() + "…"
 
 
 def plan_insight(

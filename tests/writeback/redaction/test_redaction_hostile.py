@@ -32,13 +32,14 @@ SCRIPT = textwrap.dedent(
         "passwordtokensecretkeysig", "sk-", "eyJaaaaa.eyJ", "%41", "%E2%80%8B", "a\\u200b", "a\\n",
         "ab1C2d\\n", "aB3/", "aB3/" * 10 + "x ", "Bearer ", "Basic YWJjOmRlZg== ",
         "Authorization: ", "-u a:", "https://hooks.slack.com/", "AccountKey=", "a-", "=", " ",
+        "a://a:\\n", "ab://" + "u" * 128 + ":\\n x",
     ]
     # One megabyte mixing every unit, then the run- and line-sensitive ones a megabyte each.
     mixed = "".join(fill(unit, MB // len(units)) for unit in units)
     mixed += "".join(rnd.choice("=:'\\"@/%\\n \\tpassword") for _ in range(MB // 8))
     texts = [mixed] + [fill(unit) for unit in (
         "password=", "-----BEGIN PRIVATE KEY-----\\n", "PuTTY-User-Key-File-2: ", "a://a:@",
-        "ab1C2d\\n", "%41\\u200b",
+        "ab1C2d\\n", "%41\\u200b", "a://a:\\n",
     )]
     for text in texts:
         redact(text)
@@ -56,4 +57,4 @@ def test_a_megabyte_of_adversarial_text_never_hangs() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["ok", "7"]
+    assert done.stdout.split() == ["ok", "8"]

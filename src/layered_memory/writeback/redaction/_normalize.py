@@ -5,7 +5,8 @@ Detectors run on a *view* of the text in which
 1. invisible characters are gone (zero-width spaces and joiners, soft hyphens, bidi controls,
    variation selectors, Unicode tag characters: every format character, category Cf),
 2. percent-escapes of ASCII characters are decoded (``sk%5Flive%5F...`` reads ``sk_live_...``),
-3. a line break between two pieces of one token is removed (a key wrapped over two lines).
+3. a line break between two pieces of one token is removed (a key wrapped over two lines, a
+   URL's password on the line after its `user:`).
 
 The view keeps a map back to the original, so a secret found in the view is cut out of the
 original text at exactly the characters it spans there (its invisible characters, escapes and
@@ -46,6 +47,10 @@ _INVISIBLE_CHAR: Final = re.compile(f"[{_INVISIBLE}]")
 # A line ending in `:`, `=`, `,`, `;` or an opening bracket ends a statement (`if x:`,
 # `key =`), so the next line is never read as its continuation.
 _BREAK: Final = re.compile(r"(?<=[^\s:=,;(\[{])\\?\r?\n[ \t]*(?=\S)")
+# The one `:` a line may end with and still continue: a URL's `user:` (`postgres://admin:`,
+# the password and `@host` on the next line). Only a view: the URL detector still decides
+# whether a password and a host follow. Starts with the literal `://` and is bounded: linear.
+_URL_USER_BREAK: Final = re.compile(r"://[^\s:/?#@\[\]\"'<>`]{0,128}:(?P<brk>\r?\n[ \t]*)(?=\S)")
 # `NAME=value`, `name: value`, `name = value`; not base64 padding (`...b3==`, `...==;k=v`).
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][\w.-]*(?:[ \t]+[=:]|:(?!//)|=(?!=|[ \t]*\Z))")
 _WORD_LIKE: Final = re.compile(r"[a-z]+|[A-Z][a-z]+|[A-Z]+|[0-9]{1,5}")
@@ -164,6 +169,10 @@ def _join_broken_tokens(text: str) -> tuple[str, _Edits] | None:
     edits = [
         (m.start(), m.end(), "") for m in _BREAK.finditer(text) if _continues_token(text, m.end())
     ]
+    if "://" in text:
+        # Disjoint from the breaks above, which never follow a `:`.
+        edits.extend((m.start("brk"), m.end("brk"), "") for m in _URL_USER_BREAK.finditer(text))
+        edits.sort()
     return _apply(text, edits) if edits else None
 
 
