@@ -1,0 +1,72 @@
+"""Secrets are redacted from every part of a saved value, whatever holds them.
+
+`json.dumps` (and so every session store) writes a tuple as an array: a secret inside one is
+persisted like one inside a list, and must be redacted like one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from layered_memory import FileSessionStore, HookEvent, HookRegistry, InMemorySessionStore
+from layered_memory.sessions.session_save import register_session_save
+from layered_memory.writeback.redaction import redact_json
+
+# Built in pieces so secret scanners do not flag this file.
+TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+PASSWORD = "Xk9m" + "Q2pL7vTz"
+
+
+def test_secrets_inside_tuples_are_redacted_and_tuples_stay_tuples() -> None:
+    value = {"notes": (f"token {TOKEN}",), "nested": {"k": ("x", [f"password={PASSWORD}"])}}
+
+    clean, found = redact_json(value)
+
+    assert clean == {
+        "notes": ("token [REDACTED:github_token]",),
+        "nested": {"k": ("x", ["password=[REDACTED:password]"])},
+    }
+    assert found.kinds == ("github_token", "password")
+    assert found.count == 2
+
+
+def test_other_sequences_are_walked_and_untouched_ones_kept_as_they_are() -> None:
+    untouched = ("a", ("b", 1, None))
+    clean, found = redact_json({"queue": deque([f"token {TOKEN}"]), "plain": untouched})
+
+    assert clean["queue"] == ["token [REDACTED:github_token]"]
+    assert clean["plain"] is untouched  # nothing changed: the very same object
+    assert found.count == 1
+    # Text and bytes are leaves, never walked character by character.
+    assert redact_json(b"raw bytes") == (b"raw bytes", redact_json(1)[1])
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("kind", ["memory", "file"])
+async def test_session_save_stores_no_secret_held_in_a_tuple(
+    tmp_path: Path, kind: str, use_async: bool
+) -> None:
+    store: Any = InMemorySessionStore() if kind == "memory" else FileSessionStore(tmp_path)
+    registry = HookRegistry()
+    register_session_save(registry, store, strict=True)
+    data = {
+        "thread_id": "t",
+        "notes": (f"token {TOKEN}",),
+        "nested": {"k": ("x", (f"api_key={PASSWORD}",))},
+    }
+    if use_async:
+        await registry.atrigger(HookEvent.PIPELINE_END, data)
+    else:
+        registry.trigger(HookEvent.PIPELINE_END, data)
+
+    saved = repr(store.get("t"))
+    assert TOKEN not in saved
+    assert PASSWORD not in saved
+    assert "[REDACTED:github_token]" in saved
+    for path in tmp_path.rglob("*"):  # the file store's JSON on disk
+        assert TOKEN not in path.read_text()
+        assert PASSWORD not in path.read_text()
