@@ -16,7 +16,7 @@ LIMIT_SECONDS = 300
 SCRIPT = textwrap.dedent(
     """
     import random
-    from layered_memory.writeback.redaction import redact
+    from layered_memory.writeback.redaction import redact, redact_json
 
     MB = 1 << 20
 
@@ -43,6 +43,9 @@ SCRIPT = textwrap.dedent(
     )]
     for text in texts:
         redact(text)
+    # Secret-named keys of a saved value: long names, long values, many keys.
+    redact_json({fill("password_"): fill("a..."), "api_key": fill("{{x}} "), "token": fill("=")})
+    redact_json({f"k{i}_password": "p" for i in range(MB // 16)})
     print("ok", len(texts))
     """
 )

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from layered_memory.writeback.redaction._assignments import assignments
+from layered_memory.writeback.redaction._assignments import assignments, field_kind
 from layered_memory.writeback.redaction._normalize import scanning_view
 from layered_memory.writeback.redaction._tokens import TOKEN_DETECTORS
 from layered_memory.writeback.redaction._types import Detector, Finding
@@ -169,7 +169,9 @@ def redact(text: str) -> tuple[str, list[str]]:
 
 
 def redact_json(value: Any) -> tuple[Any, Redaction]:
-    """Redact every string of a JSON-like value: dict keys and string leaves, at any depth.
+    """Redact every string of a JSON-like value: dict keys and string leaves, at any depth,
+    and the whole string value of a secret-named key (``{"db_password": "..."}``, judged as
+    ``db_password=...`` would be in text).
 
     Dicts, lists and tuples (any sequence but text and bytes: what `json.dumps` writes as an
     array) are copied only where something changed (a tuple stays a tuple, another sequence
@@ -194,7 +196,16 @@ def redact_json(value: Any) -> tuple[Any, Redaction]:
             count += result.count
         return result.text
 
-    redacted = _walk(value, clean)
+    def field(name: str, text: str) -> str | None:
+        nonlocal count
+        kind = field_kind(name, text)
+        if kind is None:
+            return None
+        kinds.add(kind)
+        count += 1
+        return f"[REDACTED:{kind}]"
+
+    redacted = _walk(value, clean, field)
     ordered = tuple(sorted(kinds, key=_PRECEDENCE.__getitem__))
     return redacted, Redaction("", ordered, count)
 
@@ -212,8 +223,9 @@ def _is_container(value: Any) -> bool:
     )
 
 
-def _walk(value: Any, clean: Callable[[str], str]) -> Any:
-    """Apply ``clean`` to every str key and leaf of ``value`` without recursion."""
+def _walk(value: Any, clean: Callable[[str], str], field: Callable[[str, str], str | None]) -> Any:
+    """Apply ``clean`` to every str key and leaf of ``value`` without recursion; a str value
+    of a str key goes to ``field`` first (its replacement, or None: cleaned as any leaf)."""
     if isinstance(value, str):
         return clean(value)
     if not _is_container(value):
@@ -227,10 +239,15 @@ def _walk(value: Any, clean: Callable[[str], str]) -> Any:
         if len(done) < len(items):
             item = items[len(done)]
             child = container[item] if keys is not None else item
-            if not isinstance(child, str) and _is_container(child):
+            if isinstance(child, str):
+                # A secret-named key makes its whole value a secret, judged as given (then
+                # `clean` does not see it: one secret, counted once).
+                named = field(item, child) if keys is not None and isinstance(item, str) else None
+                done.append(clean(child) if named is None else named)
+            elif _is_container(child):
                 stack.append((child, _keys(child), []))
             else:
-                done.append(clean(child) if isinstance(child, str) else child)
+                done.append(child)
             continue
         stack.pop()
         rebuilt = _rebuild(container, keys, done, clean)
