@@ -26,6 +26,13 @@ _ENTRY = re.compile(r"^- (?P<date>\d{4}-\d{2}-\d{2}): (?:\[(?P<entity>[^\]\n]*)\
 _HEADING = re.compile(r"^ {0,3}(?P<hashes>#{1,6})(?:[ \t]|$)")
 _FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
 _WHITESPACE = re.compile(r"\s+")
+# Control characters (category Cc) and lone surrogates, once whitespace is collapsed (tab, line
+# breaks and `\x1c`-`\x1f` are whitespace and already gone). A NUL makes every later load
+# skip the whole file as binary, and `write_file` refuse it: the user's own notes would vanish
+# from the prompt. ESC starts terminal escapes, and a lone surrogate cannot be encoded (the
+# write would fail). Each becomes U+FFFD, as `tiers._text.storable` does, not nothing: the
+# line still shows something was there, and the words on either side do not run together.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _MARKUP_STARTS = ("#", "`", "~")
 
 
@@ -67,17 +74,17 @@ class _Entry(NamedTuple):
 
 
 def normalize_entity(entity: str | None) -> str | None:
-    """One line, no brackets, single spaces; None for a missing or blank entity."""
+    """One line (see `one_line`), no brackets; None for a missing or blank entity."""
     if entity is None:
         return None
-    cleaned = _WHITESPACE.sub(" ", entity.replace("[", "(").replace("]", ")")).strip()
+    cleaned = one_line(entity.replace("[", "(").replace("]", ")"))
     return cleaned or None
 
 
 def one_line(text: str) -> str:
     """One line with single spaces: every run of whitespace (line breaks, U+2028, `\\x1c`...)
-    becomes one space."""
-    return _WHITESPACE.sub(" ", text).strip()
+    becomes one space, and every other control character (NUL, ESC...) U+FFFD."""
+    return _UNPRINTABLE.sub("\ufffd", _WHITESPACE.sub(" ", text).strip())
 
 
 def cut_text(text: str, *, max_chars: int) -> str:
