@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from layered_memory.core.layers import MEMORY_FILE_DEFAULT_MAX_LINES
+
 INSIGHTS_HEADING: Final = "## Recent Insights"
 ARCHIVE_HEADING: Final = "## Archived Insights"
 ARCHIVE_PREAMBLE: Final = (
@@ -264,20 +266,33 @@ def _insert_at_top(
 def _new_section_index(lines: Sequence[str]) -> int:
     """Where a missing insights section goes: near the top, inside the head the prompt shows.
 
-    Only a memory file's first lines are injected (200 by default), so the section goes before
-    the first level-2 heading; with none, after the `# ` title and its short intro paragraph;
-    with no title, at the top. Never inside a code fence: a heading there is no heading, and
-    a fence left open (say, by a hostile or half-written file) would swallow the section.
+    Only a memory file's first lines are injected (`MEMORY_FILE_DEFAULT_MAX_LINES`, 200), so
+    the section goes before the first level-2 heading when its first entry still lands inside
+    them; else after the `# ` title and its short intro paragraph (the same condition); else at
+    the top. Never inside a code fence: a heading there is no heading, and a fence left open
+    (say, by a hostile or half-written file) would swallow the section.
     """
     fenced = _fenced_lines(lines)
     for index, line in enumerate(lines):
         if line.startswith("## ") and index not in fenced:
-            return index
+            if _entry_is_shown(index):
+                return index
+            break  # a long first section: the title is the next best place
     for index, line in enumerate(lines):
         if line.startswith("# ") and index not in fenced:
             at = _after_intro(lines, index + 1)
-            return at if at not in fenced and at - 1 not in fenced else 0
+            unfenced = at not in fenced and at - 1 not in fenced
+            return at if unfenced and _entry_is_shown(at) else 0
     return 0
+
+
+_SECTION_HEAD_LINES = 3
+"""Lines a new section puts before its first entry: a blank line, the heading, a blank line."""
+
+
+def _entry_is_shown(at: int) -> bool:
+    """Whether a section inserted at line `at` has its first entry inside the shown head."""
+    return at + _SECTION_HEAD_LINES < MEMORY_FILE_DEFAULT_MAX_LINES
 
 
 def _fenced_lines(lines: Sequence[str]) -> set[int]:
