@@ -167,7 +167,9 @@ class MemoryWriter:
         if not isinstance(text, str):
             msg = f"insight text must be a str, got {type(text).__name__}"
             raise TypeError(msg)
-        clean_text, kinds = _redacted_line(text, one_line)
+        clean_text, kinds = _redacted_line(
+            text, one_line, keep=self.max_insight_chars + _RESCAN_MARGIN
+        )
         clean_entity, entity_kinds = (
             _redacted_line(entity, normalize_entity) if entity is not None else (None, [])
         )
@@ -230,8 +232,14 @@ class MemoryWriter:
         )
 
 
+_RESCAN_MARGIN: Final = 8192
+"""Characters past the stored length that the second pass still scans: more than any detector
+reads past a secret's start (a quoted value: two lines of 1,024), so a secret that begins
+inside the stored text is seen whole enough to be found."""
+
+
 def _redacted_line(
-    text: str, normalize: Callable[[str], str | None]
+    text: str, normalize: Callable[[str], str | None], *, keep: int | None = None
 ) -> tuple[str | None, list[str]]:
     """`text` redacted, made one line by `normalize`, and redacted again as that line.
 
@@ -240,12 +248,17 @@ def _redacted_line(
     (`PASSWORD=` at the end of one line, the value on the next; `postgres://admin:` and
     `...@host`), and the stored line is what later prompts read. `normalize` runs once more
     when the second pass changed something, so a marker follows the line's own rules too
-    (no brackets in an entity).
+    (no brackets in an entity). With `keep`, the line is cut to that many characters before
+    the second pass: the rest is never stored, and a huge insight costs one full scan, not two.
     """
     first, kinds = redact(text)
     normalized = normalize(first)
     if normalized is None:
         return None, kinds
+    if keep is not None:
+        normalized = normalized[:keep]
+    if normalized == first.strip():
+        return normalized, kinds  # already one line: nothing joined, nothing new to find
     second, more = redact(normalized)
     if more:
         kinds = sorted({*kinds, *more})
