@@ -118,3 +118,13 @@ def test_a_url_password_after_a_line_break_is_found_by_redact_itself() -> None:
     # A URL ending a line with a port-like `:` and prose below it is no password.
     lookalike = "see https://example.com:\n  then the next step@home"
     assert redact(lookalike) == (lookalike, [])
+
+
+def test_a_split_secret_straddling_the_cut_leaves_no_piece_behind(tmp_path: Path) -> None:
+    writer = writer_in(tmp_path)  # max_insight_chars: 500
+    writer.add_insight("note " * 95 + f"PASSWORD=\n{PASSWORD * 4}", entity="acme")
+
+    line = stored_line(tmp_path)
+    assert line.endswith("…")
+    assert PASSWORD[:4] not in line
+    assert "PASSWORD= [REDACTED:" in line
