@@ -122,6 +122,59 @@ async def test_section_goes_after_the_title_of_a_long_file_without_headings(
 
 
 @pytest.mark.parametrize("use_async", [False, True])
+async def test_a_first_heading_past_the_shown_lines_puts_the_section_after_the_title(
+    backend: BackendProtocol, use_async: bool
+) -> None:
+    # The reviewer's file: the first `##` heading is line 253, past the 200 lines shown.
+    body = "".join(f"- fact {i}\n" for i in range(250))
+    tail = "\n## Other\n- x\n"
+    seed(backend, "/MEMORY.md", "# Memory\n" + body + tail)
+    writer = MemoryWriter(backend, "/MEMORY.md", clock=Clock())
+    await add(writer, "lesson", "acme", use_async=use_async)
+    text = read(backend, "/MEMORY.md")
+    assert text == (
+        "# Memory\n\n## Recent Insights\n\n- 2025-03-14: [acme] lesson\n\n" + body + tail
+    )
+
+
+@pytest.mark.parametrize(
+    ("facts", "entry_line"),
+    [(196, 199), (197, 4)],  # the entry at index 199 is the 200th line, still shown
+)
+def test_the_section_goes_before_the_first_heading_only_while_its_entry_is_shown(
+    tmp_path: Path, facts: int, entry_line: int
+) -> None:
+    lines = ["# Memory\n"] + [f"- fact {i}\n" for i in range(facts - 1)] + ["## Other\n"]
+    (tmp_path / "MEMORY.md").write_text("".join(lines))
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    MemoryWriter(backend, "/MEMORY.md", clock=Clock()).add_insight("lesson", entity="acme")
+    written = (tmp_path / "MEMORY.md").read_text().split("\n")
+    assert written.index("- 2025-03-14: [acme] lesson") == entry_line
+
+
+def test_the_new_section_after_a_long_first_section_reaches_the_next_prompt(
+    tmp_path: Path,
+) -> None:
+    from deepagents import create_deep_agent
+
+    from layered_memory import Layer, MemoryMiddleware
+    from layered_memory.testing import ScriptedChatModel
+
+    body = "".join(f"- fact {i}\n" for i in range(250))
+    (tmp_path / "MEMORY.md").write_text("# Memory\n" + body + "\n## Other\n- x\n")
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    MemoryWriter(backend, "/MEMORY.md", clock=Clock()).add_insight("NEW-INSIGHT", entity="acme")
+
+    memory = MemoryMiddleware(backend=backend, layers=[Layer("notes", "/MEMORY.md", writable=True)])
+    model = ScriptedChatModel(script=["ok"], default="done")
+    agent = create_deep_agent(
+        model=model, backend=memory.protected_backend, memory=[], middleware=[memory]
+    )
+    agent.invoke({"messages": [{"role": "user", "content": "go"}]})
+    assert "[acme] NEW-INSIGHT" in model.system_prompts[0]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
 async def test_inserts_at_the_top_of_the_existing_section_only(
     backend: BackendProtocol, use_async: bool
 ) -> None:

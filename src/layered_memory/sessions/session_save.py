@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from layered_memory.core._run_data import is_dry_run, thread_id_of
 from layered_memory.sessions.stores._common import JsonDict, check_ttl
 from layered_memory.writeback.hooks import HookEvent
-from layered_memory.writeback.redaction import redact_json
+from layered_memory.writeback.redaction import redact_json, redact_text
 
 if TYPE_CHECKING:
     from layered_memory.sessions.stores import SessionStore
@@ -51,7 +51,8 @@ def default_session_formatter(final_state: Mapping[str, Any]) -> JsonDict | None
     With a ``messages`` list: ``{"last_message": <text of the last AI message>}``. Without one
     (a hand-built graph): every top-level entry that is JSON-serializable, except plumbing keys
     (``config``, ``runtime_context``, ``thread_id``, ``memory_contents``, ``files``,
-    ``dry_run``) and keys starting with ``_``.
+    ``dry_run``) and keys starting with ``_``; an entry nested too deep for `json` is skipped
+    with one warning naming the thread and the key.
 
     Returns:
         The dict to save, or None when there is nothing to save.
@@ -67,9 +68,23 @@ def default_session_formatter(final_state: Mapping[str, Any]) -> JsonDict | None
         try:
             json.dumps(value)
         except (TypeError, ValueError):
+            continue  # not JSON (a message object, a client...): plumbing, not a result
+        except RecursionError:
+            # Nested deeper than `json` recurses: no store could save it either. Skipped
+            # with one line rather than failing the whole save with a traceback.
+            logger.warning(
+                "session save for thread %s: skipped %s: nested too deep to save as JSON",
+                _shown(thread_id_of(final_state)),
+                _shown(key),
+            )
             continue
         results[key] = value
     return results or None
+
+
+def _shown(name: str | None) -> str:
+    """A key or thread id as logged: redacted (it comes from the run's data)."""
+    return "(none)" if name is None else redact_text(name).text
 
 
 def _last_ai_text(messages: list[Any]) -> str | None:

@@ -10,7 +10,8 @@ may simply call it again after a conflict.
   exclusive lock (`filelock`: `flock` on POSIX, `msvcrt` on Windows) on a lock file beside the
   memory file serializes writers across processes and threads; each file is replaced
   atomically (`_atomic.atomic_write`), so a crash leaves either the old or the new file, never
-  a truncated one.
+  a truncated one. Each file is a `_disk_target.DiskTarget`: pinned to its real folder when
+  the writer is built, and never written through a symlink swapped in since.
 - `PostgresStoreLockStrategy` (a `StoreBackend` over langgraph's `PostgresStore` or
   `AsyncPostgresStore`, also behind a `CompositeBackend` route; in `_store_locking`, imported
   only when langgraph's PostgreSQL store is): one SQL
@@ -34,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
 from deepagents.backends.filesystem import FilesystemBackend
@@ -44,8 +45,10 @@ from filelock import FileLock
 
 from layered_memory.core import _atomic
 from layered_memory.core._disk_cache import special_file_kind
-from layered_memory.core._internals import filesystem_path, final_route, store_of
+from layered_memory.core._internals import final_route, store_of
+from layered_memory.core.guard import is_protected, refusal
 from layered_memory.errors import MemoryWriteError
+from layered_memory.writeback._disk_target import DiskTarget, ReadOnlyCheck
 from layered_memory.writeback._transactions import (
     T,
     Texts,
@@ -64,7 +67,6 @@ __all__ = [
     "WriteStrategy",
     "archive_path_for",
     "choose_strategy",
-    "lock_file_path",
 ]
 
 
@@ -72,29 +74,49 @@ def choose_strategy(backend: BackendProtocol, paths: Sequence[str]) -> WriteStra
     """The write strategy for `paths` (the first one names the lock) on `backend`.
 
     Args:
-        backend: The backend the memory files live in.
+        backend: The backend the memory files live in (the guard's protected view too: then a
+            write the guard would refuse is refused here as well).
         paths: Backend paths of the files a transaction touches; the first is the memory file.
 
     Returns:
         When every path ends up on one backend (directly or through `CompositeBackend`
         routes): `FileLockStrategy` for a `FilesystemBackend`, `PostgresStoreLockStrategy` for
         a `StoreBackend` built with a langgraph PostgreSQL store; else `InProcessLockStrategy`.
+
+    Raises:
+        MemoryWriteError: A path the `FilesystemBackend` behind it refuses (`..`, out of its
+            root).
     """
     routed = [final_route(backend, path) for path in paths]
     targets = {id(target) for target, _ in routed}
     first_target = routed[0][0]
     keys = [key for _, key in routed]
     if len(targets) == 1 and isinstance(first_target, FilesystemBackend):
-        real_paths = {
-            path: _real_path(first_target, key) for path, key in zip(paths, keys, strict=True)
-        }
-        return FileLockStrategy(real_paths, display_paths=list(paths))
+        return FileLockStrategy(
+            [
+                DiskTarget.pin(first_target, key, path, read_only=_read_only_check(backend, path))
+                for path, key in zip(paths, keys, strict=True)
+            ]
+        )
     if len(targets) == 1 and _is_postgres_store_backend(first_target):
         from layered_memory.writeback._store_locking import PostgresStoreLockStrategy
 
         assert isinstance(first_target, StoreBackend)  # checked just above (for mypy)
         return PostgresStoreLockStrategy(first_target, keys, display_paths=list(paths))
     return InProcessLockStrategy(backend, list(paths), lock_key=(first_target, routed[0][1]))
+
+
+def _read_only_check(backend: BackendProtocol, path: str) -> ReadOnlyCheck | None:
+    """The guard's verdict on writing `path`, when `backend` is its protected view.
+
+    The file strategy writes to disk itself, past the view's own `write`, so it asks the
+    same question the view would. (The in-process strategy writes through the view's own
+    `upload_files`, which asks it; a PostgreSQL store has no symlinks or hard links to swap.)
+    """
+    if not is_protected(backend):
+        return None
+    protected = backend._layered_memory_protected  # type: ignore[attr-defined]
+    return lambda: refusal(backend, protected, "write", path)
 
 
 def _is_postgres_store_backend(backend: BackendProtocol) -> bool:
@@ -108,34 +130,22 @@ def _is_postgres_store_backend(backend: BackendProtocol) -> bool:
     return isinstance(store_of(backend), PostgresStore | AsyncPostgresStore)
 
 
-def _real_path(backend: FilesystemBackend, key: str) -> Path:
-    """The file `FilesystemBackend` itself would open for `key` (by its own rules)."""
-    try:
-        return filesystem_path(backend, key)
-    except (ValueError, OSError) as exc:
-        raise MemoryWriteError(key, f"cannot write here: {exc}") from None
-
-
 # --- Filesystem: a lock file + atomic replace ----------------------------------------------
 
 
-def lock_file_path(real_path: Path) -> Path:
-    """The lock file guarding `real_path`: a hidden file beside it, never deleted.
-
-    Deleting a lock file would let two writers lock two different inodes, so it stays.
-    """
-    return real_path.with_name(f".{real_path.name}.lock")
-
-
 class FileLockStrategy:
-    """Cross-process transactions on local files: a lock file + atomic replace."""
+    """Cross-process transactions on local files: a lock file + atomic replace.
 
-    def __init__(self, real_paths: Mapping[str, Path], *, display_paths: Sequence[str]) -> None:
-        self._real_paths = dict(real_paths)
-        self._display = list(display_paths)
-        first = self._real_paths[self._display[0]]
-        self._lock_path = lock_file_path(first)
-        self._local_lock = lock_for_file(str(first))
+    Every file is a `DiskTarget`, checked before the lock file is created, before the files
+    are read and before each is replaced: a symlink swapped in since the writer was built
+    makes the write fail with `MemoryWriteError`, never land elsewhere.
+    """
+
+    def __init__(self, targets: Sequence[DiskTarget]) -> None:
+        self._targets = {target.path: target for target in targets}
+        self._display = [target.path for target in targets]
+        self._first = targets[0]
+        self._local_lock = lock_for_file(str(self._first.pinned))
 
     def transact(self, transform: Transform[T]) -> T:
         with self._local_lock.hold():
@@ -148,9 +158,12 @@ class FileLockStrategy:
 
     def _locked_transact(self, transform: Transform[T]) -> T:
         display = self._display[0]
+        # Checked before anything is created: the lock file must not land where a swapped-in
+        # symlink leads either.
+        lock_path = self._first.check_lock_file()
         try:
-            self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(self._lock_path), mode=0o644)
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(lock_path), mode=0o644)
             lock.acquire()
         except OSError as exc:
             raise MemoryWriteError(display, f"cannot lock: {exc.strerror or exc}") from exc
@@ -164,7 +177,7 @@ class FileLockStrategy:
             lock.release()
 
     def _read(self, path: str) -> str | None:
-        real = self._real_paths[path]
+        real = self._targets[path].check()
         # Opening a FIFO waits for a writer, forever if none comes: never open one.
         kind = special_file_kind(str(real))
         if kind is not None:
@@ -178,8 +191,9 @@ class FileLockStrategy:
         return decode_for_rewrite(path, data)
 
     def _write(self, path: str, text: str) -> None:
+        real = self._targets[path].check()  # again: the transform ran since the read
         try:
-            _atomic.atomic_write(self._real_paths[path], text.encode("utf-8"))
+            _atomic.atomic_write(real, text.encode("utf-8"))
         except OSError as exc:
             raise MemoryWriteError(path, f"cannot write: {exc.strerror or exc}") from exc
 

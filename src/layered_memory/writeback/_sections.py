@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from layered_memory.core.layers import MEMORY_FILE_DEFAULT_MAX_LINES
+
 INSIGHTS_HEADING: Final = "## Recent Insights"
 ARCHIVE_HEADING: Final = "## Archived Insights"
 ARCHIVE_PREAMBLE: Final = (
@@ -26,6 +28,13 @@ _ENTRY = re.compile(r"^- (?P<date>\d{4}-\d{2}-\d{2}): (?:\[(?P<entity>[^\]\n]*)\
 _HEADING = re.compile(r"^ {0,3}(?P<hashes>#{1,6})(?:[ \t]|$)")
 _FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
 _WHITESPACE = re.compile(r"\s+")
+# Control characters (category Cc) and lone surrogates, once whitespace is collapsed (tab, line
+# breaks and `\x1c`-`\x1f` are whitespace and already gone). A NUL makes every later load
+# skip the whole file as binary, and `write_file` refuse it: the user's own notes would vanish
+# from the prompt. ESC starts terminal escapes, and a lone surrogate cannot be encoded (the
+# write would fail). Each becomes U+FFFD, as `tiers._text.storable` does, not nothing: the
+# line still shows something was there, and the words on either side do not run together.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _MARKUP_STARTS = ("#", "`", "~")
 
 
@@ -67,19 +76,24 @@ class _Entry(NamedTuple):
 
 
 def normalize_entity(entity: str | None) -> str | None:
-    """One line, no brackets, single spaces; None for a missing or blank entity."""
+    """One line (see `one_line`), no brackets; None for a missing or blank entity."""
     if entity is None:
         return None
-    cleaned = _WHITESPACE.sub(" ", entity.replace("[", "(").replace("]", ")")).strip()
+    cleaned = one_line(entity.replace("[", "(").replace("]", ")"))
     return cleaned or None
 
 
-def normalize_text(text: str, *, max_chars: int) -> str:
-    """One line with single spaces, cut to `max_chars` (an ellipsis marks a cut)."""
-    cleaned = _WHITESPACE.sub(" ", text).strip()
-    if len(cleaned) > max_chars:
-        cleaned = cleaned[: max_chars - 1].rstrip() + "…"
-    return cleaned
+def one_line(text: str) -> str:
+    """One line with single spaces: every run of whitespace (line breaks, U+2028, `\\x1c`...)
+    becomes one space, and every other control character (NUL, ESC...) U+FFFD."""
+    return _UNPRINTABLE.sub("\ufffd", _WHITESPACE.sub(" ", text).strip())
+
+
+def cut_text(text: str, *, max_chars: int) -> str:
+    """`text` cut to `max_chars` (an ellipsis marks a cut)."""
+    if len(text) <= max_chars:
+        return text
+    return text[: max_chars - 1].rstrip() + "…"
 
 
 def plan_insight(
@@ -252,20 +266,33 @@ def _insert_at_top(
 def _new_section_index(lines: Sequence[str]) -> int:
     """Where a missing insights section goes: near the top, inside the head the prompt shows.
 
-    Only a memory file's first lines are injected (200 by default), so the section goes before
-    the first level-2 heading; with none, after the `# ` title and its short intro paragraph;
-    with no title, at the top. Never inside a code fence: a heading there is no heading, and
-    a fence left open (say, by a hostile or half-written file) would swallow the section.
+    Only a memory file's first lines are injected (`MEMORY_FILE_DEFAULT_MAX_LINES`, 200), so
+    the section goes before the first level-2 heading when its first entry still lands inside
+    them; else after the `# ` title and its short intro paragraph (the same condition); else at
+    the top. Never inside a code fence: a heading there is no heading, and a fence left open
+    (say, by a hostile or half-written file) would swallow the section.
     """
     fenced = _fenced_lines(lines)
     for index, line in enumerate(lines):
         if line.startswith("## ") and index not in fenced:
-            return index
+            if _entry_is_shown(index):
+                return index
+            break  # a long first section: the title is the next best place
     for index, line in enumerate(lines):
         if line.startswith("# ") and index not in fenced:
             at = _after_intro(lines, index + 1)
-            return at if at not in fenced and at - 1 not in fenced else 0
+            unfenced = at not in fenced and at - 1 not in fenced
+            return at if unfenced and _entry_is_shown(at) else 0
     return 0
+
+
+_SECTION_HEAD_LINES = 3
+"""Lines a new section puts before its first entry: a blank line, the heading, a blank line."""
+
+
+def _entry_is_shown(at: int) -> bool:
+    """Whether a section inserted at line `at` has its first entry inside the shown head."""
+    return at + _SECTION_HEAD_LINES < MEMORY_FILE_DEFAULT_MAX_LINES
 
 
 def _fenced_lines(lines: Sequence[str]) -> set[int]:

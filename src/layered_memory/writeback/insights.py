@@ -28,8 +28,9 @@ from layered_memory.writeback._locking import Texts, archive_path_for, choose_st
 from layered_memory.writeback._sections import (
     Insight,
     InsightPlan,
+    cut_text,
     normalize_entity,
-    normalize_text,
+    one_line,
     plan_insight,
 )
 from layered_memory.writeback.hooks import HookEvent, HookRegistry
@@ -166,23 +167,26 @@ class MemoryWriter:
         if not isinstance(text, str):
             msg = f"insight text must be a str, got {type(text).__name__}"
             raise TypeError(msg)
-        # Redact before collapsing lines (PEM blocks span lines) and before cutting the text
-        # (a cut must never leave a secret's unrecognizable tail behind).
-        clean_text, kinds = redact(text)
-        clean_entity, entity_kinds = redact(entity) if entity is not None else (None, [])
+        clean_text, kinds = _redacted_line(
+            text, one_line, keep=self.max_insight_chars + _RESCAN_MARGIN
+        )
+        clean_entity, entity_kinds = (
+            _redacted_line(entity, normalize_entity) if entity is not None else (None, [])
+        )
         kinds = sorted({*kinds, *entity_kinds})
         if kinds:
             logger.warning(
                 "redacted %s from an insight for %s before writing it", ", ".join(kinds), self.path
             )
-        one_line = normalize_text(clean_text, max_chars=self.max_insight_chars)
-        if not one_line:
+        # Cut last: a cut must never leave a secret's unrecognizable tail behind.
+        line = cut_text(clean_text, max_chars=self.max_insight_chars) if clean_text else ""
+        if not line:
             msg = "insight text is empty"
             raise ValueError(msg)
         today = self._clock()
         if isinstance(today, dt.datetime):
             today = today.date()
-        return Insight(date=today, entity=normalize_entity(clean_entity), text=one_line), kinds
+        return Insight(date=today, entity=clean_entity, text=line), kinds
 
     def _transform(
         self, insight: Insight
@@ -226,6 +230,40 @@ class MemoryWriter:
             redacted=kinds,
             thread_id=None,
         )
+
+
+_RESCAN_MARGIN: Final = 8192
+"""Characters past the stored length that the second pass still scans: more than any detector
+reads past a secret's start (a quoted value: two lines of 1,024), so a secret that begins
+inside the stored text is seen whole enough to be found."""
+
+
+def _redacted_line(
+    text: str, normalize: Callable[[str], str | None], *, keep: int | None = None
+) -> tuple[str | None, list[str]]:
+    """`text` redacted, made one line by `normalize`, and redacted again as that line.
+
+    Redacted first as given (a key block spans lines, and is recognized by its line breaks),
+    then as the line that is stored: joining lines can complete a secret neither line showed
+    (`PASSWORD=` at the end of one line, the value on the next; `postgres://admin:` and
+    `...@host`), and the stored line is what later prompts read. `normalize` runs once more
+    when the second pass changed something, so a marker follows the line's own rules too
+    (no brackets in an entity). With `keep`, the line is cut to that many characters before
+    the second pass: the rest is never stored, and a huge insight costs one full scan, not two.
+    """
+    first, kinds = redact(text)
+    normalized = normalize(first)
+    if normalized is None:
+        return None, kinds
+    if keep is not None:
+        normalized = normalized[:keep]
+    if normalized == first.strip():
+        return normalized, kinds  # already one line: nothing joined, nothing new to find
+    second, more = redact(normalized)
+    if more:
+        kinds = sorted({*kinds, *more})
+        second = normalize(second) or ""
+    return second, kinds
 
 
 # --- PIPELINE_END data helpers ----------------------------------------------------------

@@ -11,12 +11,16 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+from layered_memory.redaction import redact
+
 LIMIT_SECONDS = 300
 
 SCRIPT = textwrap.dedent(
     """
     import random
-    from layered_memory.writeback.redaction import redact
+    from layered_memory.writeback.redaction import redact, redact_json
 
     MB = 1 << 20
 
@@ -32,16 +36,20 @@ SCRIPT = textwrap.dedent(
         "passwordtokensecretkeysig", "sk-", "eyJaaaaa.eyJ", "%41", "%E2%80%8B", "a\\u200b", "a\\n",
         "ab1C2d\\n", "aB3/", "aB3/" * 10 + "x ", "Bearer ", "Basic YWJjOmRlZg== ",
         "Authorization: ", "-u a:", "https://hooks.slack.com/", "AccountKey=", "a-", "=", " ",
+        "a://a:\\n", "ab://" + "u" * 128 + ":\\n x",
     ]
     # One megabyte mixing every unit, then the run- and line-sensitive ones a megabyte each.
     mixed = "".join(fill(unit, MB // len(units)) for unit in units)
     mixed += "".join(rnd.choice("=:'\\"@/%\\n \\tpassword") for _ in range(MB // 8))
     texts = [mixed] + [fill(unit) for unit in (
         "password=", "-----BEGIN PRIVATE KEY-----\\n", "PuTTY-User-Key-File-2: ", "a://a:@",
-        "ab1C2d\\n", "%41\\u200b",
+        "ab1C2d\\n", "%41\\u200b", "a://a:\\n",
     )]
     for text in texts:
         redact(text)
+    # Secret-named keys of a saved value: long names, long values, many keys.
+    redact_json({fill("password_"): fill("a..."), "api_key": fill("{{x}} "), "token": fill("=")})
+    redact_json({f"k{i}_password": "p" for i in range(MB // 16)})
     print("ok", len(texts))
     """
 )
@@ -56,4 +64,22 @@ def test_a_megabyte_of_adversarial_text_never_hangs() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["ok", "7"]
+    assert done.stdout.split() == ["ok", "8"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PASSWORD\x00=Xk9mQ2pL7vTz",
+        "PASS\x1bWORD=Xk9mQ2pL7vTz",
+        "db_password=\x07Xk9mQ2pL7vTz",
+        "ghp_\x00A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    ],
+)
+def test_control_characters_inside_a_secret_do_not_hide_it(text: str) -> None:
+    """A terminal shows NUL, ESC or BEL as nothing: read as the zero-width characters are."""
+    redacted, kinds = redact(text)
+    assert kinds
+    assert "Xk9mQ2pL7vTz" not in redacted
+    assert "A1b2C3d4E5f6G7h8I9j0" not in redacted
+    assert redact("hello\x00world \x1b[31mred\x1b[0m") == ("hello\x00world \x1b[31mred\x1b[0m", [])

@@ -32,11 +32,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from layered_memory.writeback.redaction._assignments import assignments
+from layered_memory.writeback.redaction._assignments import assignments, field_kind
 from layered_memory.writeback.redaction._normalize import scanning_view
 from layered_memory.writeback.redaction._tokens import TOKEN_DETECTORS
 from layered_memory.writeback.redaction._types import Detector, Finding
@@ -169,14 +169,18 @@ def redact(text: str) -> tuple[str, list[str]]:
 
 
 def redact_json(value: Any) -> tuple[Any, Redaction]:
-    """Redact every string of a JSON-like value: dict keys and string leaves, at any depth.
+    """Redact every string of a JSON-like value: dict keys and string leaves, at any depth,
+    and the whole string value of a secret-named key (``{"db_password": "..."}``, judged as
+    ``db_password=...`` would be in text).
 
-    Dicts and lists are copied only where something changed; other leaves are kept as they are.
+    Dicts, lists and tuples (any sequence but text and bytes: what `json.dumps` writes as an
+    array) are copied only where something changed (a tuple stays a tuple, another sequence
+    becomes a list); other leaves are kept as they are.
     Two keys of one dict that redact to the same text keep apart with a ``#2``, ``#3`` suffix,
     so no entry is lost. Walks iteratively: nesting depth is bounded only by memory.
 
     Args:
-        value: A dict, list, str or any other leaf.
+        value: A dict, list, tuple, str or any other leaf.
 
     Returns:
         The redacted value and a summary (its ``text`` is empty: there is no single text).
@@ -192,16 +196,39 @@ def redact_json(value: Any) -> tuple[Any, Redaction]:
             count += result.count
         return result.text
 
-    redacted = _walk(value, clean)
+    def field(name: str, text: str) -> str | None:
+        nonlocal count
+        kind = field_kind(name, text)
+        if kind is None:
+            return None
+        kinds.add(kind)
+        count += 1
+        return f"[REDACTED:{kind}]"
+
+    redacted = _walk(value, clean, field)
     ordered = tuple(sorted(kinds, key=_PRECEDENCE.__getitem__))
     return redacted, Redaction("", ordered, count)
 
 
-def _walk(value: Any, clean: Callable[[str], str]) -> Any:
-    """Apply ``clean`` to every str key and leaf of ``value`` without recursion."""
+def _is_container(value: Any) -> bool:
+    """Whether ``value`` holds values to walk into: a dict, or any sequence but text and bytes.
+
+    Not only `list`: a tuple (or another sequence) is written as a JSON array by `json.dumps`
+    and the stores, so a secret inside one is persisted like one inside a list.
+    """
+    if isinstance(value, dict | list | tuple):
+        return True
+    return isinstance(value, Sequence) and not isinstance(
+        value, str | bytes | bytearray | memoryview
+    )
+
+
+def _walk(value: Any, clean: Callable[[str], str], field: Callable[[str, str], str | None]) -> Any:
+    """Apply ``clean`` to every str key and leaf of ``value`` without recursion; a str value
+    of a str key goes to ``field`` first (its replacement, or None: cleaned as any leaf)."""
     if isinstance(value, str):
         return clean(value)
-    if not isinstance(value, dict | list):
+    if not _is_container(value):
         return value
     # Post-order over an explicit stack of frames (container, its keys when a dict, cleaned
     # children so far): a container is rebuilt once all its children are done.
@@ -212,10 +239,15 @@ def _walk(value: Any, clean: Callable[[str], str]) -> Any:
         if len(done) < len(items):
             item = items[len(done)]
             child = container[item] if keys is not None else item
-            if isinstance(child, dict | list):
+            if isinstance(child, str):
+                # A secret-named key makes its whole value a secret, judged as given (then
+                # `clean` does not see it: one secret, counted once).
+                named = field(item, child) if keys is not None and isinstance(item, str) else None
+                done.append(clean(child) if named is None else named)
+            elif _is_container(child):
                 stack.append((child, _keys(child), []))
             else:
-                done.append(clean(child) if isinstance(child, str) else child)
+                done.append(child)
             continue
         stack.pop()
         rebuilt = _rebuild(container, keys, done, clean)
@@ -233,7 +265,9 @@ def _rebuild(
 ) -> Any:
     if keys is None:
         unchanged = all(new is old for new, old in zip(children, container, strict=True))
-        return container if unchanged else children
+        if unchanged:
+            return container
+        return tuple(children) if isinstance(container, tuple) else children
     out: dict[Any, Any] = {}
     changed = False
     for key, child in zip(keys, children, strict=True):

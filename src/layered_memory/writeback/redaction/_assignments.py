@@ -19,7 +19,7 @@ from typing import Final
 from layered_memory.writeback.redaction._prefixes import fold_case
 from layered_memory.writeback.redaction._types import Finding
 
-__all__ = ["ASSIGNMENT_KINDS", "assignments", "is_placeholder"]
+__all__ = ["ASSIGNMENT_KINDS", "assignments", "field_kind", "is_placeholder"]
 
 _KEYWORDS: Final = (
     "password", "passwd", "passphrase", "passwort", "contrasena", "contrase\u00f1a", "pass",
@@ -96,6 +96,7 @@ _NOT_A_SECRET: Final = re.compile(
     r"|(?:~|\.{1,2})?(?:/[\w.@-]+){2,}/?|(?:~|\.{1,2})?/[\w@-]*\.\w{1,5}"
     r"|[A-Za-z][A-Za-z0-9+.-]*://\S*"  # a URL (its credentials have their own detector)
 )
+_MARKER: Final = re.compile(r"\[REDACTED:[a-z_]{1,40}\]")
 _CLOSERS: Final = {")": "(", "]": "[", "}": "{", ">": "<"}
 _PROSE_WORD: Final = re.compile(r"[A-Za-z][a-z]*\Z")
 
@@ -234,6 +235,42 @@ def _assignment_at(
     prose = sep.strip() in {"is", "was"}
     if _is_value(value, name, family, prose=prose, rest_of_line=text[end : end + 3]):
         return Finding(start, end, _kind(name, family))
+    return None
+
+
+def field_kind(name: str, value: str) -> str | None:
+    """The kind of secret `value` is as the value of a field called `name`, or None.
+
+    For structured data (a key of a saved JSON object): `{"password": "hunter2"}` holds the
+    same secret as the text `password=hunter2`, but the text detectors see the key and the
+    value as two separate strings, neither a secret alone. The name is read as in text (its
+    last word, an environment suffix such as `_PROD`), and the value judged as an unquoted
+    value of an assignment (placeholders, references and plain words are left alone).
+    """
+    # A marker is no name: a key redacted before (`[REDACTED:github_token]`, saved again by
+    # the next tier of a store) must not make its value a `token`.
+    if "[REDACTED:" in name:
+        name = _MARKER.sub(" ", name)
+    folded = fold_case(name)
+    for keyword in _KEYWORDS:
+        at = folded.rfind(keyword)
+        if at == -1:
+            continue
+        # The keyword ends the name (an environment suffix or closing quotes aside): matched
+        # as if `=` followed it, the way `_assignment_at` reads `name=value`.
+        tail = _TAIL.match(folded + "=", at + len(keyword))
+        if tail is None or tail.end() <= len(folded) or tail["sep"].strip() != "=":
+            continue
+        field = name[_name_start(name, at) : at + len(keyword)].lstrip("-.")
+        family = _family(field, folded[at : at + len(keyword)])
+        if family is None:
+            return None
+        # Judged on its start, as an unquoted value in text is: a megabyte-long value costs
+        # no more than a short one.
+        stripped = value.strip()[:_CHECKED]
+        if _is_value(stripped, field, family, prose=False, rest_of_line=""):
+            return _kind(field, family)
+        return None
     return None
 
 

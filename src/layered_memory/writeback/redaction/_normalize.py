@@ -5,7 +5,8 @@ Detectors run on a *view* of the text in which
 1. invisible characters are gone (zero-width spaces and joiners, soft hyphens, bidi controls,
    variation selectors, Unicode tag characters: every format character, category Cf),
 2. percent-escapes of ASCII characters are decoded (``sk%5Flive%5F...`` reads ``sk_live_...``),
-3. a line break between two pieces of one token is removed (a key wrapped over two lines).
+3. a line break between two pieces of one token is removed (a key wrapped over two lines, a
+   URL's password on the line after its `user:`).
 
 The view keeps a map back to the original, so a secret found in the view is cut out of the
 original text at exactly the characters it spans there (its invisible characters, escapes and
@@ -25,12 +26,14 @@ from typing import Final
 __all__ = ["View", "scanning_view"]
 
 _INVISIBLE: Final = (
+    "\x00-\x08\x0e-\x1f\x7f"  # C0 controls but tab and line breaks, and DEL: `PASSWORD\x00=`
     "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5"
     "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f"
     "\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f\U000e0100-\U000e01ef"
 )
-"""Format characters (Unicode category Cf) plus the other code points that render as nothing
+"""Control characters a terminal shows as nothing, format characters (Unicode category Cf)
+plus the other code points that render as nothing
 (combining grapheme joiner, Hangul fillers, variation selectors): written out rather than
 computed from `unicodedata` at import, which would walk all 1.1 million code points."""
 
@@ -40,12 +43,17 @@ _HIDDEN: Final = re.compile(
     f"[{_INVISIBLE}]+|%[0-7][0-9A-Fa-f]|%[C-Fc-f][0-9A-Fa-f](?:%[89ABab][0-9A-Fa-f]){{1,3}}"
 )
 _INVISIBLE_CHAR: Final = re.compile(f"[{_INVISIBLE}]")
+_ASCII_CONTROL: Final = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
 
 # Stage 2: a line break (an optional shell continuation `\`, CR, indentation of the next line)
 # between two visible characters. Whether it really cuts a token is decided in Python.
 # A line ending in `:`, `=`, `,`, `;` or an opening bracket ends a statement (`if x:`,
 # `key =`), so the next line is never read as its continuation.
 _BREAK: Final = re.compile(r"(?<=[^\s:=,;(\[{])\\?\r?\n[ \t]*(?=\S)")
+# The one `:` a line may end with and still continue: a URL's `user:` (`postgres://admin:`,
+# the password and `@host` on the next line). Only a view: the URL detector still decides
+# whether a password and a host follow. Starts with the literal `://` and is bounded: linear.
+_URL_USER_BREAK: Final = re.compile(r"://[^\s:/?#@\[\]\"'<>`]{0,128}:(?P<brk>\r?\n[ \t]*)(?=\S)")
 # `NAME=value`, `name: value`, `name = value`; not base64 padding (`...b3==`, `...==;k=v`).
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][\w.-]*(?:[ \t]+[=:]|:(?!//)|=(?!=|[ \t]*\Z))")
 _WORD_LIKE: Final = re.compile(r"[a-z]+|[A-Z][a-z]+|[A-Z]+|[0-9]{1,5}")
@@ -141,7 +149,7 @@ def _apply(text: str, edits: list[tuple[int, int, str]]) -> tuple[str, _Edits]:
 
 
 def _undo_hidden(text: str) -> tuple[str, _Edits] | None:
-    if "%" not in text and text.isascii():
+    if "%" not in text and text.isascii() and _ASCII_CONTROL.search(text) is None:
         return None
     edits = [(m.start(), m.end(), _decoded(m[0])) for m in _HIDDEN.finditer(text)]
     return _apply(text, edits) if edits else None
@@ -164,6 +172,10 @@ def _join_broken_tokens(text: str) -> tuple[str, _Edits] | None:
     edits = [
         (m.start(), m.end(), "") for m in _BREAK.finditer(text) if _continues_token(text, m.end())
     ]
+    if "://" in text:
+        # Disjoint from the breaks above, which never follow a `:`.
+        edits.extend((m.start("brk"), m.end("brk"), "") for m in _URL_USER_BREAK.finditer(text))
+        edits.sort()
     return _apply(text, edits) if edits else None
 
 
