@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import threading
@@ -254,6 +255,16 @@ def test_postgres_unreachable_names_the_url_without_password() -> None:
     assert "postgresql://app:***@127.0.0.1:1/sessions" in message
     assert "hunter2" not in message
     assert "unreachable" in message
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error"), [(0, ValueError), (math.inf, ValueError), ("5", TypeError)]
+)
+def test_postgres_timeout_must_be_positive_seconds(
+    postgres_url: str, timeout: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match="timeout"):
+        PostgresSessionStore.from_conn_string(postgres_url, timeout=timeout)  # type: ignore[arg-type]
 
 
 def test_postgres_closed_store_raises_unavailable(postgres_url: str, pg_schema: str) -> None:

@@ -4,11 +4,18 @@ The durable tier, usually the L2 of a `HybridSessionStore`. Like LangGraph's ``P
 it is built with `PostgresSessionStore.from_conn_string` and its tables are created by an
 explicit `PostgresSessionStore.setup`, which applies the versioned `MIGRATIONS` not yet applied.
 Expiry is checked against the server's clock by default, so workers with skewed clocks agree.
+
+Faults: every call takes at most the store's ``timeout`` (5 s by default), waiting for a pooled
+connection included. A query the server does not answer in time (a frozen server) has its
+connection cut (`_deadline.SocketDeadline`) and raises `StoreUnavailableError`; the pool then
+discards that connection and opens a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
@@ -27,6 +34,7 @@ from layered_memory.sessions.stores._common import (
     redact_url,
     scrub,
 )
+from layered_memory.sessions.stores._deadline import SocketDeadline
 from layered_memory.sessions.stores.base import StoredSession
 
 if TYPE_CHECKING:
@@ -95,6 +103,9 @@ class PostgresSessionStore:
         clock: When given, wall-clock seconds used for expiry instead of the server's ``now()``
             (tests inject one to move time without sleeping).
         url: The connection URL, used in error messages with its password removed.
+        timeout: Most seconds one call may take, waiting for a pooled connection included;
+            a query still unanswered then has its connection cut and raises
+            `StoreUnavailableError` (a frozen server).
 
     Example:
         >>> store = PostgresSessionStore.from_conn_string("postgresql://db/app")  # doctest: +SKIP
@@ -109,7 +120,7 @@ class PostgresSessionStore:
         schema: str = "public",
         clock: Clock | None = None,
         url: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = 5.0,
     ) -> None:
         self._psycopg, self._psycopg_pool = _import_psycopg()
         if not schema:
@@ -119,7 +130,7 @@ class PostgresSessionStore:
         self.schema = schema
         self._clock = clock
         self._url = url
-        self._timeout = timeout
+        self.timeout = _check_timeout(timeout)
         sql = self._psycopg.sql
         self._queries = {
             name: sql.SQL(text).format(schema=sql.Identifier(schema))
@@ -135,6 +146,7 @@ class PostgresSessionStore:
         clock: Clock | None = None,
         max_size: int = 4,
         connect_timeout: float = 5.0,
+        timeout: float = 5.0,
     ) -> PostgresSessionStore:
         """Open a connection pool to ``url`` and return a store using it.
 
@@ -144,6 +156,7 @@ class PostgresSessionStore:
             clock: See the class.
             max_size: Most connections the pool opens.
             connect_timeout: Seconds to wait for the server.
+            timeout: Most seconds one call may take (see the class).
 
         Returns:
             The store (call `setup` once per database before first use; `close` when done).
@@ -155,7 +168,8 @@ class PostgresSessionStore:
                 without its password.
         """
         psycopg, psycopg_pool = _import_psycopg()
-        timeout = max(1, round(connect_timeout))
+        _check_timeout(timeout)
+        wait = max(1, round(connect_timeout))
         failure: SessionStoreError | None = None
         hint = password_hint(url)
         if hint is not None:
@@ -169,7 +183,7 @@ class PostgresSessionStore:
             # Probe once so an unreachable server fails here, with the driver's reason, instead
             # of as a pool timeout on the first query.
             try:
-                psycopg.connect(url, connect_timeout=timeout).close()
+                psycopg.connect(url, connect_timeout=wait).close()
             except psycopg.Error as exc:
                 failure = _unavailable(url, exc)
         if failure is not None:
@@ -180,23 +194,23 @@ class PostgresSessionStore:
             url,
             min_size=1,
             max_size=max_size,
-            kwargs={"autocommit": True, "connect_timeout": timeout},
+            kwargs={"autocommit": True, "connect_timeout": wait},
             open=True,
             name="layered-memory-sessions",
         )
-        return cls(pool, schema=schema, clock=clock, url=url)
+        return cls(pool, schema=schema, clock=clock, url=url, timeout=timeout)
 
     def setup(self) -> None:
         """Create the schema and apply the migrations not yet applied (safe to run every start).
 
         Concurrent callers are serialized by an advisory lock, so several workers may call it.
         """
-        self._call(self._migrate, None)
+        self._run(self._migrate, None)
 
-    def _migrate(self) -> None:
+    def _migrate(self, conn: Connection[Any]) -> None:
         sql = self._psycopg.sql
         schema = sql.Identifier(self.schema)
-        with self._pool.connection(timeout=self._timeout) as conn, conn.transaction():
+        with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"lm:{self.schema}",))
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
             conn.execute(sql.SQL(MIGRATIONS[0]).format(schema=schema))
@@ -234,21 +248,43 @@ class PostgresSessionStore:
         msg = f"PostgreSQL at {where} failed: {_first_line(scrub(str(exc), url))}"
         return SessionStoreError(msg, key=key)
 
-    def _call(self, operation: Callable[[], _T], key: str | None) -> _T:
-        """Run ``operation``; a driver error becomes the package's error, raised unchained."""
+    def _run(self, work: Callable[[Connection[Any]], _T], key: str | None) -> _T:
+        """Run ``work`` on a pooled connection within `timeout`; errors as the package's own.
+
+        The deadline covers the wait for a connection and the work: when it passes, the
+        connection's socket is shut down (see `_deadline`), the blocked call fails at once, and
+        the connection, now closed, is discarded by the pool instead of being handed out again.
+        """
+        deadline = time.monotonic() + self.timeout
+        watch: SocketDeadline | None = None
         try:
-            return operation()
+            with self._pool.connection(timeout=self.timeout) as conn:
+                watch = SocketDeadline(conn.pgconn.socket, deadline)
+                try:
+                    return work(conn)
+                finally:
+                    if watch.finish():
+                        conn.close()  # cut, maybe just after the answer: never reuse it
         except self._psycopg.Error as exc:
-            failure = self._error(exc, key)
+            cut = watch is not None and watch.fired
+            failure = self._timed_out(key) if cut else self._error(exc, key)
+        # Raised outside the `except`: the driver's exception may quote the whole URL.
         raise failure
 
-    def _execute(self, name: str, params: dict[str, Any], key: str | None) -> Any:
-        def run() -> Any:
-            with self._pool.connection(timeout=self._timeout) as conn:
-                cursor = conn.execute(self._queries[name], params)
-                return cursor.fetchone() if name == "get" else cursor.rowcount
+    def _timed_out(self, key: str | None) -> StoreUnavailableError:
+        where = redact_url(self._url) if self._url else "PostgreSQL"
+        msg = (
+            f"PostgreSQL at {where} did not answer within {self.timeout:g} s (frozen, "
+            "overloaded or cut off?): its connection was closed"
+        )
+        return StoreUnavailableError(msg, key=key)
 
-        return self._call(run, key)
+    def _execute(self, name: str, params: dict[str, Any], key: str | None) -> Any:
+        def work(conn: Connection[Any]) -> Any:
+            cursor = conn.execute(self._queries[name], params)
+            return cursor.fetchone() if name == "get" else cursor.rowcount
+
+        return self._run(work, key)
 
     def get_entry(self, key: str) -> StoredSession | None:
         """Return the value and its remaining TTL, or None when missing or expired."""
@@ -323,6 +359,16 @@ class PostgresSessionStore:
     async def aclose(self) -> None:
         """Async twin of `close`."""
         await asyncio.to_thread(self.close)
+
+
+def _check_timeout(timeout: float) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        msg = f"timeout must be a number of seconds, got {type(timeout).__name__}"
+        raise TypeError(msg)
+    if not math.isfinite(timeout) or timeout <= 0:
+        msg = f"timeout must be a positive number of seconds, got {timeout!r}"
+        raise ValueError(msg)
+    return float(timeout)
 
 
 def _first_line(text: str) -> str:
