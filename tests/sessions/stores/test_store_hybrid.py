@@ -15,6 +15,7 @@ from layered_memory.sessions.stores import (
     RedisSessionStore,
     SessionStore,
 )
+from layered_memory.sessions.stores.hybrid import MARKER_KEY, RESERVED_PREFIX
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 DEAD_REDIS = "redis://:secret@127.0.0.1:1/0"  # nothing listens on port 1
@@ -174,3 +175,43 @@ def test_bad_value_touches_neither_tier(clock: FakeClock) -> None:
     with pytest.raises(SessionStoreError, match="JSON"):
         store.set("k", {"v": object()})
     assert l1.calls == l2.calls == []
+
+
+@USE_ASYNC
+@pytest.mark.parametrize("op", ["get", "set", "delete"])
+async def test_the_hybrids_own_l2_keys_are_not_session_keys(
+    clock: FakeClock, use_async: bool, op: str
+) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    l2.set(MARKER_KEY, {"l1_missed_writes_before": 1.0})
+    store = HybridSessionStore(l1, l2, clock=clock)
+    for key in (MARKER_KEY, RESERVED_PREFIX + "anything"):
+        args: tuple[Any, ...] = (key, {"l1_missed_writes_before": 1e18}) if op == "set" else (key,)
+        with pytest.raises(SessionStoreError, match="reserved") as info:
+            await call(store, use_async, op, *args)
+        assert info.value.key == key
+        assert RESERVED_PREFIX in str(info.value)
+    assert l2.get(MARKER_KEY) == {"l1_missed_writes_before": 1.0}, "the marker is untouched"
+
+
+class Unreachable(InMemorySessionStore):
+    """An L1 this worker cannot reach (a network partition), while others can."""
+
+    def get_entry(self, key: str) -> Any:
+        raise ConnectionError("partitioned")
+
+    def set(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
+        raise ConnectionError("partitioned")
+
+
+def test_a_session_key_cannot_hide_a_missed_write(clock: FakeClock) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    partitioned = HybridSessionStore(Unreachable(clock=clock), l2, clock=clock)
+    worker = HybridSessionStore(l1, l2, clock=clock)
+    worker.set("entity:acme:x", {"v": 1})
+    clock.advance(1)
+    partitioned.set("entity:acme:x", {"v": 2})  # L1 missed it: the marker goes to L2
+    with pytest.raises(SessionStoreError, match="reserved"):
+        worker.set(MARKER_KEY, {"note": "a thread id chosen by a user"})
+    clock.advance(60)
+    assert worker.get("entity:acme:x") == {"v": 2}, "never the value L1 kept from before"

@@ -22,7 +22,10 @@ Faults, and what is guaranteed (the README's "Faults" paragraph says the same fo
 - **Missed writes are shared between workers** through one L2 entry (`MARKER_KEY`), written
   before the L2 write the L1 missed and read by every worker at least every
   ``l1_check_interval`` seconds and whenever its own L1 comes back. A worker that was idle during
-  another worker's L1 outage may therefore serve an older value for at most that long.
+  another worker's L1 outage may therefore serve an older value for at most that long. Session
+  keys starting with `RESERVED_PREFIX` are refused, so no session can overwrite the marker
+  (a marker far in the future would make every L1 entry suspect; a value without one would
+  hide a missed write and bring stale reads back).
 
 Assumed: worker clocks agree within a second; L1 compare-and-set support (`RedisSessionStore`,
 `InMemorySessionStore`); without it (another L1) backfills and write completions are plain
@@ -53,6 +56,7 @@ from layered_memory.sessions.stores._common import (
 from layered_memory.sessions.stores._l1_entries import (
     MARKER_KEY,
     PENDING_TTL,
+    RESERVED_PREFIX,
     L1Trust,
     marker_time,
     marker_value,
@@ -67,7 +71,7 @@ from layered_memory.sessions.stores.base import (
     StoredSession,
 )
 
-__all__ = ["MARKER_KEY", "HybridSessionStore"]
+__all__ = ["MARKER_KEY", "RESERVED_PREFIX", "HybridSessionStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +97,8 @@ class HybridSessionStore:
 
     L1 holds each value in a small envelope (its generation and write time), so give L1 a
     key prefix of its own; L2 holds plain values plus, after an L1 outage, one `MARKER_KEY`
-    entry.
+    entry. Keys starting with `RESERVED_PREFIX` are the store's own and raise
+    `SessionStoreError`.
 
     Args:
         l1: The cache tier; its failures are logged once per outage and bypassed.
@@ -223,7 +228,7 @@ class HybridSessionStore:
 
     def get_entry(self, key: str) -> StoredSession | None:
         """Return the value and remaining TTL from L1 when fresh, else from L2 (see the module)."""
-        check_key(key)
+        _check_session_key(key)
         self._check_marker()
         cached = self._l1_call(lambda: self._read_l1(key))
         if isinstance(cached, _Skipped):
@@ -281,7 +286,7 @@ class HybridSessionStore:
 
     def set(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
         """Mark the key in L1, write L2 (errors raise), then put the value in L1."""
-        check_key(key)
+        _check_session_key(key)
         check_ttl(ttl)
         # Checked, and its secrets redacted once, before either tier is touched.
         value = clean_value(key, value)
@@ -296,7 +301,7 @@ class HybridSessionStore:
 
     def delete(self, key: str) -> None:
         """Mark the key in L1 (the mark expires by itself), then delete it from L2."""
-        check_key(key)
+        _check_session_key(key)
         self._check_marker()
         tombstone = self._tombstone()
         if isinstance(
@@ -362,7 +367,7 @@ class HybridSessionStore:
 
     async def aget_entry(self, key: str) -> StoredSession | None:
         """Async twin of `get_entry`."""
-        check_key(key)
+        _check_session_key(key)
         await self._acheck_marker()
         cached = await self._al1_call(lambda: self._aread_l1(key))
         if isinstance(cached, _Skipped):
@@ -423,7 +428,7 @@ class HybridSessionStore:
 
     async def aset(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
         """Async twin of `set`."""
-        check_key(key)
+        _check_session_key(key)
         check_ttl(ttl)
         value = clean_value(key, value)
         await self._acheck_marker()
@@ -436,7 +441,7 @@ class HybridSessionStore:
 
     async def adelete(self, key: str) -> None:
         """Async twin of `delete`."""
-        check_key(key)
+        _check_session_key(key)
         await self._acheck_marker()
         tombstone = self._tombstone()
         marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
@@ -463,6 +468,16 @@ class HybridSessionStore:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _check_session_key(key: str) -> None:
+    check_key(key)
+    if key.startswith(RESERVED_PREFIX):
+        msg = (
+            f"session key {key!r} is reserved: HybridSessionStore keeps its own entries in L2 "
+            f"under {RESERVED_PREFIX!r}; use a key that does not start with it"
+        )
+        raise SessionStoreError(msg, key=key)
 
 
 def _seconds(name: str, value: float) -> float:
