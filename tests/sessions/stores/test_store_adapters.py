@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ from layered_memory.sessions.stores import (
     PostgresSessionStore,
     RedisSessionStore,
 )
-from layered_memory.sessions.stores._common import redact_url
+from layered_memory.sessions.stores._common import MAX_KEY_BYTES, redact_url
 
 # -- in-memory ------------------------------------------------------------------------------
 
@@ -57,7 +58,7 @@ def _all_files(path: Path) -> list[Path]:
         "..\\..\\x",
         "~/x",
         "con",
-        "x" * 5000,
+        "x" * MAX_KEY_BYTES,
     ],
 )
 def test_file_store_keeps_every_key_inside_its_folder(tmp_path: Path, key: str) -> None:
@@ -265,6 +266,48 @@ def test_postgres_timeout_must_be_positive_seconds(
 ) -> None:
     with pytest.raises(error, match="timeout"):
         PostgresSessionStore.from_conn_string(postgres_url, timeout=timeout)  # type: ignore[arg-type]
+
+
+def test_postgres_data_over_a_server_limit_is_not_an_outage(
+    postgres_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import layered_memory.sessions.stores.postgres as postgres_module
+
+    # Past `check_key`, a long random key reaches the server, whose index refuses it
+    # (SQLSTATE 54000, an OperationalError in psycopg): the data's fault, not the server's.
+    monkeypatch.setattr(postgres_module, "check_key", lambda key: key)
+    with PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema) as store:
+        store.setup()
+        with pytest.raises(SessionStoreError, match="SQLSTATE 54000") as info:
+            store.set(secrets.token_hex(4000), {"v": 1})
+        assert not isinstance(info.value, StoreUnavailableError)
+        assert "unreachable" not in str(info.value)
+        store.set("k", {"v": 2})
+        assert store.get("k") == {"v": 2}
+
+
+def test_postgres_migration_keeps_values_written_as_jsonb(
+    postgres_url: str, pg_schema: str
+) -> None:
+    import psycopg
+
+    with PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema) as store:
+        store.setup()
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            # The table as the first three migrations left it, with a row written then.
+            conn.execute(f'DELETE FROM "{pg_schema}".layered_memory_session_migrations WHERE v = 3')
+            conn.execute(
+                f'ALTER TABLE "{pg_schema}".layered_memory_sessions '
+                "ALTER COLUMN value TYPE jsonb USING value::jsonb"
+            )
+            conn.execute(
+                f'INSERT INTO "{pg_schema}".layered_memory_sessions (key, value) '
+                """VALUES ('old', '{"summary": "kept", "n": [1, 2.5]}'::jsonb)"""
+            )
+        store.setup()
+        assert store.get("old") == {"summary": "kept", "n": [1, 2.5]}
+        store.set("new", {"a": "x\x00y", "b": 1e308})
+        assert repr(store.get("new")) == repr({"a": "x\x00y", "b": 1e308})
 
 
 def test_postgres_closed_store_raises_unavailable(postgres_url: str, pg_schema: str) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import math
+import secrets
 import threading
 
 import pytest
 from store_harness import StoreCase, call
 
-from layered_memory.errors import SessionStoreError
+from layered_memory.errors import SessionStoreError, StoreUnavailableError
 from layered_memory.sessions.stores import ExpiryAwareSessionStore, SessionStore
+from layered_memory.sessions.stores._common import MAX_KEY_BYTES
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 
@@ -131,6 +133,56 @@ async def test_bad_value_is_rejected_and_old_value_kept(
 async def test_unstorable_key_is_rejected(case: StoreCase, use_async: bool, key: str) -> None:
     with pytest.raises(SessionStoreError):
         await call(case.store, use_async, "set", key, {"v": 1})
+
+
+@USE_ASYNC
+async def test_a_key_over_the_size_limit_is_refused_before_any_io(
+    case: StoreCase, use_async: bool
+) -> None:
+    key = "é" * (MAX_KEY_BYTES // 2) + "x"  # 513 characters, 1,025 bytes
+    with pytest.raises(SessionStoreError) as info:
+        await call(case.store, use_async, "set", key, {"v": 1})
+    assert not isinstance(info.value, StoreUnavailableError), "the key is the problem"
+    assert f"at most {MAX_KEY_BYTES} bytes" in str(info.value)
+    assert f"{MAX_KEY_BYTES + 1} bytes" in str(info.value)
+    assert info.value.key == key
+
+
+@USE_ASYNC
+async def test_a_key_at_the_size_limit_round_trips(case: StoreCase, use_async: bool) -> None:
+    # Random, so PostgreSQL cannot compress it below its index limit.
+    key = secrets.token_hex(MAX_KEY_BYTES // 2)[: MAX_KEY_BYTES - 3] + "한"  # 1,021 + 3 bytes
+    assert len(key.encode()) == MAX_KEY_BYTES
+    await call(case.store, use_async, "set", key, {"v": 1})
+    assert await call(case.store, use_async, "get", key) == {"v": 1}
+    await call(case.store, use_async, "delete", key)
+    assert await call(case.store, use_async, "get", key) is None
+
+
+AWKWARD_VALUES = {
+    "nul_in_text": {"a": "x\x00y"},
+    "nul_in_name": {"x\x00": 1},
+    "lone_surrogate": {"a": "\ud800"},
+    "lone_surrogate_in_name": {"\udfff": "b"},
+    "surrogate_beside_text": {"a": "é\udc80z"},
+    "huge_float": {"a": 1e308},
+    "float_written_with_exponent": {"a": 1e16, "b": 1.5e-7},
+    "negative_zero": {"a": -0.0},
+    "huge_int": {"a": 2**200},
+    "whole_float": {"a": 1.0},
+    "control_characters": {"a": "\x01\x1f\u2028\ufeff"},
+}
+
+
+@USE_ASYNC
+@pytest.mark.parametrize("value", AWKWARD_VALUES.values(), ids=AWKWARD_VALUES.keys())
+async def test_awkward_values_come_back_exactly(
+    case: StoreCase, use_async: bool, value: dict[str, object]
+) -> None:
+    await call(case.store, use_async, "set", KEY, value)
+    read = await call(case.store, use_async, "get", KEY)
+    # repr tells 1e308 from its integer, -0.0 from 0.0 and shows every code point.
+    assert repr(read) == repr(value)
 
 
 UNICODE_KEYS = [

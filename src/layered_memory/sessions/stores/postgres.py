@@ -59,6 +59,9 @@ MIGRATIONS: list[LiteralString] = [
     " updated_at TIMESTAMPTZ NOT NULL DEFAULT now())",
     "CREATE INDEX IF NOT EXISTS layered_memory_sessions_expires_at_idx "
     "ON {schema}.layered_memory_sessions (expires_at) WHERE expires_at IS NOT NULL",
+    # `json` keeps the text as written, so values come back exactly as from every other store:
+    # `jsonb` refuses "\u0000" and lone surrogate escapes, and returns 1e308 as an integer.
+    "ALTER TABLE {schema}.layered_memory_sessions ALTER COLUMN value TYPE json USING value::json",
 ]
 """Schema migrations, applied in order by `PostgresSessionStore.setup`; append, never edit."""
 
@@ -71,7 +74,7 @@ _GET: LiteralString = (
 )
 _SET: LiteralString = (
     "INSERT INTO {schema}.layered_memory_sessions (key, value, expires_at, updated_at) "
-    "VALUES (%(key)s, %(value)s::jsonb, "
+    "VALUES (%(key)s, %(value)s::json, "
     + _NOW
     + " + %(ttl)s::float8 * interval '1 second', "
     + _NOW
@@ -92,7 +95,7 @@ def _import_psycopg() -> tuple[Any, Any]:
 
 
 class PostgresSessionStore:
-    """Sessions as rows of ``<schema>.layered_memory_sessions`` (JSONB value, expiry column).
+    """Sessions as rows of ``<schema>.layered_memory_sessions`` (JSON text, expiry column).
 
     Expired rows are never returned and are deleted by `purge_expired`. The async methods run
     the sync ones in a worker thread over the same thread-safe pool.
@@ -237,6 +240,13 @@ class PostgresSessionStore:
         if isinstance(exc, psycopg_pool.PoolClosed):
             msg = f"PostgreSQL session store for {where} is closed"
             return StoreUnavailableError(msg, key=key)
+        sqlstate = str(getattr(exc, "sqlstate", None) or "")
+        if sqlstate.startswith("54"):
+            # Class 54, "program limit exceeded", is an OperationalError in psycopg, but the
+            # server is fine: this key or value is too large for it. Retrying will not help.
+            detail = _first_line(scrub(str(exc), url))
+            msg = f"PostgreSQL at {where} refused the data (SQLSTATE {sqlstate}): {detail}"
+            return SessionStoreError(msg, key=key)
         if isinstance(exc, psycopg.OperationalError):  # includes the pool's timeout
             return _unavailable(url, exc, key=key)
         if isinstance(exc, psycopg.errors.UndefinedTable):
