@@ -22,6 +22,7 @@ from layered_memory.sessions.stores import (
     RedisSessionStore,
 )
 from layered_memory.sessions.stores._common import MAX_KEY_BYTES, redact_url
+from layered_memory.sessions.stores.file import LOCK_FILE_NAME
 
 # -- in-memory ------------------------------------------------------------------------------
 
@@ -44,7 +45,8 @@ def test_memory_store_evicts_lazily_on_read_without_a_thread(clock: FakeClock) -
 
 
 def _all_files(path: Path) -> list[Path]:
-    return sorted(p for p in path.rglob("*") if p.is_file())
+    """Every file under ``path`` but the store's lock file (one per folder, kept)."""
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.name != LOCK_FILE_NAME)
 
 
 @pytest.mark.parametrize(
@@ -83,6 +85,7 @@ def test_file_store_writes_one_readable_json_file_per_session(tmp_path: Path) ->
 
     files = _all_files(tmp_path)
     assert len(files) == 2, "no temporary files are left behind"
+    assert {p.name for p in tmp_path.iterdir()} - {f.name for f in files} == {LOCK_FILE_NAME}
     data = json.loads(store.path_for("entity:acme:research").read_text(encoding="utf-8"))
     assert data == {"key": "entity:acme:research", "expires_at": 150.0, "value": {"summary": "ok"}}
     assert store.path_for("entity:acme:research").name.startswith("entity_acme_research-")
@@ -102,6 +105,36 @@ def test_file_store_replaces_atomically(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.undo()
     assert store.get("k") == {"v": "old"}
     assert len(_all_files(tmp_path)) == 1, "the temporary file is removed"
+
+
+def test_file_store_write_fails_loudly_while_another_holds_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from filelock import FileLock
+
+    monkeypatch.setattr("layered_memory.sessions.stores.file._LOCK_TIMEOUT", 0.05)
+    store = FileSessionStore(tmp_path)
+    store.set("k", {"v": "old"})
+    holder = FileLock(str(tmp_path / LOCK_FILE_NAME), thread_local=False)
+    errors: list[BaseException] = []
+
+    def write() -> None:  # another thread: its own descriptor, so the lock is contended
+        try:
+            store.set("k", {"v": "new"})
+        except BaseException as exc:
+            errors.append(exc)
+
+    with holder:
+        thread = threading.Thread(target=write)
+        thread.start()
+        thread.join()
+    assert len(errors) == 1
+    assert isinstance(errors[0], SessionStoreError)
+    assert "still held" in str(errors[0])
+    assert LOCK_FILE_NAME in str(errors[0])
+    assert store.get("k") == {"v": "old"}
+    store.set("k", {"v": "new"})
+    assert store.get("k") == {"v": "new"}
 
 
 def test_file_store_reports_a_corrupt_file(tmp_path: Path) -> None:

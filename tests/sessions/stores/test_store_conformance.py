@@ -11,7 +11,11 @@ import pytest
 from store_harness import StoreCase, call
 
 from layered_memory.errors import SessionStoreError, StoreUnavailableError
-from layered_memory.sessions.stores import ExpiryAwareSessionStore, SessionStore
+from layered_memory.sessions.stores import (
+    ConditionalSessionStore,
+    ExpiryAwareSessionStore,
+    SessionStore,
+)
 from layered_memory.sessions.stores._common import MAX_KEY_BYTES
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
@@ -22,6 +26,71 @@ KEY = "entity:acme_corp:evaluation:quality_evaluator"
 def test_implements_the_protocols(case: StoreCase) -> None:
     assert isinstance(case.store, SessionStore)
     assert isinstance(case.store, ExpiryAwareSessionStore)
+    assert isinstance(case.store, ConditionalSessionStore)
+
+
+@USE_ASYNC
+async def test_add_stores_only_when_missing_or_expired(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    assert await call(store, use_async, "add", KEY, {"v": 1}, ttl=10)
+    assert not await call(store, use_async, "add", KEY, {"v": 2})
+    assert await call(store, use_async, "get", KEY) == {"v": 1}
+    case.advance(11)
+    assert await call(store, use_async, "add", KEY, {"v": 3})
+    entry = await call(store, use_async, "get_entry", KEY)
+    assert entry.value == {"v": 3}
+    assert entry.ttl is None
+
+
+@USE_ASYNC
+async def test_replace_only_while_the_value_is_unchanged(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    value = {"a": 1, "b": [1.5, "é", None], "c": {"d": True}, "e": "x\x00\ud800"}
+    await call(store, use_async, "set", KEY, value)
+    assert not await call(store, use_async, "replace", KEY, {"a": 2}, {"v": "x"})
+    # Equal in Python (True == 1), not the same JSON: a change all the same.
+    assert not await call(store, use_async, "replace", KEY, {**value, "a": True}, {"v": "x"})
+    assert await call(store, use_async, "replace", KEY, value, {"v": "new"}, ttl=30)
+    entry = await call(store, use_async, "get_entry", KEY)
+    assert entry.value == {"v": "new"}
+    assert 0 < entry.ttl <= 30
+    assert not await call(store, use_async, "replace", "other", {"v": "new"}, {"v": "x"})
+    assert await call(store, use_async, "get", "other") is None, "missing stays missing"
+    assert await call(store, use_async, "replace", KEY, {"v": "new"}, None)
+    assert await call(store, use_async, "get", KEY) is None, "None deletes"
+    await call(store, use_async, "set", KEY, {"v": 1}, ttl=5)
+    case.advance(6)
+    assert not await call(store, use_async, "replace", KEY, {"v": 1}, {"v": 2})
+    assert await call(store, use_async, "get", KEY) is None, "an expired entry stays expired"
+
+
+def test_compare_and_set_loses_no_update_between_threads(case: StoreCase) -> None:
+    store = case.store
+    writers, rounds = 4, 10
+    barrier = threading.Barrier(writers)
+    errors: list[BaseException] = []
+
+    def write(writer: int) -> None:
+        try:
+            barrier.wait()
+            for round_ in range(rounds):
+                while True:
+                    current = store.get(KEY)
+                    merged = {**(current or {}), f"{writer}-{round_}": round_}
+                    if current is None and store.add(KEY, merged):
+                        break
+                    if current is not None and store.replace(KEY, current, merged):
+                        break
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert store.get(KEY) == {f"{w}-{r}": r for w in range(writers) for r in range(rounds)}
 
 
 @USE_ASYNC

@@ -215,3 +215,66 @@ def test_a_session_key_cannot_hide_a_missed_write(clock: FakeClock) -> None:
         worker.set(MARKER_KEY, {"note": "a thread id chosen by a user"})
     clock.advance(60)
     assert worker.get("entity:acme:x") == {"v": 2}, "never the value L1 kept from before"
+
+
+@USE_ASYNC
+async def test_conditional_writes_are_l2s_and_l1_follows(clock: FakeClock, use_async: bool) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    store = HybridSessionStore(l1, l2, clock=clock)
+    assert await call(store, use_async, "add", "k", {"v": 1})
+    assert l1.get("k")["value"] == l2.get("k") == {"v": 1}  # type: ignore[index]
+
+    assert not await call(store, use_async, "add", "k", {"v": 2})
+    assert l1.get("k") is None, "the failed write took its own tombstone away, nothing else"
+    assert await call(store, use_async, "get", "k") == {"v": 1}
+
+    assert not await call(store, use_async, "replace", "k", {"v": 9}, {"v": 3})
+    assert l2.get("k") == {"v": 1}
+    assert await call(store, use_async, "replace", "k", {"v": 1}, {"v": 3}, ttl=60)
+    assert l1.get("k")["value"] == l2.get("k") == {"v": 3}  # type: ignore[index]
+
+    assert await call(store, use_async, "replace", "k", {"v": 3}, None)
+    assert l2.get("k") is None
+    assert "value" not in (l1.get("k") or {}), "a delete leaves only its tombstone in L1"
+    assert await call(store, use_async, "get", "k") is None
+
+
+class PlainStore:
+    """A user's own L2: get/set/delete and their async twins, no add/replace."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.inner = InMemorySessionStore(clock=clock)
+
+    def get(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    def set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        self.inner.set(key, value, ttl=ttl)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    async def aget(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    async def aset(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        self.inner.set(key, value, ttl=ttl)
+
+    async def adelete(self, key: str) -> None:
+        self.inner.delete(key)
+
+
+@USE_ASYNC
+async def test_conditional_writes_over_an_l2_without_them(
+    clock: FakeClock, use_async: bool
+) -> None:
+    l2 = PlainStore(clock)
+    store = HybridSessionStore(InMemorySessionStore(clock=clock), l2, clock=clock)
+    assert await call(store, use_async, "add", "k", {"v": 1})
+    assert not await call(store, use_async, "add", "k", {"v": 2})
+    assert not await call(store, use_async, "replace", "k", {"v": True}, {"v": 3})
+    assert await call(store, use_async, "replace", "k", {"v": 1}, {"v": 3})
+    assert l2.get("k") == {"v": 3}
+    assert await call(store, use_async, "get", "k") == {"v": 3}
+    assert await call(store, use_async, "replace", "k", {"v": 3}, None)
+    assert l2.get("k") is None

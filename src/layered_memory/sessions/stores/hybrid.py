@@ -30,6 +30,9 @@ Faults, and what is guaranteed (the README's "Faults" paragraph says the same fo
 Assumed: worker clocks agree within a second; L1 compare-and-set support (`RedisSessionStore`,
 `InMemorySessionStore`); without it (another L1) backfills and write completions are plain
 writes, which a concurrent writer can race.
+
+The store's own `add` and `replace` (a `ConditionalSessionStore`, which `register_session_save`
+merges with) are L2's, atomic when L2 has them (every built-in store); L1 follows as for `set`.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from layered_memory.sessions.stores._common import (
     check_key,
     check_ttl,
     clean_value,
+    compact_json,
     scrub,
     wall_clock,
 )
@@ -284,30 +288,84 @@ class HybridSessionStore:
         entry = self.get_entry(key)
         return None if entry is None else entry.value
 
+    def _mark(self, key: str) -> JsonDict:
+        """Put a tombstone in L1 before an L2 write (or publish that L1 missed it); return it."""
+        self._check_marker()
+        tombstone = self._tombstone()
+        if isinstance(
+            self._l1_call(lambda: self.l1.set(key, tombstone, ttl=PENDING_TTL)), _Skipped
+        ):
+            self._l1_missed_write()
+        return tombstone
+
+    def _settle(
+        self,
+        key: str,
+        tombstone: JsonDict,
+        value: JsonDict | None,
+        *,
+        done: bool,
+        ttl: float | None,
+    ) -> None:
+        """Bring L1 in line after a conditional L2 write (``done``: it happened)."""
+        if not done:
+            # L2 is unchanged by us: take our own tombstone away, and only ours.
+            self._l1_call(lambda: self._drop_tombstone(key, tombstone))
+        elif value is not None:
+            self._l1_call(lambda: self._finish_write(key, tombstone, value, ttl))
+        # A delete keeps its tombstone until it expires, as `delete` does.
+
+    def _drop_tombstone(self, key: str, tombstone: JsonDict) -> None:
+        if self._conditional:
+            self.l1.replace(key, tombstone, None)  # type: ignore[attr-defined]
+        else:
+            self.l1.delete(key)
+
     def set(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
         """Mark the key in L1, write L2 (errors raise), then put the value in L1."""
         _check_session_key(key)
         check_ttl(ttl)
         # Checked, and its secrets redacted once, before either tier is touched.
         value = clean_value(key, value)
-        self._check_marker()
-        tombstone = self._tombstone()
-        if isinstance(
-            self._l1_call(lambda: self.l1.set(key, tombstone, ttl=PENDING_TTL)), _Skipped
-        ):
-            self._l1_missed_write()
+        tombstone = self._mark(key)
         self.l2.set(key, value, ttl=ttl)
         self._l1_call(lambda: self._finish_write(key, tombstone, value, ttl))
+
+    def add(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if ``key`` is missing or expired in L2; True when stored.
+
+        Atomic when L2 is a `ConditionalSessionStore` (every built-in store); with another L2
+        it is a read, then a write, which a concurrent writer can race. L1 as for `set`.
+        """
+        _check_session_key(key)
+        check_ttl(ttl)
+        value = clean_value(key, value)
+        tombstone = self._mark(key)
+        done = _l2_add(self.l2, key, value, ttl)
+        self._settle(key, tombstone, value, done=done, ttl=ttl)
+        return done
+
+    def replace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Replace L2's value only if it still equals ``expected`` (None: delete); True if done.
+
+        Atomic when L2 is a `ConditionalSessionStore` (every built-in store); with another L2
+        it is a read, then a write, which a concurrent writer can race. L1 as for `set`.
+        """
+        _check_session_key(key)
+        check_ttl(ttl)
+        compact_json(key, expected)
+        value = None if value is None else clean_value(key, value)
+        tombstone = self._mark(key)
+        done = _l2_replace(self.l2, key, expected, value, ttl)
+        self._settle(key, tombstone, value, done=done, ttl=ttl)
+        return done
 
     def delete(self, key: str) -> None:
         """Mark the key in L1 (the mark expires by itself), then delete it from L2."""
         _check_session_key(key)
-        self._check_marker()
-        tombstone = self._tombstone()
-        if isinstance(
-            self._l1_call(lambda: self.l1.set(key, tombstone, ttl=PENDING_TTL)), _Skipped
-        ):
-            self._l1_missed_write()
+        self._mark(key)
         self.l2.delete(key)
 
     def close(self) -> None:
@@ -426,27 +484,70 @@ class HybridSessionStore:
         entry = await self.aget_entry(key)
         return None if entry is None else entry.value
 
+    async def _amark(self, key: str) -> JsonDict:
+        await self._acheck_marker()
+        tombstone = self._tombstone()
+        marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
+        if isinstance(marked, _Skipped):
+            await self._al1_missed_write()
+        return tombstone
+
+    async def _asettle(
+        self,
+        key: str,
+        tombstone: JsonDict,
+        value: JsonDict | None,
+        *,
+        done: bool,
+        ttl: float | None,
+    ) -> None:
+        if not done:
+            await self._al1_call(lambda: self._adrop_tombstone(key, tombstone))
+        elif value is not None:
+            await self._al1_call(lambda: self._afinish_write(key, tombstone, value, ttl))
+
+    async def _adrop_tombstone(self, key: str, tombstone: JsonDict) -> None:
+        if self._conditional:
+            await self.l1.areplace(key, tombstone, None)  # type: ignore[attr-defined]
+        else:
+            await self.l1.adelete(key)
+
     async def aset(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
         """Async twin of `set`."""
         _check_session_key(key)
         check_ttl(ttl)
         value = clean_value(key, value)
-        await self._acheck_marker()
-        tombstone = self._tombstone()
-        marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
-        if isinstance(marked, _Skipped):
-            await self._al1_missed_write()
+        tombstone = await self._amark(key)
         await self.l2.aset(key, value, ttl=ttl)
         await self._al1_call(lambda: self._afinish_write(key, tombstone, value, ttl))
+
+    async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Async twin of `add`."""
+        _check_session_key(key)
+        check_ttl(ttl)
+        value = clean_value(key, value)
+        tombstone = await self._amark(key)
+        done = await _al2_add(self.l2, key, value, ttl)
+        await self._asettle(key, tombstone, value, done=done, ttl=ttl)
+        return done
+
+    async def areplace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Async twin of `replace`."""
+        _check_session_key(key)
+        check_ttl(ttl)
+        compact_json(key, expected)
+        value = None if value is None else clean_value(key, value)
+        tombstone = await self._amark(key)
+        done = await _al2_replace(self.l2, key, expected, value, ttl)
+        await self._asettle(key, tombstone, value, done=done, ttl=ttl)
+        return done
 
     async def adelete(self, key: str) -> None:
         """Async twin of `delete`."""
         _check_session_key(key)
-        await self._acheck_marker()
-        tombstone = self._tombstone()
-        marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
-        if isinstance(marked, _Skipped):
-            await self._al1_missed_write()
+        await self._amark(key)
         await self.l2.adelete(key)
 
     async def aclose(self) -> None:
@@ -506,3 +607,53 @@ async def _aread(store: SessionStore, key: str) -> StoredSession | None:
         return await store.aget_entry(key)
     value = await store.aget(key)
     return None if value is None else StoredSession(value, None)
+
+
+def _same(key: str, entry: StoredSession | None, expected: JsonDict) -> bool:
+    return entry is not None and compact_json(key, entry.value) == compact_json(key, expected)
+
+
+def _l2_add(store: SessionStore, key: str, value: JsonDict, ttl: float | None) -> bool:
+    if isinstance(store, ConditionalSessionStore):
+        return store.add(key, value, ttl=ttl)
+    if _read(store, key) is not None:
+        return False
+    store.set(key, value, ttl=ttl)
+    return True
+
+
+def _l2_replace(
+    store: SessionStore, key: str, expected: JsonDict, value: JsonDict | None, ttl: float | None
+) -> bool:
+    if isinstance(store, ConditionalSessionStore):
+        return store.replace(key, expected, value, ttl=ttl)
+    if not _same(key, _read(store, key), expected):
+        return False
+    if value is None:
+        store.delete(key)
+    else:
+        store.set(key, value, ttl=ttl)
+    return True
+
+
+async def _al2_add(store: SessionStore, key: str, value: JsonDict, ttl: float | None) -> bool:
+    if isinstance(store, ConditionalSessionStore):
+        return await store.aadd(key, value, ttl=ttl)
+    if await _aread(store, key) is not None:
+        return False
+    await store.aset(key, value, ttl=ttl)
+    return True
+
+
+async def _al2_replace(
+    store: SessionStore, key: str, expected: JsonDict, value: JsonDict | None, ttl: float | None
+) -> bool:
+    if isinstance(store, ConditionalSessionStore):
+        return await store.areplace(key, expected, value, ttl=ttl)
+    if not _same(key, await _aread(store, key), expected):
+        return False
+    if value is None:
+        await store.adelete(key)
+    else:
+        await store.aset(key, value, ttl=ttl)
+    return True

@@ -27,6 +27,7 @@ from layered_memory.sessions.stores._common import (
     JsonDict,
     check_key,
     check_ttl,
+    compact_json,
     decode_value,
     driver_detail,
     encode_value,
@@ -80,6 +81,27 @@ _SET: LiteralString = (
     + _NOW
     + ") ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, "
     "expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at"
+)
+_ADD: LiteralString = (
+    "INSERT INTO {schema}.layered_memory_sessions AS s (key, value, expires_at, updated_at) "
+    "VALUES (%(key)s, %(value)s::json, "
+    + _NOW
+    + " + %(ttl)s::float8 * interval '1 second', "
+    + _NOW
+    + ") ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, "
+    "expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at "
+    "WHERE s.expires_at IS NOT NULL AND s.expires_at <= " + _NOW
+)
+# `replace` compares in Python, under the row lock: a row converted from jsonb keeps jsonb's
+# spacing, so its text may differ from the compact text of the very same value.
+_LOCK_ROW: LiteralString = (
+    "SELECT value::text FROM {schema}.layered_memory_sessions "
+    "WHERE key = %(key)s AND (expires_at IS NULL OR expires_at > " + _NOW + ") FOR UPDATE"
+)
+_UPDATE: LiteralString = (
+    "UPDATE {schema}.layered_memory_sessions SET value = %(value)s::json, "
+    "expires_at = " + _NOW + " + %(ttl)s::float8 * interval '1 second', "
+    "updated_at = " + _NOW + " WHERE key = %(key)s"
 )
 _DELETE: LiteralString = "DELETE FROM {schema}.layered_memory_sessions WHERE key = %(key)s"
 _PURGE: LiteralString = "DELETE FROM {schema}.layered_memory_sessions WHERE expires_at <= " + _NOW
@@ -137,7 +159,15 @@ class PostgresSessionStore:
         sql = self._psycopg.sql
         self._queries = {
             name: sql.SQL(text).format(schema=sql.Identifier(schema))
-            for name, text in (("get", _GET), ("set", _SET), ("delete", _DELETE), ("purge", _PURGE))
+            for name, text in (
+                ("get", _GET),
+                ("set", _SET),
+                ("add", _ADD),
+                ("lock_row", _LOCK_ROW),
+                ("update", _UPDATE),
+                ("delete", _DELETE),
+                ("purge", _PURGE),
+            )
         }
 
     @classmethod
@@ -318,6 +348,40 @@ class PostgresSessionStore:
         params = {"key": key, "value": text, "ttl": seconds, "now": self._now()}
         self._execute("set", params, key)
 
+    def add(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if ``key`` is missing or expired (one statement); True if stored."""
+        check_key(key)
+        seconds = check_ttl(ttl)
+        text = encode_value(key, value)
+        params = {"key": key, "value": text, "ttl": seconds, "now": self._now()}
+        return bool(self._execute("add", params, key))
+
+    def replace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Replace the value only if it still equals ``expected`` (None: delete); True if done.
+
+        Atomic: the row is locked (``SELECT ... FOR UPDATE``) while it is compared and written.
+        """
+        check_key(key)
+        seconds = check_ttl(ttl)
+        expected_text = compact_json(key, expected)
+        text = None if value is None else encode_value(key, value)
+        params = {"key": key, "value": text, "ttl": seconds, "now": self._now()}
+
+        def work(conn: Connection[Any]) -> bool:
+            with conn.transaction():
+                row = conn.execute(self._queries["lock_row"], params).fetchone()
+                if row is None or compact_json(key, decode_value(key, row[0])) != expected_text:
+                    return False
+                if text is None:
+                    conn.execute(self._queries["delete"], params)
+                else:
+                    conn.execute(self._queries["update"], params)
+                return True
+
+        return self._run(work, key)
+
     def delete(self, key: str) -> None:
         """Remove ``key`` if present."""
         check_key(key)
@@ -361,6 +425,16 @@ class PostgresSessionStore:
     async def adelete(self, key: str) -> None:
         """Async twin of `delete`."""
         await asyncio.to_thread(self.delete, key)
+
+    async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Async twin of `add`."""
+        return await asyncio.to_thread(self.add, key, value, ttl=ttl)
+
+    async def areplace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Async twin of `replace`."""
+        return await asyncio.to_thread(self.replace, key, expected, value, ttl=ttl)
 
     async def apurge_expired(self) -> int:
         """Async twin of `purge_expired`."""
