@@ -297,7 +297,13 @@ class AlwaysChanged(InMemorySessionStore):
 
 
 @USE_ASYNC
-async def test_a_merge_that_never_wins_fails_loudly(use_async: bool) -> None:
+async def test_a_merge_that_never_wins_fails_loudly(
+    use_async: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits: list[int] = []
+    monkeypatch.setattr(
+        "layered_memory.sessions.session_save._backoff", lambda attempt: waits.append(attempt) or 0
+    )
     store = AlwaysChanged()
     store.set(KEY, {"earlier": 1})
     registry = HookRegistry()
@@ -306,6 +312,7 @@ async def test_a_merge_that_never_wins_fails_loudly(use_async: bool) -> None:
         await fire(registry, {"summary": "s", "thread_id": KEY}, use_async)
     assert info.value.key == KEY
     assert store.get(KEY) == {"earlier": 1}
+    assert waits == list(range(1, 100)), "a random wait before each new round"
 
 
 def test_default_formatter() -> None:
