@@ -301,6 +301,26 @@ def test_postgres_timeout_must_be_positive_seconds(
         PostgresSessionStore.from_conn_string(postgres_url, timeout=timeout)  # type: ignore[arg-type]
 
 
+def test_postgres_setup_has_its_own_timeout(postgres_url: str, pg_schema: str) -> None:
+    import psycopg
+
+    with (
+        PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema) as store,
+        psycopg.connect(postgres_url) as other_worker,
+    ):
+        # Another worker is migrating: it holds the lock setup() waits for.
+        other_worker.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"lm:{pg_schema}",))
+        with pytest.raises(StoreUnavailableError, match="did not answer within 1 s"):
+            store.setup(timeout=1)
+        with pytest.raises(ValueError, match="timeout"):
+            store.setup(timeout=0)
+        other_worker.rollback()
+        store.setup()
+        store.set("k", {"v": 1})
+        assert store.get("k") == {"v": 1}
+        assert store.purge_expired(timeout=30) == 0
+
+
 def test_postgres_data_over_a_server_limit_is_not_an_outage(
     postgres_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

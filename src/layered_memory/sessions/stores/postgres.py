@@ -5,10 +5,11 @@ it is built with `PostgresSessionStore.from_conn_string` and its tables are crea
 explicit `PostgresSessionStore.setup`, which applies the versioned `MIGRATIONS` not yet applied.
 Expiry is checked against the server's clock by default, so workers with skewed clocks agree.
 
-Faults: every call takes at most the store's ``timeout`` (5 s by default), waiting for a pooled
-connection included. A query the server does not answer in time (a frozen server) has its
-connection cut (`_deadline.SocketDeadline`) and raises `StoreUnavailableError`; the pool then
-discards that connection and opens a new one.
+Faults: every call takes at most the store's ``timeout`` (5 s by default; `setup` and
+`purge_expired`: `MAINTENANCE_TIMEOUT`), waiting for a pooled connection included. A query the
+server does not answer in time (a frozen server) has its connection cut
+(`_deadline.SocketDeadline`) and raises `StoreUnavailableError`; the pool then discards that
+connection and opens a new one.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
-__all__ = ["MIGRATIONS", "PostgresSessionStore"]
+__all__ = ["MAINTENANCE_TIMEOUT", "MIGRATIONS", "PostgresSessionStore"]
 
 _T = TypeVar("_T")
 
@@ -65,6 +66,13 @@ MIGRATIONS: list[LiteralString] = [
     "ALTER TABLE {schema}.layered_memory_sessions ALTER COLUMN value TYPE json USING value::json",
 ]
 """Schema migrations, applied in order by `PostgresSessionStore.setup`; append, never edit."""
+
+MAINTENANCE_TIMEOUT = 300.0
+"""Seconds `PostgresSessionStore.setup` and `purge_expired` may take by default.
+
+Longer than a call's ``timeout``: cut at 5 s, a migration rewriting a large table, or a purge
+of a large backlog, would be rolled back on every attempt and never finish.
+"""
 
 # `now` is NULL unless a clock was injected; NULL means "the server's now()".
 _NOW: LiteralString = "COALESCE(%(now)s::timestamptz, now())"
@@ -233,12 +241,16 @@ class PostgresSessionStore:
         )
         return cls(pool, schema=schema, clock=clock, url=url, timeout=timeout)
 
-    def setup(self) -> None:
+    def setup(self, *, timeout: float = MAINTENANCE_TIMEOUT) -> None:
         """Create the schema and apply the migrations not yet applied (safe to run every start).
 
         Concurrent callers are serialized by an advisory lock, so several workers may call it.
+
+        Args:
+            timeout: Most seconds it may take, waiting for another worker's migrations
+                included (migration 3 rewrites the table once: minutes for millions of rows).
         """
-        self._run(self._migrate, None)
+        self._run(self._migrate, None, timeout=_check_timeout(timeout))
 
     def _migrate(self, conn: Connection[Any]) -> None:
         sql = self._psycopg.sql
@@ -288,17 +300,25 @@ class PostgresSessionStore:
         msg = f"PostgreSQL at {where} failed: {_first_line(scrub(str(exc), url))}"
         return SessionStoreError(msg, key=key)
 
-    def _run(self, work: Callable[[Connection[Any]], _T], key: str | None) -> _T:
-        """Run ``work`` on a pooled connection within `timeout`; errors as the package's own.
+    def _run(
+        self,
+        work: Callable[[Connection[Any]], _T],
+        key: str | None,
+        *,
+        timeout: float | None = None,
+    ) -> _T:
+        """Run ``work`` on a pooled connection within ``timeout`` (default: the store's).
 
-        The deadline covers the wait for a connection and the work: when it passes, the
-        connection's socket is shut down (see `_deadline`), the blocked call fails at once, and
-        the connection, now closed, is discarded by the pool instead of being handed out again.
+        Errors become the package's own. The deadline covers the wait for a connection and the
+        work: when it passes, the connection's socket is shut down (see `_deadline`), the
+        blocked call fails at once, and the connection, now closed, is discarded by the pool
+        instead of being handed out again.
         """
-        deadline = time.monotonic() + self.timeout
+        seconds = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + seconds
         watch: SocketDeadline | None = None
         try:
-            with self._pool.connection(timeout=self.timeout) as conn:
+            with self._pool.connection(timeout=seconds) as conn:
                 watch = SocketDeadline(conn.pgconn.socket, deadline)
                 try:
                     return work(conn)
@@ -307,24 +327,26 @@ class PostgresSessionStore:
                         conn.close()  # cut, maybe just after the answer: never reuse it
         except self._psycopg.Error as exc:
             cut = watch is not None and watch.fired
-            failure = self._timed_out(key) if cut else self._error(exc, key)
+            failure = self._timed_out(key, seconds) if cut else self._error(exc, key)
         # Raised outside the `except`: the driver's exception may quote the whole URL.
         raise failure
 
-    def _timed_out(self, key: str | None) -> StoreUnavailableError:
+    def _timed_out(self, key: str | None, seconds: float) -> StoreUnavailableError:
         where = redact_url(self._url) if self._url else "PostgreSQL"
         msg = (
-            f"PostgreSQL at {where} did not answer within {self.timeout:g} s (frozen, "
+            f"PostgreSQL at {where} did not answer within {seconds:g} s (frozen, "
             "overloaded or cut off?): its connection was closed"
         )
         return StoreUnavailableError(msg, key=key)
 
-    def _execute(self, name: str, params: dict[str, Any], key: str | None) -> Any:
+    def _execute(
+        self, name: str, params: dict[str, Any], key: str | None, *, timeout: float | None = None
+    ) -> Any:
         def work(conn: Connection[Any]) -> Any:
             cursor = conn.execute(self._queries[name], params)
             return cursor.fetchone() if name == "get" else cursor.rowcount
 
-        return self._run(work, key)
+        return self._run(work, key, timeout=timeout)
 
     def get_entry(self, key: str) -> StoredSession | None:
         """Return the value and its remaining TTL, or None when missing or expired."""
@@ -387,9 +409,14 @@ class PostgresSessionStore:
         check_key(key)
         self._execute("delete", {"key": key}, key)
 
-    def purge_expired(self) -> int:
-        """Delete every expired row now; returns how many were deleted."""
-        return int(self._execute("purge", {"now": self._now()}, None))
+    def purge_expired(self, *, timeout: float = MAINTENANCE_TIMEOUT) -> int:
+        """Delete every expired row now; returns how many were deleted.
+
+        Args:
+            timeout: Most seconds it may take (a large backlog takes longer than one call).
+        """
+        seconds = _check_timeout(timeout)
+        return int(self._execute("purge", {"now": self._now()}, None, timeout=seconds))
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -436,9 +463,9 @@ class PostgresSessionStore:
         """Async twin of `replace`."""
         return await asyncio.to_thread(self.replace, key, expected, value, ttl=ttl)
 
-    async def apurge_expired(self) -> int:
+    async def apurge_expired(self, *, timeout: float = MAINTENANCE_TIMEOUT) -> int:
         """Async twin of `purge_expired`."""
-        return await asyncio.to_thread(self.purge_expired)
+        return await asyncio.to_thread(self.purge_expired, timeout=timeout)
 
     async def aclose(self) -> None:
         """Async twin of `close`."""
