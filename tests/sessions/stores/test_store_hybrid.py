@@ -278,3 +278,53 @@ async def test_conditional_writes_over_an_l2_without_them(
     assert await call(store, use_async, "get", "k") == {"v": 3}
     assert await call(store, use_async, "replace", "k", {"v": 3}, None)
     assert l2.get("k") is None
+
+
+class FrozenL2(InMemorySessionStore):
+    """An L2 whose every call times out; counts the calls, each of which would cost a timeout."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.calls = 0
+
+    def _frozen(self, key: str) -> StoreUnavailableError:
+        self.calls += 1
+        return StoreUnavailableError("L2 did not answer within 5 s", key=key)
+
+    def get_entry(self, key: str) -> Any:
+        raise self._frozen(key)
+
+    def set(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
+        raise self._frozen(key)
+
+    def delete(self, key: str) -> None:
+        raise self._frozen(key)
+
+    def add(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> bool:
+        raise self._frozen(key)
+
+    def replace(self, key: str, *args: Any, **kwargs: Any) -> bool:
+        raise self._frozen(key)
+
+
+@USE_ASYNC
+@pytest.mark.parametrize("op", ["get", "set", "delete", "add", "replace"])
+async def test_a_frozen_l2_costs_one_timeout_per_operation(
+    clock: FakeClock, use_async: bool, op: str
+) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), FrozenL2(clock)
+    store = HybridSessionStore(l1, l2, clock=clock)
+    args: dict[str, tuple[Any, ...]] = {
+        "get": ("k",),
+        "set": ("k", {"v": 1}),
+        "delete": ("k",),
+        "add": ("k", {"v": 1}),
+        "replace": ("k", {"v": 0}, {"v": 1}),
+    }
+    for _ in range(2):  # with the marker read due (the first call), and not due
+        l2.calls = 0
+        with pytest.raises(StoreUnavailableError, match="did not answer") as info:
+            await call(store, use_async, op, *args[op])
+        assert l2.calls == 1, "one L2 call: the marker read's failure ends the operation"
+        assert info.value.key == "k"
+    assert "value" not in (l1.get("k") or {}), "nothing acknowledged in L1"

@@ -11,6 +11,9 @@ Faults, and what is guaranteed (the README's "Faults" paragraph says the same fo
   `RedisSessionStore.from_url`; async calls also at most ``l1_timeout``): the failure opens a
   circuit breaker and every later call goes straight to L2, with one warning. After
   ``l1_retry_after`` seconds one call tries L1 again (the wait doubles while it keeps failing).
+- **A frozen L2 costs an operation one L2 timeout**, not two: when the read of the
+  missed-writes marker (below) gets `StoreUnavailableError`, the operation fails with it
+  instead of calling L2 again (a fresh L1 entry is still served).
 - **L1 never serves a value older than L2's** when L1 restarted (even from an older snapshot),
   failed over, or missed a write while it was unreachable. Each L1 entry is stamped with the L1
   generation it was written under (the Redis server's ``run_id``, read on every new
@@ -45,7 +48,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
-from layered_memory.errors import SessionDataError, SessionStoreError
+from layered_memory.errors import SessionDataError, SessionStoreError, StoreUnavailableError
 from layered_memory.sessions.stores._breaker import CircuitBreaker
 from layered_memory.sessions.stores._common import (
     Clock,
@@ -201,15 +204,29 @@ class HybridSessionStore:
             self._check_marker(force=True)
         return result
 
-    def _check_marker(self, *, force: bool = False) -> None:
+    def _check_marker(self, *, force: bool = False) -> StoreUnavailableError | None:
+        """Read the L2 marker when due; L2's error when it did not answer, else None.
+
+        An operation that got an error here fails with it rather than call L2 a second time:
+        a frozen L2 costs one timeout per operation, not two.
+        """
         if not self._trust.marker_due(force=force):
-            return
+            return None
         try:
             marker = self.l2.get(MARKER_KEY)
-        except SessionStoreError as exc:  # L2 trouble shows on the operation itself
+        except StoreUnavailableError as exc:
             logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
-            return
+            return exc
+        except SessionStoreError as exc:  # other L2 trouble shows on the operation itself
+            logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
+            return None
         self._trust.distrust_before(marker_time(marker))
+        return None
+
+    def _read_l2(self, key: str, down: StoreUnavailableError | None) -> StoredSession | None:
+        if down is not None:
+            raise _unavailable(key, down)
+        return _read(self.l2, key)
 
     def _l1_missed_write(self) -> None:
         before = self._trust.missed_write()
@@ -233,10 +250,10 @@ class HybridSessionStore:
     def get_entry(self, key: str) -> StoredSession | None:
         """Return the value and remaining TTL from L1 when fresh, else from L2 (see the module)."""
         _check_session_key(key)
-        self._check_marker()
+        down = self._check_marker()
         cached = self._l1_call(lambda: self._read_l1(key))
         if isinstance(cached, _Skipped):
-            return _read(self.l2, key)
+            return self._read_l2(key, down)
         if isinstance(cached, _Corrupt):
             self._drop_corrupt(key, cached)
             cached = None
@@ -244,12 +261,12 @@ class HybridSessionStore:
             view = self._trust.view(cached.value, generation=self._generation())
             if view.kind == "fresh" and view.value is not None:
                 return StoredSession(view.value, cached.ttl)
-            entry = _read(self.l2, key)
+            entry = self._read_l2(key, down)
             if view.kind == "suspect":
                 stale = cached.value
                 self._l1_call(lambda: self._replace(key, stale, entry))
             return entry
-        entry = _read(self.l2, key)
+        entry = self._read_l2(key, down)
         if _live(entry):
             self._l1_call(lambda: self._add(key, entry))
         return entry
@@ -290,7 +307,9 @@ class HybridSessionStore:
 
     def _mark(self, key: str) -> JsonDict:
         """Put a tombstone in L1 before an L2 write (or publish that L1 missed it); return it."""
-        self._check_marker()
+        down = self._check_marker()
+        if down is not None:
+            raise _unavailable(key, down)  # before L1 is touched: the write cannot happen
         tombstone = self._tombstone()
         if isinstance(
             self._l1_call(lambda: self.l1.set(key, tombstone, ttl=PENDING_TTL)), _Skipped
@@ -401,15 +420,24 @@ class HybridSessionStore:
             await self._acheck_marker(force=True)
         return result
 
-    async def _acheck_marker(self, *, force: bool = False) -> None:
+    async def _acheck_marker(self, *, force: bool = False) -> StoreUnavailableError | None:
         if not self._trust.marker_due(force=force):
-            return
+            return None
         try:
             marker = await self.l2.aget(MARKER_KEY)
+        except StoreUnavailableError as exc:
+            logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
+            return exc
         except SessionStoreError as exc:
             logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
-            return
+            return None
         self._trust.distrust_before(marker_time(marker))
+        return None
+
+    async def _aread_l2(self, key: str, down: StoreUnavailableError | None) -> StoredSession | None:
+        if down is not None:
+            raise _unavailable(key, down)
+        return await _aread(self.l2, key)
 
     async def _al1_missed_write(self) -> None:
         before = self._trust.missed_write()
@@ -426,10 +454,10 @@ class HybridSessionStore:
     async def aget_entry(self, key: str) -> StoredSession | None:
         """Async twin of `get_entry`."""
         _check_session_key(key)
-        await self._acheck_marker()
+        down = await self._acheck_marker()
         cached = await self._al1_call(lambda: self._aread_l1(key))
         if isinstance(cached, _Skipped):
-            return await _aread(self.l2, key)
+            return await self._aread_l2(key, down)
         if isinstance(cached, _Corrupt):
             logger.warning(
                 "session store L1 entry for key %r is unreadable, dropping it: %s",
@@ -442,12 +470,12 @@ class HybridSessionStore:
             view = self._trust.view(cached.value, generation=self._generation())
             if view.kind == "fresh" and view.value is not None:
                 return StoredSession(view.value, cached.ttl)
-            entry = await _aread(self.l2, key)
+            entry = await self._aread_l2(key, down)
             if view.kind == "suspect":
                 stale = cached.value
                 await self._al1_call(lambda: self._areplace(key, stale, entry))
             return entry
-        entry = await _aread(self.l2, key)
+        entry = await self._aread_l2(key, down)
         if _live(entry):
             await self._al1_call(lambda: self._aadd(key, entry))
         return entry
@@ -485,7 +513,9 @@ class HybridSessionStore:
         return None if entry is None else entry.value
 
     async def _amark(self, key: str) -> JsonDict:
-        await self._acheck_marker()
+        down = await self._acheck_marker()
+        if down is not None:
+            raise _unavailable(key, down)
         tombstone = self._tombstone()
         marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
         if isinstance(marked, _Skipped):
@@ -579,6 +609,11 @@ def _check_session_key(key: str) -> None:
             f"under {RESERVED_PREFIX!r}; use a key that does not start with it"
         )
         raise SessionStoreError(msg, key=key)
+
+
+def _unavailable(key: str, failure: StoreUnavailableError) -> StoreUnavailableError:
+    """L2's failure to read the marker, as the failure of the operation on ``key``."""
+    return StoreUnavailableError(str(failure), key=key)
 
 
 def _seconds(name: str, value: float) -> float:
