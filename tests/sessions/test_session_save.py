@@ -193,7 +193,17 @@ def _merging_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) ->
     if kind == "postgres":
         return [postgres_url, schema]
     prefix = f"lm-merge:{uuid.uuid4().hex[:10]}:"
-    return [postgres_url, schema, request.getfixturevalue("redis_url"), prefix]
+    redis_url = request.getfixturevalue("redis_url")
+    request.addfinalizer(lambda: _drop_redis_keys(redis_url, prefix))
+    return [postgres_url, schema, redis_url, prefix]
+
+
+def _drop_redis_keys(url: str, prefix: str) -> None:
+    import redis
+
+    with redis.Redis.from_url(url) as client:
+        for name in client.scan_iter(match=f"{prefix}*"):
+            client.delete(name)
 
 
 def _drop_schema(url: str, schema: str) -> None:
