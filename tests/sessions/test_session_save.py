@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,18 +16,22 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from layered_memory import (
+    FileSessionStore,
     HookEvent,
     HookRegistry,
     InMemorySessionStore,
     Layer,
     MemoryMiddleware,
+    PostgresSessionStore,
     build_thread_config,
 )
+from layered_memory.errors import SessionStoreError
 from layered_memory.sessions.session_save import (
     SESSION_SAVE_HANDLER_NAME,
     default_session_formatter,
     register_session_save,
 )
+from layered_memory.sessions.stores import ConditionalSessionStore
 from layered_memory.testing import ScriptedChatModel
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
@@ -132,6 +139,190 @@ async def test_replace_mode(use_async: bool) -> None:
     register_session_save(registry, store, merge=False, strict=True)
     await fire(registry, {"summary": "s", "thread_id": KEY}, use_async)
     assert store.get(KEY) == {"summary": "s"}
+
+
+MERGING_WORKER = """
+import asyncio, sys
+from layered_memory import HookEvent, HookRegistry
+from layered_memory.sessions.session_save import register_session_save
+from layered_memory.sessions.stores import (
+    FileSessionStore, HybridSessionStore, PostgresSessionStore, RedisSessionStore,
+)
+
+kind, where, tag, use_async = sys.argv[1], sys.argv[2].split("|"), sys.argv[3], sys.argv[4] == "1"
+if kind == "file":
+    store = FileSessionStore(where[0], fsync=False)
+elif kind == "postgres":
+    store = PostgresSessionStore.from_conn_string(where[0], schema=where[1])
+else:
+    store = HybridSessionStore(
+        RedisSessionStore.from_url(where[2], prefix=where[3]),
+        PostgresSessionStore.from_conn_string(where[0], schema=where[1]),
+    )
+hooks = HookRegistry()
+register_session_save(hooks, store, formatter=lambda data: {data["field"]: 1}, strict=True)
+events = [{"thread_id": "entity:acme:research", "field": f"{tag}{n}"} for n in range(200)]
+print("ready", flush=True)
+sys.stdin.readline()  # both workers start together
+
+async def main():
+    for data in events:
+        await hooks.atrigger(HookEvent.PIPELINE_END, data)
+    if kind != "file":
+        await store.aclose()
+
+if use_async:
+    asyncio.run(main())
+else:
+    for data in events:
+        hooks.trigger(HookEvent.PIPELINE_END, data)
+    if kind != "file":
+        store.close()
+"""
+
+
+def _merging_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:
+    """Where the workers' store lives (``MERGING_WORKER``'s second argument, split on ``|``)."""
+    if kind == "file":
+        return [str(tmp_path / "sessions")]
+    postgres_url = request.getfixturevalue("postgres_url")
+    schema = f"lm_merge_{uuid.uuid4().hex[:10]}"
+    with PostgresSessionStore.from_conn_string(postgres_url, schema=schema) as store:
+        store.setup()
+    request.addfinalizer(lambda: _drop_schema(postgres_url, schema))
+    if kind == "postgres":
+        return [postgres_url, schema]
+    prefix = f"lm-merge:{uuid.uuid4().hex[:10]}:"
+    redis_url = request.getfixturevalue("redis_url")
+    request.addfinalizer(lambda: _drop_redis_keys(redis_url, prefix))
+    return [postgres_url, schema, redis_url, prefix]
+
+
+def _drop_redis_keys(url: str, prefix: str) -> None:
+    import redis
+
+    with redis.Redis.from_url(url) as client:
+        for name in client.scan_iter(match=f"{prefix}*"):
+            client.delete(name)
+
+
+def _drop_schema(url: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.mark.parametrize(
+    ("kind", "use_async"),
+    [("file", False), ("file", True), ("postgres", False), ("hybrid", True)],
+    ids=["file-sync", "file-async", "postgres-sync", "hybrid_redis_postgres-async"],
+)
+def test_merges_from_two_processes_lose_no_update(
+    kind: str, use_async: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    where = _merging_store(kind, tmp_path, request)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", MERGING_WORKER, kind, "|".join(where), tag, str(int(use_async))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("a", "b")
+    ]
+    try:
+        for worker in workers:
+            assert worker.stdout is not None
+            assert worker.stdout.readline() == "ready\n", worker.communicate(timeout=60)[1]
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+        for worker in workers:
+            _, stderr = worker.communicate(timeout=300)
+            assert worker.returncode == 0, stderr
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.communicate()
+    if kind == "file":
+        saved = FileSessionStore(where[0]).get(KEY)
+    else:
+        with PostgresSessionStore.from_conn_string(where[0], schema=where[1]) as store:
+            saved = store.get(KEY)
+    expected = {f"{tag}{n}": 1 for tag in "ab" for n in range(200)}
+    assert saved is not None
+    assert len(saved) == len(expected), "every run's fields are kept"
+    assert saved == expected
+
+
+class PlainStore:
+    """A user's own store: get/set/delete and their async twins, no add/replace."""
+
+    def __init__(self) -> None:
+        self.inner = InMemorySessionStore()
+
+    def get(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    def set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        self.inner.set(key, value, ttl=ttl)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    async def aget(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    async def aset(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        self.inner.set(key, value, ttl=ttl)
+
+    async def adelete(self, key: str) -> None:
+        self.inner.delete(key)
+
+
+@USE_ASYNC
+async def test_merges_into_a_store_without_compare_and_set(use_async: bool) -> None:
+    store = PlainStore()
+    assert not isinstance(store, ConditionalSessionStore)
+    store.set(KEY, {"earlier": 1})
+    registry = HookRegistry()
+    register_session_save(registry, store, strict=True)  # type: ignore[arg-type]
+    await fire(registry, {"summary": "s", "thread_id": KEY}, use_async)
+    assert store.get(KEY) == {"earlier": 1, "summary": "s"}
+
+
+class AlwaysChanged(InMemorySessionStore):
+    """Every compare-and-set finds the entry changed, as if other writers never stopped."""
+
+    def replace(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+    def add(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+
+@USE_ASYNC
+async def test_a_merge_that_never_wins_fails_loudly(
+    use_async: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits: list[int] = []
+    monkeypatch.setattr(
+        "layered_memory.sessions.session_save._backoff", lambda attempt: waits.append(attempt) or 0
+    )
+    store = AlwaysChanged()
+    store.set(KEY, {"earlier": 1})
+    registry = HookRegistry()
+    register_session_save(registry, store, strict=True)
+    with pytest.raises(SessionStoreError, match="gave up after 100 attempts") as info:
+        await fire(registry, {"summary": "s", "thread_id": KEY}, use_async)
+    assert info.value.key == KEY
+    assert store.get(KEY) == {"earlier": 1}
+    assert waits == list(range(1, 100)), "a random wait before each new round"
 
 
 def test_default_formatter() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import secrets
 import subprocess
 import sys
 import threading
@@ -19,7 +21,8 @@ from layered_memory.sessions.stores import (
     PostgresSessionStore,
     RedisSessionStore,
 )
-from layered_memory.sessions.stores._common import redact_url
+from layered_memory.sessions.stores._common import MAX_KEY_BYTES, redact_url
+from layered_memory.sessions.stores.file import LOCK_FILE_NAME
 
 # -- in-memory ------------------------------------------------------------------------------
 
@@ -42,7 +45,8 @@ def test_memory_store_evicts_lazily_on_read_without_a_thread(clock: FakeClock) -
 
 
 def _all_files(path: Path) -> list[Path]:
-    return sorted(p for p in path.rglob("*") if p.is_file())
+    """Every file under ``path`` but the store's lock file (one per folder, kept)."""
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.name != LOCK_FILE_NAME)
 
 
 @pytest.mark.parametrize(
@@ -56,7 +60,7 @@ def _all_files(path: Path) -> list[Path]:
         "..\\..\\x",
         "~/x",
         "con",
-        "x" * 5000,
+        "x" * MAX_KEY_BYTES,
     ],
 )
 def test_file_store_keeps_every_key_inside_its_folder(tmp_path: Path, key: str) -> None:
@@ -81,6 +85,7 @@ def test_file_store_writes_one_readable_json_file_per_session(tmp_path: Path) ->
 
     files = _all_files(tmp_path)
     assert len(files) == 2, "no temporary files are left behind"
+    assert {p.name for p in tmp_path.iterdir()} - {f.name for f in files} == {LOCK_FILE_NAME}
     data = json.loads(store.path_for("entity:acme:research").read_text(encoding="utf-8"))
     assert data == {"key": "entity:acme:research", "expires_at": 150.0, "value": {"summary": "ok"}}
     assert store.path_for("entity:acme:research").name.startswith("entity_acme_research-")
@@ -100,6 +105,36 @@ def test_file_store_replaces_atomically(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.undo()
     assert store.get("k") == {"v": "old"}
     assert len(_all_files(tmp_path)) == 1, "the temporary file is removed"
+
+
+def test_file_store_write_fails_loudly_while_another_holds_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from filelock import FileLock
+
+    monkeypatch.setattr("layered_memory.sessions.stores.file._LOCK_TIMEOUT", 0.05)
+    store = FileSessionStore(tmp_path)
+    store.set("k", {"v": "old"})
+    holder = FileLock(str(tmp_path / LOCK_FILE_NAME), thread_local=False)
+    errors: list[BaseException] = []
+
+    def write() -> None:  # another thread: its own descriptor, so the lock is contended
+        try:
+            store.set("k", {"v": "new"})
+        except BaseException as exc:
+            errors.append(exc)
+
+    with holder:
+        thread = threading.Thread(target=write)
+        thread.start()
+        thread.join()
+    assert len(errors) == 1
+    assert isinstance(errors[0], SessionStoreError)
+    assert "still held" in str(errors[0])
+    assert LOCK_FILE_NAME in str(errors[0])
+    assert store.get("k") == {"v": "old"}
+    store.set("k", {"v": "new"})
+    assert store.get("k") == {"v": "new"}
 
 
 def test_file_store_reports_a_corrupt_file(tmp_path: Path) -> None:
@@ -254,6 +289,78 @@ def test_postgres_unreachable_names_the_url_without_password() -> None:
     assert "postgresql://app:***@127.0.0.1:1/sessions" in message
     assert "hunter2" not in message
     assert "unreachable" in message
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error"), [(0, ValueError), (math.inf, ValueError), ("5", TypeError)]
+)
+def test_postgres_timeout_must_be_positive_seconds(
+    postgres_url: str, timeout: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match="timeout"):
+        PostgresSessionStore.from_conn_string(postgres_url, timeout=timeout)  # type: ignore[arg-type]
+
+
+def test_postgres_setup_has_its_own_timeout(postgres_url: str, pg_schema: str) -> None:
+    import psycopg
+
+    with (
+        PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema) as store,
+        psycopg.connect(postgres_url) as other_worker,
+    ):
+        # Another worker is migrating: it holds the lock setup() waits for.
+        other_worker.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"lm:{pg_schema}",))
+        with pytest.raises(StoreUnavailableError, match="did not answer within 1 s"):
+            store.setup(timeout=1)
+        with pytest.raises(ValueError, match="timeout"):
+            store.setup(timeout=0)
+        other_worker.rollback()
+        store.setup()
+        store.set("k", {"v": 1})
+        assert store.get("k") == {"v": 1}
+        assert store.purge_expired(timeout=30) == 0
+
+
+def test_postgres_data_over_a_server_limit_is_not_an_outage(
+    postgres_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import layered_memory.sessions.stores.postgres as postgres_module
+
+    # Past `check_key`, a long random key reaches the server, whose index refuses it
+    # (SQLSTATE 54000, an OperationalError in psycopg): the data's fault, not the server's.
+    monkeypatch.setattr(postgres_module, "check_key", lambda key: key)
+    with PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema) as store:
+        store.setup()
+        with pytest.raises(SessionStoreError, match="SQLSTATE 54000") as info:
+            store.set(secrets.token_hex(4000), {"v": 1})
+        assert not isinstance(info.value, StoreUnavailableError)
+        assert "unreachable" not in str(info.value)
+        store.set("k", {"v": 2})
+        assert store.get("k") == {"v": 2}
+
+
+def test_postgres_migration_keeps_values_written_as_jsonb(
+    postgres_url: str, pg_schema: str
+) -> None:
+    import psycopg
+
+    with PostgresSessionStore.from_conn_string(postgres_url, schema=pg_schema) as store:
+        store.setup()
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            # The table as the first three migrations left it, with a row written then.
+            conn.execute(f'DELETE FROM "{pg_schema}".layered_memory_session_migrations WHERE v = 3')
+            conn.execute(
+                f'ALTER TABLE "{pg_schema}".layered_memory_sessions '
+                "ALTER COLUMN value TYPE jsonb USING value::jsonb"
+            )
+            conn.execute(
+                f'INSERT INTO "{pg_schema}".layered_memory_sessions (key, value) '
+                """VALUES ('old', '{"summary": "kept", "n": [1, 2.5]}'::jsonb)"""
+            )
+        store.setup()
+        assert store.get("old") == {"summary": "kept", "n": [1, 2.5]}
+        store.set("new", {"a": "x\x00y", "b": 1e308})
+        assert repr(store.get("new")) == repr({"a": "x\x00y", "b": 1e308})
 
 
 def test_postgres_closed_store_raises_unavailable(postgres_url: str, pg_schema: str) -> None:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import math
+import secrets
 import threading
 
 import pytest
 from store_harness import StoreCase, call
 
-from layered_memory.errors import SessionStoreError
-from layered_memory.sessions.stores import ExpiryAwareSessionStore, SessionStore
+from layered_memory.errors import SessionStoreError, StoreUnavailableError
+from layered_memory.sessions.stores import (
+    ConditionalSessionStore,
+    ExpiryAwareSessionStore,
+    SessionStore,
+)
+from layered_memory.sessions.stores._common import MAX_KEY_BYTES
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 
@@ -20,6 +26,71 @@ KEY = "entity:acme_corp:evaluation:quality_evaluator"
 def test_implements_the_protocols(case: StoreCase) -> None:
     assert isinstance(case.store, SessionStore)
     assert isinstance(case.store, ExpiryAwareSessionStore)
+    assert isinstance(case.store, ConditionalSessionStore)
+
+
+@USE_ASYNC
+async def test_add_stores_only_when_missing_or_expired(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    assert await call(store, use_async, "add", KEY, {"v": 1}, ttl=10)
+    assert not await call(store, use_async, "add", KEY, {"v": 2})
+    assert await call(store, use_async, "get", KEY) == {"v": 1}
+    case.advance(11)
+    assert await call(store, use_async, "add", KEY, {"v": 3})
+    entry = await call(store, use_async, "get_entry", KEY)
+    assert entry.value == {"v": 3}
+    assert entry.ttl is None
+
+
+@USE_ASYNC
+async def test_replace_only_while_the_value_is_unchanged(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    value = {"a": 1, "b": [1.5, "é", None], "c": {"d": True}, "e": "x\x00\ud800"}
+    await call(store, use_async, "set", KEY, value)
+    assert not await call(store, use_async, "replace", KEY, {"a": 2}, {"v": "x"})
+    # Equal in Python (True == 1), not the same JSON: a change all the same.
+    assert not await call(store, use_async, "replace", KEY, {**value, "a": True}, {"v": "x"})
+    assert await call(store, use_async, "replace", KEY, value, {"v": "new"}, ttl=30)
+    entry = await call(store, use_async, "get_entry", KEY)
+    assert entry.value == {"v": "new"}
+    assert 0 < entry.ttl <= 30
+    assert not await call(store, use_async, "replace", "other", {"v": "new"}, {"v": "x"})
+    assert await call(store, use_async, "get", "other") is None, "missing stays missing"
+    assert await call(store, use_async, "replace", KEY, {"v": "new"}, None)
+    assert await call(store, use_async, "get", KEY) is None, "None deletes"
+    await call(store, use_async, "set", KEY, {"v": 1}, ttl=5)
+    case.advance(6)
+    assert not await call(store, use_async, "replace", KEY, {"v": 1}, {"v": 2})
+    assert await call(store, use_async, "get", KEY) is None, "an expired entry stays expired"
+
+
+def test_compare_and_set_loses_no_update_between_threads(case: StoreCase) -> None:
+    store = case.store
+    writers, rounds = 4, 10
+    barrier = threading.Barrier(writers)
+    errors: list[BaseException] = []
+
+    def write(writer: int) -> None:
+        try:
+            barrier.wait()
+            for round_ in range(rounds):
+                while True:
+                    current = store.get(KEY)
+                    merged = {**(current or {}), f"{writer}-{round_}": round_}
+                    if current is None and store.add(KEY, merged):
+                        break
+                    if current is not None and store.replace(KEY, current, merged):
+                        break
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert store.get(KEY) == {f"{w}-{r}": r for w in range(writers) for r in range(rounds)}
 
 
 @USE_ASYNC
@@ -131,6 +202,56 @@ async def test_bad_value_is_rejected_and_old_value_kept(
 async def test_unstorable_key_is_rejected(case: StoreCase, use_async: bool, key: str) -> None:
     with pytest.raises(SessionStoreError):
         await call(case.store, use_async, "set", key, {"v": 1})
+
+
+@USE_ASYNC
+async def test_a_key_over_the_size_limit_is_refused_before_any_io(
+    case: StoreCase, use_async: bool
+) -> None:
+    key = "é" * (MAX_KEY_BYTES // 2) + "x"  # 513 characters, 1,025 bytes
+    with pytest.raises(SessionStoreError) as info:
+        await call(case.store, use_async, "set", key, {"v": 1})
+    assert not isinstance(info.value, StoreUnavailableError), "the key is the problem"
+    assert f"at most {MAX_KEY_BYTES} bytes" in str(info.value)
+    assert f"{MAX_KEY_BYTES + 1} bytes" in str(info.value)
+    assert info.value.key == key
+
+
+@USE_ASYNC
+async def test_a_key_at_the_size_limit_round_trips(case: StoreCase, use_async: bool) -> None:
+    # Random, so PostgreSQL cannot compress it below its index limit.
+    key = secrets.token_hex(MAX_KEY_BYTES // 2)[: MAX_KEY_BYTES - 3] + "한"  # 1,021 + 3 bytes
+    assert len(key.encode()) == MAX_KEY_BYTES
+    await call(case.store, use_async, "set", key, {"v": 1})
+    assert await call(case.store, use_async, "get", key) == {"v": 1}
+    await call(case.store, use_async, "delete", key)
+    assert await call(case.store, use_async, "get", key) is None
+
+
+AWKWARD_VALUES = {
+    "nul_in_text": {"a": "x\x00y"},
+    "nul_in_name": {"x\x00": 1},
+    "lone_surrogate": {"a": "\ud800"},
+    "lone_surrogate_in_name": {"\udfff": "b"},
+    "surrogate_beside_text": {"a": "é\udc80z"},
+    "huge_float": {"a": 1e308},
+    "float_written_with_exponent": {"a": 1e16, "b": 1.5e-7},
+    "negative_zero": {"a": -0.0},
+    "huge_int": {"a": 2**200},
+    "whole_float": {"a": 1.0},
+    "control_characters": {"a": "\x01\x1f\u2028\ufeff"},
+}
+
+
+@USE_ASYNC
+@pytest.mark.parametrize("value", AWKWARD_VALUES.values(), ids=AWKWARD_VALUES.keys())
+async def test_awkward_values_come_back_exactly(
+    case: StoreCase, use_async: bool, value: dict[str, object]
+) -> None:
+    await call(case.store, use_async, "set", KEY, value)
+    read = await call(case.store, use_async, "get", KEY)
+    # repr tells 1e308 from its integer, -0.0 from 0.0 and shows every code point.
+    assert repr(read) == repr(value)
 
 
 UNICODE_KEYS = [

@@ -15,6 +15,7 @@ from layered_memory.sessions.stores import (
     RedisSessionStore,
     SessionStore,
 )
+from layered_memory.sessions.stores.hybrid import MARKER_KEY, RESERVED_PREFIX
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 DEAD_REDIS = "redis://:secret@127.0.0.1:1/0"  # nothing listens on port 1
@@ -174,3 +175,156 @@ def test_bad_value_touches_neither_tier(clock: FakeClock) -> None:
     with pytest.raises(SessionStoreError, match="JSON"):
         store.set("k", {"v": object()})
     assert l1.calls == l2.calls == []
+
+
+@USE_ASYNC
+@pytest.mark.parametrize("op", ["get", "set", "delete"])
+async def test_the_hybrids_own_l2_keys_are_not_session_keys(
+    clock: FakeClock, use_async: bool, op: str
+) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    l2.set(MARKER_KEY, {"l1_missed_writes_before": 1.0})
+    store = HybridSessionStore(l1, l2, clock=clock)
+    for key in (MARKER_KEY, RESERVED_PREFIX + "anything"):
+        args: tuple[Any, ...] = (key, {"l1_missed_writes_before": 1e18}) if op == "set" else (key,)
+        with pytest.raises(SessionStoreError, match="reserved") as info:
+            await call(store, use_async, op, *args)
+        assert info.value.key == key
+        assert RESERVED_PREFIX in str(info.value)
+    assert l2.get(MARKER_KEY) == {"l1_missed_writes_before": 1.0}, "the marker is untouched"
+
+
+class Unreachable(InMemorySessionStore):
+    """An L1 this worker cannot reach (a network partition), while others can."""
+
+    def get_entry(self, key: str) -> Any:
+        raise ConnectionError("partitioned")
+
+    def set(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
+        raise ConnectionError("partitioned")
+
+
+def test_a_session_key_cannot_hide_a_missed_write(clock: FakeClock) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    partitioned = HybridSessionStore(Unreachable(clock=clock), l2, clock=clock)
+    worker = HybridSessionStore(l1, l2, clock=clock)
+    worker.set("entity:acme:x", {"v": 1})
+    clock.advance(1)
+    partitioned.set("entity:acme:x", {"v": 2})  # L1 missed it: the marker goes to L2
+    with pytest.raises(SessionStoreError, match="reserved"):
+        worker.set(MARKER_KEY, {"note": "a thread id chosen by a user"})
+    clock.advance(60)
+    assert worker.get("entity:acme:x") == {"v": 2}, "never the value L1 kept from before"
+
+
+@USE_ASYNC
+async def test_conditional_writes_are_l2s_and_l1_follows(clock: FakeClock, use_async: bool) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    store = HybridSessionStore(l1, l2, clock=clock)
+    assert await call(store, use_async, "add", "k", {"v": 1})
+    assert l1.get("k")["value"] == l2.get("k") == {"v": 1}  # type: ignore[index]
+
+    assert not await call(store, use_async, "add", "k", {"v": 2})
+    assert l1.get("k") is None, "the failed write took its own tombstone away, nothing else"
+    assert await call(store, use_async, "get", "k") == {"v": 1}
+
+    assert not await call(store, use_async, "replace", "k", {"v": 9}, {"v": 3})
+    assert l2.get("k") == {"v": 1}
+    assert await call(store, use_async, "replace", "k", {"v": 1}, {"v": 3}, ttl=60)
+    assert l1.get("k")["value"] == l2.get("k") == {"v": 3}  # type: ignore[index]
+
+    assert await call(store, use_async, "replace", "k", {"v": 3}, None)
+    assert l2.get("k") is None
+    assert "value" not in (l1.get("k") or {}), "a delete leaves only its tombstone in L1"
+    assert await call(store, use_async, "get", "k") is None
+
+
+class PlainStore:
+    """A user's own L2: get/set/delete and their async twins, no add/replace."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.inner = InMemorySessionStore(clock=clock)
+
+    def get(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    def set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        self.inner.set(key, value, ttl=ttl)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    async def aget(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    async def aset(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        self.inner.set(key, value, ttl=ttl)
+
+    async def adelete(self, key: str) -> None:
+        self.inner.delete(key)
+
+
+@USE_ASYNC
+async def test_conditional_writes_over_an_l2_without_them(
+    clock: FakeClock, use_async: bool
+) -> None:
+    l2 = PlainStore(clock)
+    store = HybridSessionStore(InMemorySessionStore(clock=clock), l2, clock=clock)
+    assert await call(store, use_async, "add", "k", {"v": 1})
+    assert not await call(store, use_async, "add", "k", {"v": 2})
+    assert not await call(store, use_async, "replace", "k", {"v": True}, {"v": 3})
+    assert await call(store, use_async, "replace", "k", {"v": 1}, {"v": 3})
+    assert l2.get("k") == {"v": 3}
+    assert await call(store, use_async, "get", "k") == {"v": 3}
+    assert await call(store, use_async, "replace", "k", {"v": 3}, None)
+    assert l2.get("k") is None
+
+
+class FrozenL2(InMemorySessionStore):
+    """An L2 whose every call times out; counts the calls, each of which would cost a timeout."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.calls = 0
+
+    def _frozen(self, key: str) -> StoreUnavailableError:
+        self.calls += 1
+        return StoreUnavailableError("L2 did not answer within 5 s", key=key)
+
+    def get_entry(self, key: str) -> Any:
+        raise self._frozen(key)
+
+    def set(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
+        raise self._frozen(key)
+
+    def delete(self, key: str) -> None:
+        raise self._frozen(key)
+
+    def add(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> bool:
+        raise self._frozen(key)
+
+    def replace(self, key: str, *args: Any, **kwargs: Any) -> bool:
+        raise self._frozen(key)
+
+
+@USE_ASYNC
+@pytest.mark.parametrize("op", ["get", "set", "delete", "add", "replace"])
+async def test_a_frozen_l2_costs_one_timeout_per_operation(
+    clock: FakeClock, use_async: bool, op: str
+) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), FrozenL2(clock)
+    store = HybridSessionStore(l1, l2, clock=clock)
+    args: dict[str, tuple[Any, ...]] = {
+        "get": ("k",),
+        "set": ("k", {"v": 1}),
+        "delete": ("k",),
+        "add": ("k", {"v": 1}),
+        "replace": ("k", {"v": 0}, {"v": 1}),
+    }
+    for _ in range(2):  # with the marker read due (the first call), and not due
+        l2.calls = 0
+        with pytest.raises(StoreUnavailableError, match="did not answer") as info:
+            await call(store, use_async, op, *args[op])
+        assert l2.calls == 1, "one L2 call: the marker read's failure ends the operation"
+        assert info.value.key == "k"
+    assert "value" not in (l1.get("k") or {}), "nothing acknowledged in L1"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -14,11 +15,13 @@ from layered_memory.sessions.stores._urls import driver_detail, password_hint, r
 from layered_memory.writeback.redaction import redact_json, redact_text
 
 __all__ = [
+    "MAX_KEY_BYTES",
     "Clock",
     "JsonDict",
     "check_key",
     "check_ttl",
     "clean_value",
+    "compact_json",
     "decode_value",
     "driver_detail",
     "encode_value",
@@ -38,13 +41,22 @@ Clock = Callable[[], float]
 
 wall_clock: Clock = time.time
 
+MAX_KEY_BYTES = 1024
+"""Longest session key, in UTF-8 bytes, that every adapter stores.
+
+PostgreSQL's primary-key index refuses an entry over about 2,700 bytes; one limit below it,
+checked before any I/O, makes every store refuse the same keys with the same message.
+"""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 def check_key(key: object) -> str:
     """Return ``key`` if it can be stored by every adapter, else raise.
 
     Raises:
-        SessionStoreError: Not a non-empty str, contains NUL (PostgreSQL text cannot hold it) or
-            a lone surrogate (not encodable as UTF-8).
+        SessionStoreError: Not a non-empty str, contains NUL (PostgreSQL text cannot hold it), a
+            lone surrogate (not encodable as UTF-8), or is longer than `MAX_KEY_BYTES` in UTF-8.
     """
     if not isinstance(key, str) or not key:
         msg = f"a session key must be a non-empty str, got {key!r}"
@@ -53,10 +65,16 @@ def check_key(key: object) -> str:
         msg = "a session key must not contain NUL characters"
         raise SessionStoreError(msg, key=key)
     try:
-        key.encode("utf-8")
+        size = len(key.encode("utf-8"))
     except UnicodeEncodeError as exc:
         msg = f"a session key must be valid UTF-8 text: {exc.reason}"
         raise SessionStoreError(msg, key=key) from None
+    if size > MAX_KEY_BYTES:
+        msg = (
+            f"a session key must be at most {MAX_KEY_BYTES} bytes in UTF-8, got one of {size} "
+            "bytes: shorten it (e.g. replace a long part with its hash)"
+        )
+        raise SessionStoreError(msg, key=key)
     return key
 
 
@@ -73,15 +91,34 @@ def check_ttl(ttl: float | None) -> float | None:
     return float(ttl)
 
 
-def _dumps(key: str, value: object) -> str:
+def _escape_surrogate(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def compact_json(key: str, value: object) -> str:
+    """``value`` as compact JSON text that every store can hold, without redaction.
+
+    NUL is written ``\\u0000`` (as ``json`` writes every control character) and a lone
+    surrogate ``\\udXXX`` (``json`` would write it raw, and no UTF-8 encoder takes it), so the
+    text is plain UTF-8 and reads back as the same str. One exception, JSON's own rule: a high
+    surrogate followed by a low one reads back as the one character they encode.
+
+    Raises:
+        SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
+    """
     if not isinstance(value, dict):
         msg = f"a session value must be a dict, got {type(value).__name__}"
         raise SessionStoreError(msg, key=key)
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         msg = f"session value for key {key!r} is not JSON-serializable: {exc}"
         raise SessionStoreError(msg, key=key) from exc
+    # `isascii` is O(1) on CPython: most values skip the scan. A surrogate can only be inside
+    # a string (JSON's own characters are ASCII), so escaping it there is exact.
+    if not text.isascii() and _SURROGATE.search(text):
+        text = _SURROGATE.sub(_escape_surrogate, text)
+    return text
 
 
 def _redacted(key: str, value: JsonDict) -> JsonDict | None:
@@ -107,8 +144,8 @@ def clean_value(key: str, value: object) -> JsonDict:
     Raises:
         SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
     """
-    _dumps(key, value)
-    checked = cast(JsonDict, value)  # a dict: `_dumps` checked it
+    compact_json(key, value)
+    checked = cast(JsonDict, value)  # a dict: `compact_json` checked it
     return _redacted(key, checked) or checked
 
 
@@ -123,10 +160,10 @@ def encode_value(key: str, value: object) -> str:
     Raises:
         SessionStoreError: ``value`` is not a dict or is not JSON-serializable.
     """
-    text = _dumps(key, value)
+    text = compact_json(key, value)
     # Every adapter writes through here: no secret reaches a store, whoever calls `set`.
     clean = _redacted(key, cast(JsonDict, value))
-    return text if clean is None else _dumps(key, clean)
+    return text if clean is None else compact_json(key, clean)
 
 
 def decode_value(key: str, text: str | bytes) -> JsonDict:

@@ -29,6 +29,7 @@ __all__ = [
     "CLOCK_MARGIN",
     "MARKER_KEY",
     "PENDING_TTL",
+    "RESERVED_PREFIX",
     "L1Trust",
     "L1View",
     "classify",
@@ -43,7 +44,10 @@ STAMP = "lm"
 PENDING_TTL = 60.0
 """Seconds a write-in-progress tombstone lives: longer than any L2 write may take."""
 
-MARKER_KEY = "layered_memory:hybrid:l1-missed-writes"
+RESERVED_PREFIX = "layered_memory:hybrid:"
+"""L2 keys starting with it are the hybrid store's own: it refuses them as session keys."""
+
+MARKER_KEY = RESERVED_PREFIX + "l1-missed-writes"
 """The L2 entry through which workers tell each other that L1 missed a write."""
 
 CLOCK_MARGIN = 1.0

@@ -84,8 +84,10 @@ class ConditionalSessionStore(SessionStore, Protocol):
     """A store with atomic conditional writes (memcached's ``add``, a compare-and-set).
 
     `HybridSessionStore` uses them on its L1 so a reader's backfill can never overwrite a
-    writer's newer value, and a stale entry is replaced only if nobody changed it meanwhile.
-    `InMemorySessionStore` and `RedisSessionStore` implement it.
+    writer's newer value, and a stale entry is replaced only if nobody changed it meanwhile;
+    `register_session_save` merges with them, so writers in several processes lose no update.
+    Every built-in store implements it (atomically across processes; `HybridSessionStore` as
+    its L2 does).
     """
 
     def add(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:

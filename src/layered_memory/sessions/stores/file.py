@@ -7,7 +7,11 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from layered_memory.core._atomic import atomic_write
 from layered_memory.errors import SessionDataError, SessionStoreError
@@ -16,16 +20,23 @@ from layered_memory.sessions.stores._common import (
     JsonDict,
     check_key,
     check_ttl,
+    compact_json,
     encode_value,
     wall_clock,
 )
 from layered_memory.sessions.stores.base import StoredSession
 
-__all__ = ["FileSessionStore"]
+__all__ = ["LOCK_FILE_NAME", "FileSessionStore"]
 
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9_]+")
 _SLUG_MAX = 64
 _TEMP_PREFIX = ".tmp-"
+
+LOCK_FILE_NAME = ".session-store.lock"
+"""The folder's write lock (never deleted: two writers could then lock two different files)."""
+
+_LOCK_TIMEOUT = 30.0  # seconds: far longer than any write; a stuck holder fails loudly
+_LOCK_POLL = 0.002  # filelock polls; writes take about a millisecond
 
 
 def file_name_for(key: str) -> str:
@@ -45,8 +56,10 @@ class FileSessionStore:
 
     A write goes to a temporary file in the same folder, is flushed to disk and then renamed over
     the old file, so readers see the old or the new value, never a mix, and concurrent writers
-    end with the last rename winning. The expiry is stored in the file (wall-clock seconds);
-    expired files read as missing and are removed by `purge_expired`.
+    end with the last rename winning. Writes hold the folder's lock file (`LOCK_FILE_NAME`,
+    `filelock`), so `add` and `replace` compare and write atomically across processes. The
+    expiry is stored in the file (wall-clock seconds); expired files read as missing and are
+    removed by `purge_expired`.
 
     Args:
         root: The folder; created when missing.
@@ -69,6 +82,27 @@ class FileSessionStore:
         except OSError as exc:
             msg = f"cannot create session folder {str(self.root)!r}: {exc.strerror or exc}"
             raise SessionStoreError(msg) from exc
+        self._lock = FileLock(str(self.root / LOCK_FILE_NAME), timeout=_LOCK_TIMEOUT, mode=0o600)
+
+    @contextmanager
+    def _writing(self, key: str) -> Iterator[None]:
+        """Hold the folder's write lock: no other writer, in any process, runs meanwhile."""
+        where = str(self.root / LOCK_FILE_NAME)
+        try:
+            self._lock.acquire(poll_interval=_LOCK_POLL)
+        except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
+            msg = (
+                f"session folder lock {where!r} still held after {_LOCK_TIMEOUT:g} s: another "
+                "process holds it (stuck or stopped?)"
+            )
+            raise SessionStoreError(msg, key=key) from None
+        except OSError as exc:
+            msg = f"cannot lock session folder lock {where!r}: {exc.strerror or exc}"
+            raise SessionStoreError(msg, key=key) from exc
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def path_for(self, key: str) -> Path:
         """The file that holds ``key`` (always directly inside `root`)."""
@@ -76,7 +110,9 @@ class FileSessionStore:
 
     def get_entry(self, key: str) -> StoredSession | None:
         """Return the value and its remaining TTL, or None when missing or expired."""
-        path = self.path_for(key)
+        return self._read(key, self.path_for(key))
+
+    def _read(self, key: str, path: Path) -> StoredSession | None:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -103,6 +139,39 @@ class FileSessionStore:
         path = self.path_for(key)
         seconds = check_ttl(ttl)
         value_text = encode_value(key, value)
+        with self._writing(key):
+            self._write(key, path, value_text, seconds)
+
+    def add(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if ``key`` is missing or expired; True when stored."""
+        path = self.path_for(key)
+        seconds = check_ttl(ttl)
+        value_text = encode_value(key, value)
+        with self._writing(key):
+            if self._read(key, path) is not None:
+                return False
+            self._write(key, path, value_text, seconds)
+        return True
+
+    def replace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Replace the value only if it still equals ``expected`` (None: delete); True if done."""
+        path = self.path_for(key)
+        seconds = check_ttl(ttl)
+        expected_text = compact_json(key, expected)
+        value_text = None if value is None else encode_value(key, value)
+        with self._writing(key):
+            entry = self._read(key, path)
+            if entry is None or compact_json(key, entry.value) != expected_text:
+                return False
+            if value_text is None:
+                self._unlink(key, path)
+            else:
+                self._write(key, path, value_text, seconds)
+        return True
+
+    def _write(self, key: str, path: Path, value_text: str, seconds: float | None) -> None:
         expires_at = None if seconds is None else self._clock() + seconds
         # The value is spliced in as already-encoded JSON: a 1 MB value is encoded only once.
         text = (
@@ -127,6 +196,10 @@ class FileSessionStore:
     def delete(self, key: str) -> None:
         """Remove the file of ``key`` if present."""
         path = self.path_for(key)
+        with self._writing(key):
+            self._unlink(key, path)
+
+    def _unlink(self, key: str, path: Path) -> None:
         try:
             path.unlink(missing_ok=True)
         except OSError as exc:
@@ -169,6 +242,16 @@ class FileSessionStore:
     async def adelete(self, key: str) -> None:
         """Async twin of `delete`."""
         await asyncio.to_thread(self.delete, key)
+
+    async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Async twin of `add`."""
+        return await asyncio.to_thread(self.add, key, value, ttl=ttl)
+
+    async def areplace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Async twin of `replace`."""
+        return await asyncio.to_thread(self.replace, key, expected, value, ttl=ttl)
 
 
 def _parse_file(key: str, path: Path, text: str) -> tuple[str, float | None, JsonDict]:

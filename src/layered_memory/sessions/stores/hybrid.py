@@ -11,6 +11,9 @@ Faults, and what is guaranteed (the README's "Faults" paragraph says the same fo
   `RedisSessionStore.from_url`; async calls also at most ``l1_timeout``): the failure opens a
   circuit breaker and every later call goes straight to L2, with one warning. After
   ``l1_retry_after`` seconds one call tries L1 again (the wait doubles while it keeps failing).
+- **A frozen L2 costs an operation one L2 timeout**, not two: when the read of the
+  missed-writes marker (below) gets `StoreUnavailableError`, the operation fails with it
+  instead of calling L2 again (a fresh L1 entry is still served).
 - **L1 never serves a value older than L2's** when L1 restarted (even from an older snapshot),
   failed over, or missed a write while it was unreachable. Each L1 entry is stamped with the L1
   generation it was written under (the Redis server's ``run_id``, read on every new
@@ -22,11 +25,17 @@ Faults, and what is guaranteed (the README's "Faults" paragraph says the same fo
 - **Missed writes are shared between workers** through one L2 entry (`MARKER_KEY`), written
   before the L2 write the L1 missed and read by every worker at least every
   ``l1_check_interval`` seconds and whenever its own L1 comes back. A worker that was idle during
-  another worker's L1 outage may therefore serve an older value for at most that long.
+  another worker's L1 outage may therefore serve an older value for at most that long. Session
+  keys starting with `RESERVED_PREFIX` are refused, so no session can overwrite the marker
+  (a marker far in the future would make every L1 entry suspect; a value without one would
+  hide a missed write and bring stale reads back).
 
 Assumed: worker clocks agree within a second; L1 compare-and-set support (`RedisSessionStore`,
 `InMemorySessionStore`); without it (another L1) backfills and write completions are plain
 writes, which a concurrent writer can race.
+
+The store's own `add` and `replace` (a `ConditionalSessionStore`, which `register_session_save`
+merges with) are L2's, atomic when L2 has them (every built-in store); L1 follows as for `set`.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
-from layered_memory.errors import SessionDataError, SessionStoreError
+from layered_memory.errors import SessionDataError, SessionStoreError, StoreUnavailableError
 from layered_memory.sessions.stores._breaker import CircuitBreaker
 from layered_memory.sessions.stores._common import (
     Clock,
@@ -47,12 +56,14 @@ from layered_memory.sessions.stores._common import (
     check_key,
     check_ttl,
     clean_value,
+    compact_json,
     scrub,
     wall_clock,
 )
 from layered_memory.sessions.stores._l1_entries import (
     MARKER_KEY,
     PENDING_TTL,
+    RESERVED_PREFIX,
     L1Trust,
     marker_time,
     marker_value,
@@ -67,7 +78,7 @@ from layered_memory.sessions.stores.base import (
     StoredSession,
 )
 
-__all__ = ["MARKER_KEY", "HybridSessionStore"]
+__all__ = ["MARKER_KEY", "RESERVED_PREFIX", "HybridSessionStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +104,8 @@ class HybridSessionStore:
 
     L1 holds each value in a small envelope (its generation and write time), so give L1 a
     key prefix of its own; L2 holds plain values plus, after an L1 outage, one `MARKER_KEY`
-    entry.
+    entry. Keys starting with `RESERVED_PREFIX` are the store's own and raise
+    `SessionStoreError`.
 
     Args:
         l1: The cache tier; its failures are logged once per outage and bypassed.
@@ -192,15 +204,29 @@ class HybridSessionStore:
             self._check_marker(force=True)
         return result
 
-    def _check_marker(self, *, force: bool = False) -> None:
+    def _check_marker(self, *, force: bool = False) -> StoreUnavailableError | None:
+        """Read the L2 marker when due; L2's error when it did not answer, else None.
+
+        An operation that got an error here fails with it rather than call L2 a second time:
+        a frozen L2 costs one timeout per operation, not two.
+        """
         if not self._trust.marker_due(force=force):
-            return
+            return None
         try:
             marker = self.l2.get(MARKER_KEY)
-        except SessionStoreError as exc:  # L2 trouble shows on the operation itself
+        except StoreUnavailableError as exc:
             logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
-            return
+            return exc
+        except SessionStoreError as exc:  # other L2 trouble shows on the operation itself
+            logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
+            return None
         self._trust.distrust_before(marker_time(marker))
+        return None
+
+    def _read_l2(self, key: str, down: StoreUnavailableError | None) -> StoredSession | None:
+        if down is not None:
+            raise _unavailable(key, down)
+        return _read(self.l2, key)
 
     def _l1_missed_write(self) -> None:
         before = self._trust.missed_write()
@@ -223,11 +249,11 @@ class HybridSessionStore:
 
     def get_entry(self, key: str) -> StoredSession | None:
         """Return the value and remaining TTL from L1 when fresh, else from L2 (see the module)."""
-        check_key(key)
-        self._check_marker()
+        _check_session_key(key)
+        down = self._check_marker()
         cached = self._l1_call(lambda: self._read_l1(key))
         if isinstance(cached, _Skipped):
-            return _read(self.l2, key)
+            return self._read_l2(key, down)
         if isinstance(cached, _Corrupt):
             self._drop_corrupt(key, cached)
             cached = None
@@ -235,12 +261,12 @@ class HybridSessionStore:
             view = self._trust.view(cached.value, generation=self._generation())
             if view.kind == "fresh" and view.value is not None:
                 return StoredSession(view.value, cached.ttl)
-            entry = _read(self.l2, key)
+            entry = self._read_l2(key, down)
             if view.kind == "suspect":
                 stale = cached.value
                 self._l1_call(lambda: self._replace(key, stale, entry))
             return entry
-        entry = _read(self.l2, key)
+        entry = self._read_l2(key, down)
         if _live(entry):
             self._l1_call(lambda: self._add(key, entry))
         return entry
@@ -279,30 +305,86 @@ class HybridSessionStore:
         entry = self.get_entry(key)
         return None if entry is None else entry.value
 
+    def _mark(self, key: str) -> JsonDict:
+        """Put a tombstone in L1 before an L2 write (or publish that L1 missed it); return it."""
+        down = self._check_marker()
+        if down is not None:
+            raise _unavailable(key, down)  # before L1 is touched: the write cannot happen
+        tombstone = self._tombstone()
+        if isinstance(
+            self._l1_call(lambda: self.l1.set(key, tombstone, ttl=PENDING_TTL)), _Skipped
+        ):
+            self._l1_missed_write()
+        return tombstone
+
+    def _settle(
+        self,
+        key: str,
+        tombstone: JsonDict,
+        value: JsonDict | None,
+        *,
+        done: bool,
+        ttl: float | None,
+    ) -> None:
+        """Bring L1 in line after a conditional L2 write (``done``: it happened)."""
+        if not done:
+            # L2 is unchanged by us: take our own tombstone away, and only ours.
+            self._l1_call(lambda: self._drop_tombstone(key, tombstone))
+        elif value is not None:
+            self._l1_call(lambda: self._finish_write(key, tombstone, value, ttl))
+        # A delete keeps its tombstone until it expires, as `delete` does.
+
+    def _drop_tombstone(self, key: str, tombstone: JsonDict) -> None:
+        if self._conditional:
+            self.l1.replace(key, tombstone, None)  # type: ignore[attr-defined]
+        else:
+            self.l1.delete(key)
+
     def set(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
         """Mark the key in L1, write L2 (errors raise), then put the value in L1."""
-        check_key(key)
+        _check_session_key(key)
         check_ttl(ttl)
         # Checked, and its secrets redacted once, before either tier is touched.
         value = clean_value(key, value)
-        self._check_marker()
-        tombstone = self._tombstone()
-        if isinstance(
-            self._l1_call(lambda: self.l1.set(key, tombstone, ttl=PENDING_TTL)), _Skipped
-        ):
-            self._l1_missed_write()
+        tombstone = self._mark(key)
         self.l2.set(key, value, ttl=ttl)
         self._l1_call(lambda: self._finish_write(key, tombstone, value, ttl))
 
+    def add(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if ``key`` is missing or expired in L2; True when stored.
+
+        Atomic when L2 is a `ConditionalSessionStore` (every built-in store); with another L2
+        it is a read, then a write, which a concurrent writer can race. L1 as for `set`.
+        """
+        _check_session_key(key)
+        check_ttl(ttl)
+        value = clean_value(key, value)
+        tombstone = self._mark(key)
+        done = _l2_add(self.l2, key, value, ttl)
+        self._settle(key, tombstone, value, done=done, ttl=ttl)
+        return done
+
+    def replace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Replace L2's value only if it still equals ``expected`` (None: delete); True if done.
+
+        Atomic when L2 is a `ConditionalSessionStore` (every built-in store); with another L2
+        it is a read, then a write, which a concurrent writer can race. L1 as for `set`.
+        """
+        _check_session_key(key)
+        check_ttl(ttl)
+        compact_json(key, expected)
+        value = None if value is None else clean_value(key, value)
+        tombstone = self._mark(key)
+        done = _l2_replace(self.l2, key, expected, value, ttl)
+        self._settle(key, tombstone, value, done=done, ttl=ttl)
+        return done
+
     def delete(self, key: str) -> None:
         """Mark the key in L1 (the mark expires by itself), then delete it from L2."""
-        check_key(key)
-        self._check_marker()
-        tombstone = self._tombstone()
-        if isinstance(
-            self._l1_call(lambda: self.l1.set(key, tombstone, ttl=PENDING_TTL)), _Skipped
-        ):
-            self._l1_missed_write()
+        _check_session_key(key)
+        self._mark(key)
         self.l2.delete(key)
 
     def close(self) -> None:
@@ -338,15 +420,24 @@ class HybridSessionStore:
             await self._acheck_marker(force=True)
         return result
 
-    async def _acheck_marker(self, *, force: bool = False) -> None:
+    async def _acheck_marker(self, *, force: bool = False) -> StoreUnavailableError | None:
         if not self._trust.marker_due(force=force):
-            return
+            return None
         try:
             marker = await self.l2.aget(MARKER_KEY)
+        except StoreUnavailableError as exc:
+            logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
+            return exc
         except SessionStoreError as exc:
             logger.debug("cannot read the L1 missed-writes marker from L2: %s", exc)
-            return
+            return None
         self._trust.distrust_before(marker_time(marker))
+        return None
+
+    async def _aread_l2(self, key: str, down: StoreUnavailableError | None) -> StoredSession | None:
+        if down is not None:
+            raise _unavailable(key, down)
+        return await _aread(self.l2, key)
 
     async def _al1_missed_write(self) -> None:
         before = self._trust.missed_write()
@@ -362,11 +453,11 @@ class HybridSessionStore:
 
     async def aget_entry(self, key: str) -> StoredSession | None:
         """Async twin of `get_entry`."""
-        check_key(key)
-        await self._acheck_marker()
+        _check_session_key(key)
+        down = await self._acheck_marker()
         cached = await self._al1_call(lambda: self._aread_l1(key))
         if isinstance(cached, _Skipped):
-            return await _aread(self.l2, key)
+            return await self._aread_l2(key, down)
         if isinstance(cached, _Corrupt):
             logger.warning(
                 "session store L1 entry for key %r is unreadable, dropping it: %s",
@@ -379,12 +470,12 @@ class HybridSessionStore:
             view = self._trust.view(cached.value, generation=self._generation())
             if view.kind == "fresh" and view.value is not None:
                 return StoredSession(view.value, cached.ttl)
-            entry = await _aread(self.l2, key)
+            entry = await self._aread_l2(key, down)
             if view.kind == "suspect":
                 stale = cached.value
                 await self._al1_call(lambda: self._areplace(key, stale, entry))
             return entry
-        entry = await _aread(self.l2, key)
+        entry = await self._aread_l2(key, down)
         if _live(entry):
             await self._al1_call(lambda: self._aadd(key, entry))
         return entry
@@ -421,27 +512,72 @@ class HybridSessionStore:
         entry = await self.aget_entry(key)
         return None if entry is None else entry.value
 
-    async def aset(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
-        """Async twin of `set`."""
-        check_key(key)
-        check_ttl(ttl)
-        value = clean_value(key, value)
-        await self._acheck_marker()
+    async def _amark(self, key: str) -> JsonDict:
+        down = await self._acheck_marker()
+        if down is not None:
+            raise _unavailable(key, down)
         tombstone = self._tombstone()
         marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
         if isinstance(marked, _Skipped):
             await self._al1_missed_write()
+        return tombstone
+
+    async def _asettle(
+        self,
+        key: str,
+        tombstone: JsonDict,
+        value: JsonDict | None,
+        *,
+        done: bool,
+        ttl: float | None,
+    ) -> None:
+        if not done:
+            await self._al1_call(lambda: self._adrop_tombstone(key, tombstone))
+        elif value is not None:
+            await self._al1_call(lambda: self._afinish_write(key, tombstone, value, ttl))
+
+    async def _adrop_tombstone(self, key: str, tombstone: JsonDict) -> None:
+        if self._conditional:
+            await self.l1.areplace(key, tombstone, None)  # type: ignore[attr-defined]
+        else:
+            await self.l1.adelete(key)
+
+    async def aset(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
+        """Async twin of `set`."""
+        _check_session_key(key)
+        check_ttl(ttl)
+        value = clean_value(key, value)
+        tombstone = await self._amark(key)
         await self.l2.aset(key, value, ttl=ttl)
         await self._al1_call(lambda: self._afinish_write(key, tombstone, value, ttl))
 
+    async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Async twin of `add`."""
+        _check_session_key(key)
+        check_ttl(ttl)
+        value = clean_value(key, value)
+        tombstone = await self._amark(key)
+        done = await _al2_add(self.l2, key, value, ttl)
+        await self._asettle(key, tombstone, value, done=done, ttl=ttl)
+        return done
+
+    async def areplace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Async twin of `replace`."""
+        _check_session_key(key)
+        check_ttl(ttl)
+        compact_json(key, expected)
+        value = None if value is None else clean_value(key, value)
+        tombstone = await self._amark(key)
+        done = await _al2_replace(self.l2, key, expected, value, ttl)
+        await self._asettle(key, tombstone, value, done=done, ttl=ttl)
+        return done
+
     async def adelete(self, key: str) -> None:
         """Async twin of `delete`."""
-        check_key(key)
-        await self._acheck_marker()
-        tombstone = self._tombstone()
-        marked = await self._al1_call(lambda: self.l1.aset(key, tombstone, ttl=PENDING_TTL))
-        if isinstance(marked, _Skipped):
-            await self._al1_missed_write()
+        _check_session_key(key)
+        await self._amark(key)
         await self.l2.adelete(key)
 
     async def aclose(self) -> None:
@@ -463,6 +599,21 @@ class HybridSessionStore:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _check_session_key(key: str) -> None:
+    check_key(key)
+    if key.startswith(RESERVED_PREFIX):
+        msg = (
+            f"session key {key!r} is reserved: HybridSessionStore keeps its own entries in L2 "
+            f"under {RESERVED_PREFIX!r}; use a key that does not start with it"
+        )
+        raise SessionStoreError(msg, key=key)
+
+
+def _unavailable(key: str, failure: StoreUnavailableError) -> StoreUnavailableError:
+    """L2's failure to read the marker, as the failure of the operation on ``key``."""
+    return StoreUnavailableError(str(failure), key=key)
 
 
 def _seconds(name: str, value: float) -> float:
@@ -491,3 +642,53 @@ async def _aread(store: SessionStore, key: str) -> StoredSession | None:
         return await store.aget_entry(key)
     value = await store.aget(key)
     return None if value is None else StoredSession(value, None)
+
+
+def _same(key: str, entry: StoredSession | None, expected: JsonDict) -> bool:
+    return entry is not None and compact_json(key, entry.value) == compact_json(key, expected)
+
+
+def _l2_add(store: SessionStore, key: str, value: JsonDict, ttl: float | None) -> bool:
+    if isinstance(store, ConditionalSessionStore):
+        return store.add(key, value, ttl=ttl)
+    if _read(store, key) is not None:
+        return False
+    store.set(key, value, ttl=ttl)
+    return True
+
+
+def _l2_replace(
+    store: SessionStore, key: str, expected: JsonDict, value: JsonDict | None, ttl: float | None
+) -> bool:
+    if isinstance(store, ConditionalSessionStore):
+        return store.replace(key, expected, value, ttl=ttl)
+    if not _same(key, _read(store, key), expected):
+        return False
+    if value is None:
+        store.delete(key)
+    else:
+        store.set(key, value, ttl=ttl)
+    return True
+
+
+async def _al2_add(store: SessionStore, key: str, value: JsonDict, ttl: float | None) -> bool:
+    if isinstance(store, ConditionalSessionStore):
+        return await store.aadd(key, value, ttl=ttl)
+    if await _aread(store, key) is not None:
+        return False
+    await store.aset(key, value, ttl=ttl)
+    return True
+
+
+async def _al2_replace(
+    store: SessionStore, key: str, expected: JsonDict, value: JsonDict | None, ttl: float | None
+) -> bool:
+    if isinstance(store, ConditionalSessionStore):
+        return await store.areplace(key, expected, value, ttl=ttl)
+    if not _same(key, await _aread(store, key), expected):
+        return False
+    if value is None:
+        await store.adelete(key)
+    else:
+        await store.aset(key, value, ttl=ttl)
+    return True

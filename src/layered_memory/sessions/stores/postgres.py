@@ -4,11 +4,19 @@ The durable tier, usually the L2 of a `HybridSessionStore`. Like LangGraph's ``P
 it is built with `PostgresSessionStore.from_conn_string` and its tables are created by an
 explicit `PostgresSessionStore.setup`, which applies the versioned `MIGRATIONS` not yet applied.
 Expiry is checked against the server's clock by default, so workers with skewed clocks agree.
+
+Faults: every call takes at most the store's ``timeout`` (5 s by default; `setup` and
+`purge_expired`: `MAINTENANCE_TIMEOUT`), waiting for a pooled connection included. A query the
+server does not answer in time (a frozen server) has its connection cut
+(`_deadline.SocketDeadline`) and raises `StoreUnavailableError`; the pool then discards that
+connection and opens a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
@@ -20,6 +28,7 @@ from layered_memory.sessions.stores._common import (
     JsonDict,
     check_key,
     check_ttl,
+    compact_json,
     decode_value,
     driver_detail,
     encode_value,
@@ -27,13 +36,14 @@ from layered_memory.sessions.stores._common import (
     redact_url,
     scrub,
 )
+from layered_memory.sessions.stores._deadline import SocketDeadline
 from layered_memory.sessions.stores.base import StoredSession
 
 if TYPE_CHECKING:
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
-__all__ = ["MIGRATIONS", "PostgresSessionStore"]
+__all__ = ["MAINTENANCE_TIMEOUT", "MIGRATIONS", "PostgresSessionStore"]
 
 _T = TypeVar("_T")
 
@@ -51,8 +61,18 @@ MIGRATIONS: list[LiteralString] = [
     " updated_at TIMESTAMPTZ NOT NULL DEFAULT now())",
     "CREATE INDEX IF NOT EXISTS layered_memory_sessions_expires_at_idx "
     "ON {schema}.layered_memory_sessions (expires_at) WHERE expires_at IS NOT NULL",
+    # `json` keeps the text as written, so values come back exactly as from every other store:
+    # `jsonb` refuses "\u0000" and lone surrogate escapes, and returns 1e308 as an integer.
+    "ALTER TABLE {schema}.layered_memory_sessions ALTER COLUMN value TYPE json USING value::json",
 ]
 """Schema migrations, applied in order by `PostgresSessionStore.setup`; append, never edit."""
+
+MAINTENANCE_TIMEOUT = 300.0
+"""Seconds `PostgresSessionStore.setup` and `purge_expired` may take by default.
+
+Longer than a call's ``timeout``: cut at 5 s, a migration rewriting a large table, or a purge
+of a large backlog, would be rolled back on every attempt and never finish.
+"""
 
 # `now` is NULL unless a clock was injected; NULL means "the server's now()".
 _NOW: LiteralString = "COALESCE(%(now)s::timestamptz, now())"
@@ -63,12 +83,33 @@ _GET: LiteralString = (
 )
 _SET: LiteralString = (
     "INSERT INTO {schema}.layered_memory_sessions (key, value, expires_at, updated_at) "
-    "VALUES (%(key)s, %(value)s::jsonb, "
+    "VALUES (%(key)s, %(value)s::json, "
     + _NOW
     + " + %(ttl)s::float8 * interval '1 second', "
     + _NOW
     + ") ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, "
     "expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at"
+)
+_ADD: LiteralString = (
+    "INSERT INTO {schema}.layered_memory_sessions AS s (key, value, expires_at, updated_at) "
+    "VALUES (%(key)s, %(value)s::json, "
+    + _NOW
+    + " + %(ttl)s::float8 * interval '1 second', "
+    + _NOW
+    + ") ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, "
+    "expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at "
+    "WHERE s.expires_at IS NOT NULL AND s.expires_at <= " + _NOW
+)
+# `replace` compares in Python, under the row lock: a row converted from jsonb keeps jsonb's
+# spacing, so its text may differ from the compact text of the very same value.
+_LOCK_ROW: LiteralString = (
+    "SELECT value::text FROM {schema}.layered_memory_sessions "
+    "WHERE key = %(key)s AND (expires_at IS NULL OR expires_at > " + _NOW + ") FOR UPDATE"
+)
+_UPDATE: LiteralString = (
+    "UPDATE {schema}.layered_memory_sessions SET value = %(value)s::json, "
+    "expires_at = " + _NOW + " + %(ttl)s::float8 * interval '1 second', "
+    "updated_at = " + _NOW + " WHERE key = %(key)s"
 )
 _DELETE: LiteralString = "DELETE FROM {schema}.layered_memory_sessions WHERE key = %(key)s"
 _PURGE: LiteralString = "DELETE FROM {schema}.layered_memory_sessions WHERE expires_at <= " + _NOW
@@ -84,7 +125,7 @@ def _import_psycopg() -> tuple[Any, Any]:
 
 
 class PostgresSessionStore:
-    """Sessions as rows of ``<schema>.layered_memory_sessions`` (JSONB value, expiry column).
+    """Sessions as rows of ``<schema>.layered_memory_sessions`` (JSON text, expiry column).
 
     Expired rows are never returned and are deleted by `purge_expired`. The async methods run
     the sync ones in a worker thread over the same thread-safe pool.
@@ -95,6 +136,9 @@ class PostgresSessionStore:
         clock: When given, wall-clock seconds used for expiry instead of the server's ``now()``
             (tests inject one to move time without sleeping).
         url: The connection URL, used in error messages with its password removed.
+        timeout: Most seconds one call may take, waiting for a pooled connection included;
+            a query still unanswered then has its connection cut and raises
+            `StoreUnavailableError` (a frozen server).
 
     Example:
         >>> store = PostgresSessionStore.from_conn_string("postgresql://db/app")  # doctest: +SKIP
@@ -109,7 +153,7 @@ class PostgresSessionStore:
         schema: str = "public",
         clock: Clock | None = None,
         url: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = 5.0,
     ) -> None:
         self._psycopg, self._psycopg_pool = _import_psycopg()
         if not schema:
@@ -119,11 +163,19 @@ class PostgresSessionStore:
         self.schema = schema
         self._clock = clock
         self._url = url
-        self._timeout = timeout
+        self.timeout = _check_timeout(timeout)
         sql = self._psycopg.sql
         self._queries = {
             name: sql.SQL(text).format(schema=sql.Identifier(schema))
-            for name, text in (("get", _GET), ("set", _SET), ("delete", _DELETE), ("purge", _PURGE))
+            for name, text in (
+                ("get", _GET),
+                ("set", _SET),
+                ("add", _ADD),
+                ("lock_row", _LOCK_ROW),
+                ("update", _UPDATE),
+                ("delete", _DELETE),
+                ("purge", _PURGE),
+            )
         }
 
     @classmethod
@@ -135,6 +187,7 @@ class PostgresSessionStore:
         clock: Clock | None = None,
         max_size: int = 4,
         connect_timeout: float = 5.0,
+        timeout: float = 5.0,
     ) -> PostgresSessionStore:
         """Open a connection pool to ``url`` and return a store using it.
 
@@ -144,6 +197,7 @@ class PostgresSessionStore:
             clock: See the class.
             max_size: Most connections the pool opens.
             connect_timeout: Seconds to wait for the server.
+            timeout: Most seconds one call may take (see the class).
 
         Returns:
             The store (call `setup` once per database before first use; `close` when done).
@@ -155,7 +209,8 @@ class PostgresSessionStore:
                 without its password.
         """
         psycopg, psycopg_pool = _import_psycopg()
-        timeout = max(1, round(connect_timeout))
+        _check_timeout(timeout)
+        wait = max(1, round(connect_timeout))
         failure: SessionStoreError | None = None
         hint = password_hint(url)
         if hint is not None:
@@ -169,7 +224,7 @@ class PostgresSessionStore:
             # Probe once so an unreachable server fails here, with the driver's reason, instead
             # of as a pool timeout on the first query.
             try:
-                psycopg.connect(url, connect_timeout=timeout).close()
+                psycopg.connect(url, connect_timeout=wait).close()
             except psycopg.Error as exc:
                 failure = _unavailable(url, exc)
         if failure is not None:
@@ -180,23 +235,27 @@ class PostgresSessionStore:
             url,
             min_size=1,
             max_size=max_size,
-            kwargs={"autocommit": True, "connect_timeout": timeout},
+            kwargs={"autocommit": True, "connect_timeout": wait},
             open=True,
             name="layered-memory-sessions",
         )
-        return cls(pool, schema=schema, clock=clock, url=url)
+        return cls(pool, schema=schema, clock=clock, url=url, timeout=timeout)
 
-    def setup(self) -> None:
+    def setup(self, *, timeout: float = MAINTENANCE_TIMEOUT) -> None:
         """Create the schema and apply the migrations not yet applied (safe to run every start).
 
         Concurrent callers are serialized by an advisory lock, so several workers may call it.
-        """
-        self._call(self._migrate, None)
 
-    def _migrate(self) -> None:
+        Args:
+            timeout: Most seconds it may take, waiting for another worker's migrations
+                included (migration 3 rewrites the table once: minutes for millions of rows).
+        """
+        self._run(self._migrate, None, timeout=_check_timeout(timeout))
+
+    def _migrate(self, conn: Connection[Any]) -> None:
         sql = self._psycopg.sql
         schema = sql.Identifier(self.schema)
-        with self._pool.connection(timeout=self._timeout) as conn, conn.transaction():
+        with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"lm:{self.schema}",))
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
             conn.execute(sql.SQL(MIGRATIONS[0]).format(schema=schema))
@@ -223,6 +282,13 @@ class PostgresSessionStore:
         if isinstance(exc, psycopg_pool.PoolClosed):
             msg = f"PostgreSQL session store for {where} is closed"
             return StoreUnavailableError(msg, key=key)
+        sqlstate = str(getattr(exc, "sqlstate", None) or "")
+        if sqlstate.startswith("54"):
+            # Class 54, "program limit exceeded", is an OperationalError in psycopg, but the
+            # server is fine: this key or value is too large for it. Retrying will not help.
+            detail = _first_line(scrub(str(exc), url))
+            msg = f"PostgreSQL at {where} refused the data (SQLSTATE {sqlstate}): {detail}"
+            return SessionStoreError(msg, key=key)
         if isinstance(exc, psycopg.OperationalError):  # includes the pool's timeout
             return _unavailable(url, exc, key=key)
         if isinstance(exc, psycopg.errors.UndefinedTable):
@@ -234,21 +300,53 @@ class PostgresSessionStore:
         msg = f"PostgreSQL at {where} failed: {_first_line(scrub(str(exc), url))}"
         return SessionStoreError(msg, key=key)
 
-    def _call(self, operation: Callable[[], _T], key: str | None) -> _T:
-        """Run ``operation``; a driver error becomes the package's error, raised unchained."""
+    def _run(
+        self,
+        work: Callable[[Connection[Any]], _T],
+        key: str | None,
+        *,
+        timeout: float | None = None,
+    ) -> _T:
+        """Run ``work`` on a pooled connection within ``timeout`` (default: the store's).
+
+        Errors become the package's own. The deadline covers the wait for a connection and the
+        work: when it passes, the connection's socket is shut down (see `_deadline`), the
+        blocked call fails at once, and the connection, now closed, is discarded by the pool
+        instead of being handed out again.
+        """
+        seconds = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + seconds
+        watch: SocketDeadline | None = None
         try:
-            return operation()
+            with self._pool.connection(timeout=seconds) as conn:
+                watch = SocketDeadline(conn.pgconn.socket, deadline)
+                try:
+                    return work(conn)
+                finally:
+                    if watch.finish():
+                        conn.close()  # cut, maybe just after the answer: never reuse it
         except self._psycopg.Error as exc:
-            failure = self._error(exc, key)
+            cut = watch is not None and watch.fired
+            failure = self._timed_out(key, seconds) if cut else self._error(exc, key)
+        # Raised outside the `except`: the driver's exception may quote the whole URL.
         raise failure
 
-    def _execute(self, name: str, params: dict[str, Any], key: str | None) -> Any:
-        def run() -> Any:
-            with self._pool.connection(timeout=self._timeout) as conn:
-                cursor = conn.execute(self._queries[name], params)
-                return cursor.fetchone() if name == "get" else cursor.rowcount
+    def _timed_out(self, key: str | None, seconds: float) -> StoreUnavailableError:
+        where = redact_url(self._url) if self._url else "PostgreSQL"
+        msg = (
+            f"PostgreSQL at {where} did not answer within {seconds:g} s (frozen, "
+            "overloaded or cut off?): its connection was closed"
+        )
+        return StoreUnavailableError(msg, key=key)
 
-        return self._call(run, key)
+    def _execute(
+        self, name: str, params: dict[str, Any], key: str | None, *, timeout: float | None = None
+    ) -> Any:
+        def work(conn: Connection[Any]) -> Any:
+            cursor = conn.execute(self._queries[name], params)
+            return cursor.fetchone() if name == "get" else cursor.rowcount
+
+        return self._run(work, key, timeout=timeout)
 
     def get_entry(self, key: str) -> StoredSession | None:
         """Return the value and its remaining TTL, or None when missing or expired."""
@@ -272,14 +370,53 @@ class PostgresSessionStore:
         params = {"key": key, "value": text, "ttl": seconds, "now": self._now()}
         self._execute("set", params, key)
 
+    def add(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if ``key`` is missing or expired (one statement); True if stored."""
+        check_key(key)
+        seconds = check_ttl(ttl)
+        text = encode_value(key, value)
+        params = {"key": key, "value": text, "ttl": seconds, "now": self._now()}
+        return bool(self._execute("add", params, key))
+
+    def replace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Replace the value only if it still equals ``expected`` (None: delete); True if done.
+
+        Atomic: the row is locked (``SELECT ... FOR UPDATE``) while it is compared and written.
+        """
+        check_key(key)
+        seconds = check_ttl(ttl)
+        expected_text = compact_json(key, expected)
+        text = None if value is None else encode_value(key, value)
+        params = {"key": key, "value": text, "ttl": seconds, "now": self._now()}
+
+        def work(conn: Connection[Any]) -> bool:
+            with conn.transaction():
+                row = conn.execute(self._queries["lock_row"], params).fetchone()
+                if row is None or compact_json(key, decode_value(key, row[0])) != expected_text:
+                    return False
+                if text is None:
+                    conn.execute(self._queries["delete"], params)
+                else:
+                    conn.execute(self._queries["update"], params)
+                return True
+
+        return self._run(work, key)
+
     def delete(self, key: str) -> None:
         """Remove ``key`` if present."""
         check_key(key)
         self._execute("delete", {"key": key}, key)
 
-    def purge_expired(self) -> int:
-        """Delete every expired row now; returns how many were deleted."""
-        return int(self._execute("purge", {"now": self._now()}, None))
+    def purge_expired(self, *, timeout: float = MAINTENANCE_TIMEOUT) -> int:
+        """Delete every expired row now; returns how many were deleted.
+
+        Args:
+            timeout: Most seconds it may take (a large backlog takes longer than one call).
+        """
+        seconds = _check_timeout(timeout)
+        return int(self._execute("purge", {"now": self._now()}, None, timeout=seconds))
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -316,13 +453,33 @@ class PostgresSessionStore:
         """Async twin of `delete`."""
         await asyncio.to_thread(self.delete, key)
 
-    async def apurge_expired(self) -> int:
+    async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
+        """Async twin of `add`."""
+        return await asyncio.to_thread(self.add, key, value, ttl=ttl)
+
+    async def areplace(
+        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
+    ) -> bool:
+        """Async twin of `replace`."""
+        return await asyncio.to_thread(self.replace, key, expected, value, ttl=ttl)
+
+    async def apurge_expired(self, *, timeout: float = MAINTENANCE_TIMEOUT) -> int:
         """Async twin of `purge_expired`."""
-        return await asyncio.to_thread(self.purge_expired)
+        return await asyncio.to_thread(self.purge_expired, timeout=timeout)
 
     async def aclose(self) -> None:
         """Async twin of `close`."""
         await asyncio.to_thread(self.close)
+
+
+def _check_timeout(timeout: float) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        msg = f"timeout must be a number of seconds, got {type(timeout).__name__}"
+        raise TypeError(msg)
+    if not math.isfinite(timeout) or timeout <= 0:
+        msg = f"timeout must be a positive number of seconds, got {timeout!r}"
+        raise ValueError(msg)
+    return float(timeout)
 
 
 def _first_line(text: str) -> str:
