@@ -14,7 +14,7 @@ from deepagents.middleware.memory import MemoryMiddleware as DeepagentsMemoryMid
 from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import SystemMessage
 
-from layered_memory import MemoryMiddleware, MemorySourceError
+from layered_memory import Layer, MemoryMiddleware, MemorySourceError
 from layered_memory.core.render import NO_MEMORY
 from layered_memory.testing import ScriptedChatModel
 
@@ -211,3 +211,28 @@ def test_changed_file_is_reloaded_where_deepagents_keeps_the_stale_copy(project:
     assert update["memory_contents"] == {"/AGENTS.md": "Use make check."}
     # Unchanged memory: no state write at all.
     assert ours.before_agent({**our_state, **update}, RUNTIME) is None  # type: ignore[arg-type]
+
+
+def test_the_drop_in_reads_no_imports_unless_asked(tmp_path: Path) -> None:
+    """deepagents reads no `@imports`: a drop-in that did would put `.env` into the prompt of
+    every project whose AGENTS.md names it."""
+    (tmp_path / "AGENTS.md").write_text("# Project\nConfig lives in @.env\n")
+    (tmp_path / ".env").write_text("DB_PASSWORD=hunter2-prod\n")
+    backend = CountingBackend(tmp_path)
+    ours = MemoryMiddleware(backend=backend, sources=["/AGENTS.md"])
+    theirs = DeepagentsMemoryMiddleware(backend=backend, sources=["/AGENTS.md"])
+    our_update = ours.before_agent({"messages": []}, RUNTIME)  # type: ignore[arg-type]
+    their_update = theirs.before_agent({"messages": []}, RUNTIME, {})  # type: ignore[arg-type]
+    assert our_update is not None
+    assert their_update is not None
+    ours_body = memory_body(ours.modify_request(request_for(dict(our_update))).system_message)  # type: ignore[arg-type]
+    theirs_body = memory_body(
+        theirs.modify_request(request_for(dict(their_update))).system_message  # type: ignore[arg-type]
+    )
+    assert ours_body == theirs_body
+    assert "hunter2" not in ours_body
+    assert backend.calls == ["download_files", "download_files"]  # one each
+    asked = MemoryMiddleware(backend=backend, sources=["/AGENTS.md"], imports=True)
+    assert asked.assembler.follow_imports is True
+    layered = MemoryMiddleware(backend=backend, layers=[Layer("p", "/AGENTS.md")])
+    assert layered.assembler.follow_imports is True

@@ -150,7 +150,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         imports: Follow `@path` imports in memory files (at most 5 hops, each file once):
             `True` within the backend's root (host-path backends: its folder and the folders
             of layer files outside it), `"anywhere"` any file the backend can read, `False`
-            none.
+            none. Default: `True` with `layers=`, `False` with `sources=` (as deepagents,
+            which reads no imports).
 
     Attributes:
         protected_backend: The backend to give the agent
@@ -185,7 +186,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         nested: Sequence[str] = (),
         nested_writable: bool = False,
-        imports: bool | Literal["anywhere"] = True,
+        imports: bool | Literal["anywhere"] | None = None,
     ) -> None:
         if system_prompt is not None:
             if not isinstance(system_prompt, str):
@@ -233,7 +234,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             strict=strict,
             nested=check_names(nested, parameter="nested"),
             nested_writable=nested_writable,
-            follow_imports=imports,
+            # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
+            # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
+            follow_imports=(source_list is None) if imports is None else imports,
         )
         self._found_read_only = _FoundReadOnly()
         self._read_only_layer_paths = frozenset(
@@ -537,7 +540,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                         text = unreadable_message(tool_name, path, why)
                         return error_message(call, text), {}
                 access, _layer = self.assembler.access_of(path)
-                edits_memory = edits_memory or access is not None
+                # By spelling, then by disk identity (a hard link to MEMORY.md is MEMORY.md).
+                edits_memory = (
+                    edits_memory
+                    or access is not None
+                    or writes_memory(backend, self.protected_paths, path)
+                )
             secret = secret_path_refusal(request, self.assembler.access_of, self._writes(backend))
             if secret is not None:
                 return secret, {}
