@@ -31,6 +31,11 @@ INTENDED_DIFFERENCES = {
     "reloads_memory_already_in_state": {"deepagents": False, "layered_memory": True},
     "accepts_backend_none": {"deepagents": True, "layered_memory": False},
     "undecodable_file_aborts_the_run": {"deepagents": True, "layered_memory": False},
+    # A byte-order mark is an editor artefact, not memory; blank lines around a file's text
+    # are trimmed; a source listed twice is shown once.
+    "keeps_a_byte_order_mark": {"deepagents": True, "layered_memory": False},
+    "keeps_leading_blank_lines": {"deepagents": True, "layered_memory": False},
+    "shows_a_duplicated_source_twice": {"deepagents": True, "layered_memory": False},
 }
 """What deepagents' class does (0.7.32) vs what ours does on purpose (see the README table)."""
 
@@ -315,3 +320,24 @@ def test_create_agent_injects_every_source(cls: type[Any], tmp_path: Path, use_a
     assert "Python 3.11" in system
     assert "FastAPI" in system
     assert system.index(user_path) < system.index(project_path)
+
+
+def test_small_formatting_differences_on_purpose(
+    cls: type[Any], which: str, tmp_path: Path
+) -> None:
+    backend = FilesystemBackend(root_dir=str(tmp_path), virtual_mode=True)
+    (tmp_path / "A.md").write_bytes("\ufeff\n\n# Title\nBody.\n".encode())
+    middleware = cls(
+        backend=backend,
+        sources=["/A.md", "/A.md"],
+        system_prompt="<agent_memory>\n{agent_memory}\n</agent_memory>",
+    )
+    update = middleware.before_agent({}, None, {})
+    assert update is not None
+    section = memory_section(middleware.modify_request(request_for(dict(update))))
+    differences = INTENDED_DIFFERENCES
+    assert ("\ufeff" in section) is differences["keeps_a_byte_order_mark"][which]
+    assert ("/A.md\n\n\ufeff\n\n# Title" in section or "/A.md\n\n\n\n# Title" in section) is (
+        differences["keeps_leading_blank_lines"][which]
+    )
+    assert (section.count("# Title") == 2) is differences["shows_a_duplicated_source_twice"][which]

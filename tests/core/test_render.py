@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from layered_memory import Layer
+from layered_memory.core.layers import layers_from_sources
 from layered_memory.core.render import (
     MEMORY_SYSTEM_PROMPT,
     NO_MEMORY,
@@ -172,3 +173,26 @@ def test_the_renderer_reports_what_happened_to_each_part() -> None:
     assert sum(piece.shown_chars for piece in rendered.pieces) < len(rendered.block)
     empty = render_memory_report([Layer("notes", "/MEMORY.md", writable=True)], {})
     assert [(piece.kind, piece.outcome) for piece in empty.pieces] == [("note", "whole")]
+
+
+def test_a_file_past_its_layers_cap_is_a_marker_never_an_empty_element() -> None:
+    """When not even a cut with its marker fits the layer's remaining cap, an empty body read
+    as an empty file (and a writable one invites a `write_file` over it)."""
+    layers = [
+        Layer("team", ["/a.md", "/b.md"], max_chars=2_000),
+        Layer("notes", "/c.md", max_chars=60, writable=True),
+    ]
+    files = {"/a.md": "a" * 1_990, "/b.md": "b" * 920, "/c.md": "c" * 700}
+    block = render_memory(layers, files, max_chars=48_000)
+    for path, chars in (("/b.md", 920), ("/c.md", 700)):
+        element = block.split(f'path="{path}"', 1)[1].split("</layer>", 1)[0]
+        assert f"[... {path} not shown ({chars} chars): read_file {path} to read it]" in element
+
+
+def test_a_drop_in_source_squeezed_out_by_the_budget_is_named_not_shown_empty() -> None:
+    files = {"/user.md": "Prefers tabs. " * 10, "/AGENTS.md": "x" * 60_000}
+    layers = layers_from_sources(["/user.md", "/AGENTS.md"])
+    block = render_memory(layers, files, max_chars=48_000, compat=True)
+    assert "/user.md\n\n\n" not in block
+    user = block.split("/user.md\n\n", 1)[1].split("\n\n/AGENTS.md", 1)[0]
+    assert user.startswith("Prefers tabs.") or "read_file /user.md" in user

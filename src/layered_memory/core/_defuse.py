@@ -56,6 +56,19 @@ GUARDED_NAMES = (
 )
 """A closing tag whose name starts with one of these is defused (`rule` covers `rules`)."""
 
+# Written by hand beside the generated tables: brackets and bars Unicode does not list as
+# confusable with `<`, `>` and `|` but that render alike (`⟨/layer⟩`, `〈/layer〉`, `<∣im_start∣>`),
+# and the braille blank, which renders as a space-width nothing.
+_EXTRA_LOOKALIKES = {"<": "\u2329\u27e8\u3008", ">": "\u232a\u27e9\u3009", "|": "\u2223\u2502"}
+_EXTRA_INVISIBLE = "2800"
+_ALL_LOOKALIKES = {
+    char: similar + _EXTRA_LOOKALIKES.get(char, "") for char, similar in LOOKALIKES.items()
+}
+
+# Gemma's turn tokens and the Llama 2 / Mistral sequence tokens, which tokenizers parse as
+# special tokens from raw text (`<|...|>` tokens are handled by their own branch).
+_TOKENS = ("start_of_turn", "end_of_turn")
+
 _HIDDEN = "\x01"
 """What every invisible character becomes in the skeleton."""
 
@@ -68,12 +81,12 @@ def _skeleton_table() -> dict[int, str]:
     """
     table: dict[int, str] = {code: chr(code).lower() for code in range(ord("A"), ord("Z") + 1)}
     targets: dict[str, set[str]] = {}
-    for char, similar in LOOKALIKES.items():
+    for char, similar in _ALL_LOOKALIKES.items():
         for other in similar:
             if not other.isascii():
                 targets.setdefault(other, set()).add(char)
     table.update({ord(other): min(chars) for other, chars in targets.items()})
-    for word in INVISIBLE.split():
+    for word in (*INVISIBLE.split(), _EXTRA_INVISIBLE):
         low, _, high = word.partition("-")
         table.update(dict.fromkeys(range(int(low, 16), int(high or low, 16) + 1), _HIDDEN))
     return table
@@ -89,7 +102,7 @@ def _char_class(char: str, *, letters: bool = True) -> str:
     must stay as it is.
     """
     members = {char.lower()}
-    for other in LOOKALIKES.get(char, ""):
+    for other in _ALL_LOOKALIKES.get(char, ""):
         shown = _TABLE.get(ord(other), other.lower())
         if letters or not shown.isalpha():
             members.add(shown)
@@ -105,11 +118,17 @@ def _opener(gap: str, hidden: str, flags: int, guarded: tuple[str, ...]) -> re.P
     never backtracks: the whole search is linear.
     """
     names = "|".join(hidden.join(_char_class(char) for char in name) for name in guarded)
+    tokens = "|".join(hidden.join(_char_class(char) for char in name) for name in _TOKENS)
     slash, pipe = _char_class("/", letters=False), _char_class("|", letters=False)
-    return re.compile(f"<(?={gap}(?:{slash}{gap}(?:{names})|{pipe}{hidden}\\w))", flags)
+    # `<s>` / `</s>` exactly (a sequence token), not `</span>`: `s`, then `>` after the gap.
+    sequence = f"{_char_class('s')}{gap}{_char_class('>', letters=False)}"
+    return re.compile(
+        f"<(?={gap}(?:{slash}{gap}(?:{names}|{sequence})|{pipe}{hidden}\\w|{tokens}|{sequence}))",
+        flags,
+    )
 
 
-_LESS_THAN = re.compile("[" + re.escape("<" + LOOKALIKES["<"]) + "]")
+_LESS_THAN = re.compile("[" + re.escape("<" + _ALL_LOOKALIKES["<"]) + "]")
 """`<` or a look-alike, searched in the text itself: most texts have none."""
 
 

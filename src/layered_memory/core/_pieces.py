@@ -19,6 +19,7 @@ from layered_memory.core._truncation import (
     cap_lines,
     clean_memory_text,
     defuse_within,
+    omitted_marker,
     truncate_text,
 )
 from layered_memory.core.layers import Layer
@@ -204,6 +205,8 @@ def file_piece(
         cut = truncate_text(text, max(remaining, 0), path)
         if cut != text:
             capped.append(f"over the layer's max_chars={layer.max_chars}")
+            # Past the cap, even the cut marker may not fit: a short marker, never "".
+            cut = cut or omitted_marker(path, len(text))
         text = cut
         remaining -= len(text)
     piece = element_piece(layer, path, text, shrinkable=True, kind=kind, rank=rank)
@@ -286,7 +289,9 @@ def _compat_piece(
     head = f"{defuse_name(path)}\n\n"
 
     def shrink(limit: int) -> str:
-        return f"{head}{truncate_text(text, max(limit - len(head), 0), path)}"
+        cut = truncate_text(text, max(limit - len(head), 0), path)
+        # Never the bare header: it reads as an empty file.
+        return f"{head}{cut or (omitted_marker(path, len(text)) if text else '')}"
 
     return Piece(
         f"{head}{text}",

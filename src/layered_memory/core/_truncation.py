@@ -42,6 +42,13 @@ def truncate_text(text: str, limit: int, path: str) -> str:
     return result if len(result) <= limit else ""
 
 
+def omitted_marker(path: str, chars: int) -> str:
+    """What stands for a file's whole text when not even a cut of it fits: never an empty
+    body, which reads as an empty file (and invites a `write_file` over it)."""
+    shown = defuse_name(path)
+    return f"[... {shown} not shown ({chars} chars): read_file {shown} to read it]"
+
+
 def cap_lines(text: str, max_lines: int | None, path: str) -> str:
     """`text` limited to its first `max_lines` lines, with a marker when lines were cut.
 
