@@ -196,3 +196,32 @@ def test_a_drop_in_source_squeezed_out_by_the_budget_is_named_not_shown_empty() 
     assert "/user.md\n\n\n" not in block
     user = block.split("/user.md\n\n", 1)[1].split("\n\n/AGENTS.md", 1)[0]
     assert user.startswith("Prefers tabs.") or "read_file /user.md" in user
+
+
+def test_files_dropped_whole_are_named_in_one_line() -> None:
+    """When not even their stubs fit, files left out used to vanish without a word."""
+    layers = [Layer(f"l{i}", f"/l{i}.md") for i in range(1_000)]
+    files = {f"/l{i}.md": f"content {i} " * 10 for i in range(1_000)}
+    block = render_memory(layers, files, max_chars=48_000)
+    assert len(block) <= 48_000
+    note = block.split("memory files left out by the budget: ", 1)[1].split("]", 1)[0]
+    assert note.startswith("/l0.md, /l1.md, /l2.md and ")
+
+
+def test_the_smallest_budget_keeps_the_whole_template() -> None:
+    from layered_memory.core._pieces import MemoryExtras
+    from layered_memory.core.render import MEMORY_SYSTEM_PROMPT, minimum_budget
+
+    tail = MEMORY_SYSTEM_PROMPT.format(agent_memory="\0").split("\0", 1)[1]
+    extras = MemoryExtras(
+        nested={"/src/AGENTS.md": "S" * 400},
+        imports={"/docs/a.md": "D" * 400},
+        edges={"/AGENTS.md": ("/docs/a.md",)},
+        access={"/src/AGENTS.md": "read-only", "/docs/a.md": "read-only"},
+    )
+    layers = [Layer("p", "/AGENTS.md")]
+    for extra in (0, 100, 300):
+        budget = minimum_budget(MEMORY_SYSTEM_PROMPT) + extra
+        block = render_memory(layers, {"/AGENTS.md": "A" * 400}, max_chars=budget, extras=extras)
+        assert len(block) <= budget
+        assert block.endswith(tail), (extra, block[-200:])

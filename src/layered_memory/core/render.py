@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from layered_memory.core._defuse import defuse
+from layered_memory.core._defuse import defuse, defuse_name
 from layered_memory.core._pieces import (
     EMPTY_WRITABLE_NOTE,
     UNREADABLE_NOTE,
@@ -219,8 +219,8 @@ def render_memory_report(
     if not pieces:
         return RenderedMemory(template.format(agent_memory=NO_MEMORY), ())
     preamble = "" if compat else _preamble(pieces)
-    texts = _fit(preamble, pieces, available)
-    block = template.format(agent_memory=_join(preamble, texts))
+    texts, note = _dropped_note(preamble, pieces, _fit(preamble, pieces, available), available)
+    block = template.format(agent_memory=_join(preamble, [*texts, note]))
     # The budget is a promise; the arithmetic above keeps it, this line guards it.
     return RenderedMemory(block[:max_chars], tuple(map(_report, pieces, texts)))
 
@@ -254,8 +254,10 @@ def _report(piece: Piece, shown: str) -> PieceReport:
 
 
 def minimum_budget(template: str) -> int:
-    """The smallest `max_chars` that can hold the template and a useful body."""
-    return len(template.format(agent_memory="")) + len(LAYERED_PREAMBLE) + 200
+    """The smallest `max_chars` that can hold the template and a useful body (the preamble
+    with its notes on nested and imported files, and room for a stub or two)."""
+    notes = len(LAYERED_PREAMBLE) + len(NESTED_NOTE) + len(IMPORTED_NOTE) + 2
+    return len(template.format(agent_memory="")) + notes + 200
 
 
 def _fit(preamble: str, pieces: list[Piece], available: int) -> list[str]:
@@ -284,6 +286,30 @@ def _fit(preamble: str, pieces: list[Piece], available: int) -> list[str]:
                 texts[index] = replacement
                 excess = _joined_length(preamble, texts) - available
     return texts
+
+
+def _dropped_note(
+    preamble: str, pieces: list[Piece], texts: list[str], available: int
+) -> tuple[list[str], str]:
+    """One line, after the body, for the files dropped whole (not even a stub fitted), so the
+    agent learns they exist: silence read as "no such memory". Room is made by dropping more
+    files if it must (lowest rank first; the line then counts them too)."""
+    order = sorted(range(len(pieces)), key=lambda index: (pieces[index].rank, index))
+    while True:
+        paths = [pieces[i].path for i in range(len(pieces)) if not texts[i] and pieces[i].path]
+        if not paths:
+            return texts, ""
+        named = ", ".join(defuse_name(path) for path in paths[:3])
+        more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+        note = f"[{len(paths)} memory files left out by the budget: {named}{more}; read_file them]"
+        if _joined_length(preamble, [*texts, note]) <= available:
+            return texts, note
+        for index in order:  # no room: drop the next file still shown
+            if texts[index] and pieces[index].path:
+                texts[index] = ""
+                break
+        else:
+            return texts, ""
 
 
 def _join(preamble: str, texts: Sequence[str]) -> str:
