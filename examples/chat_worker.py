@@ -23,7 +23,7 @@ import asyncio
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -92,7 +92,10 @@ def _redis_reason() -> str | None:
         import redis
     except ImportError:
         return "redis is not installed: pip install 'layered-memory[redis]'"
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    except ValueError as exc:  # not a Redis URL (`localhost:6379` without `redis://`)
+        return f"not a Redis URL: {exc}"
     try:
         client.ping()
     except redis.RedisError as exc:
@@ -199,5 +202,26 @@ def main(argv: list[str] | None = None) -> int:
     return asyncio.run(run(args.model, keep=args.keep))
 
 
+def model_failure(example: str, argv: Sequence[str], exc: Exception) -> str | None:
+    """`EXAMPLE: --model NAME: Type: first line`, secrets masked (as `layered-memory demo`
+    says it), when a real model was named; None for the scripted model, whose failure is a bug
+    that keeps its traceback."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--model")
+    name = parser.parse_known_args(argv)[0].model
+    if not name:
+        return None
+    from layered_memory.cli.demo import _model_failure
+
+    return f"{example}: " + _model_failure(name, exc).removeprefix("layered-memory demo: ")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception as exc:
+        line = model_failure("chat_worker.py", sys.argv[1:], exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        sys.exit(2)

@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,27 @@ def main(argv: list[str] | None = None, *, root: Path | None = None) -> dict[str
         return run(model, Path(folder))
 
 
+def model_failure(example: str, argv: Sequence[str], exc: Exception) -> str | None:
+    """`EXAMPLE: --model NAME: Type: first line`, secrets masked (as `layered-memory demo`
+    says it), when a real model was named; None for the scripted model, whose failure is a bug
+    that keeps its traceback."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--model")
+    name = parser.parse_known_args(argv)[0].model
+    if not name:
+        return None
+    from layered_memory.cli.demo import _model_failure
+
+    return f"{example}: " + _model_failure(name, exc).removeprefix("layered-memory demo: ")
+
+
 if __name__ == "__main__":
-    outcome = main()
+    try:
+        outcome = main()
+    except Exception as exc:
+        line = model_failure("knowledge_graph.py", sys.argv[1:], exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        sys.exit(2)
     sys.exit(0 if outcome["same_format"] else 1)

@@ -28,6 +28,7 @@ import os
 import re
 import sys
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -171,8 +172,26 @@ def _worker_entry(url: str, run_id: str, index: int, model_name: str | None, res
     try:
         results.put(run_worker(url, run_id, index, model_name))
     except Exception as exc:  # reported by the parent, which exits non-zero
+        if model_name:  # a real model failed (a key, the network): one line, no traceback
+            line = model_failure("multi_worker.py", ["--model", model_name], exc)
+            results.put({"index": index, "error": line, "model_failure": line})
+            return
         results.put({"index": index, "error": f"{type(exc).__name__}: {exc}"})
         raise
+
+
+def model_failure(example: str, argv: Sequence[str], exc: Exception) -> str | None:
+    """`EXAMPLE: --model NAME: Type: first line`, secrets masked (as `layered-memory demo`
+    says it), when a real model was named; None for the scripted model, whose failure is a bug
+    that keeps its traceback."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--model")
+    name = parser.parse_known_args(argv)[0].model
+    if not name:
+        return None
+    from layered_memory.cli.demo import _model_failure
+
+    return f"{example}: " + _model_failure(name, exc).removeprefix("layered-memory demo: ")
 
 
 def run_workers(url: str, run_id: str, workers: int, model_name: str | None) -> list[Any]:
@@ -254,6 +273,10 @@ def run(url: str, workers: int, model_name: str | None, *, keep: bool = False) -
         results: list[dict[str, Any]] = []
         try:
             results = run_workers(url, run_id, workers, model_name)
+            failed = [r["model_failure"] for r in results if "model_failure" in r]
+            if failed:
+                print(failed[0], file=sys.stderr)
+                return 2
             return report(store, run_id, results)
         finally:
             if keep:

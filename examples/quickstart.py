@@ -10,17 +10,20 @@ so it also runs after a plain `pip install layered-memory`; this script is its r
 4. AGENTS.md is changed on disk between two invocations of the same checkpointed thread, and
    the second invocation sees the change (deepagents' built-in memory keeps the stale copy).
 
-Run:  python examples/quickstart.py                      (scripted model, no key needed)
-      python examples/quickstart.py --model anthropic:claude-sonnet-4-5   (a real model)
+Run:  .venv/bin/python examples/quickstart.py             (scripted model, no key needed)
+      .venv/bin/python examples/quickstart.py --model anthropic:claude-sonnet-4-5
+It takes the options of `layered-memory demo` (`--json`, `--root DIR`, `--model`), exits as it
+does (0 shown, 1 not shown, 2 a usage error such as a model that fails, in one line).
 """
 
 from __future__ import annotations
 
 import sys
 
-from layered_memory.cli.demo import build_agent, main, run, scripted_model, succeeded
+from layered_memory.cli import main as cli_main
+from layered_memory.cli.demo import build_agent, main, run, scripted_model
 
 __all__ = ["build_agent", "main", "run", "scripted_model"]
 
 if __name__ == "__main__":
-    sys.exit(0 if succeeded(main()) else 1)
+    sys.exit(cli_main(["demo", *sys.argv[1:]]))

@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import re
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
@@ -132,5 +133,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def model_failure(example: str, argv: Sequence[str], exc: Exception) -> str | None:
+    """`EXAMPLE: --model NAME: Type: first line`, secrets masked (as `layered-memory demo`
+    says it), when a real model was named; None for the scripted model, whose failure is a bug
+    that keeps its traceback."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--model")
+    name = parser.parse_known_args(argv)[0].model
+    if not name:
+        return None
+    from layered_memory.cli.demo import _model_failure
+
+    return f"{example}: " + _model_failure(name, exc).removeprefix("layered-memory demo: ")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception as exc:
+        line = model_failure("tiered_memory.py", sys.argv[1:], exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        sys.exit(2)

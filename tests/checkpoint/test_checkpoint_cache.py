@@ -432,3 +432,17 @@ def test_delegates_versions_specs_and_allowlist(redis_url: str, prefix: str) -> 
     assert isinstance(clone, CachedCheckpointSaver)
     assert clone.saver is inner.with_allowlist([("builtins", "dict")]) or clone.saver is inner
     saver.close()
+
+
+def test_without_the_redis_package_the_error_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "redis", None)  # as if it were not installed
+    monkeypatch.setitem(sys.modules, "redis.connection", None)
+    with pytest.raises(ImportError) as caught:
+        CachedCheckpointSaver(InMemorySaver(), redis_url="redis://localhost:6379/0")
+    assert str(caught.value) == (
+        "CachedCheckpointSaver needs the redis package: pip install 'layered-memory[redis]'"
+    )

@@ -238,6 +238,18 @@ def test_unreachable_stores_are_reported_with_the_password_masked(
     assert "unreachable" in finding["message"]
     assert "hunter2pw" not in json.dumps(data)
     assert ":***@127.0.0.1" in finding["path"]
+    # With a thread the load reads the session store too: still reported once.
+    _status, data = doctor(capsys, "--config", f"{name}:alone", "--thread", "t1")
+    assert [f["check"] for f in data["findings"]] == ["store-unreachable"]
+    # inspect lists the failed read as a problem, instead of "no session, no problems".
+    assert main(["inspect", "--config", f"{name}:alone", "--thread", "t1", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["session"] is None
+    (problem,) = shown["problems"]
+    assert problem["path"].startswith("RedisSessionStore(url='redis://:***@127.0.0.1")
+    assert problem["reason"].startswith("session layer skipped: reading key 't1' failed: ")
+    assert "unreachable" in problem["reason"]
+    assert "hunter2pw" not in json.dumps(shown)
     _status, data = doctor(capsys, "--config", f"{name}:hybrid")
     (finding,) = data["findings"]
     assert finding["severity"] == "warning"

@@ -155,15 +155,24 @@ def test_sync_inspect_and_tiers_against_a_store(
         assert json.loads(result.stdout)["short_term"] == []
 
 
+def readme_local_hook() -> dict:
+    """The README's `.pre-commit-config.yaml` with `repo: local`."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [block.split("```", 1)[0] for block in readme.split("```yaml\n")[1:]]
+    (block,) = [block for block in blocks if "repo: local" in block]
+    config: dict = yaml.safe_load(block)
+    return config
+
+
 def test_the_pre_commit_hook(
     installed_cli: InstalledCli, bare_folder: Path, tmp_path: Path
 ) -> None:
     """pre-commit runs the hook of `.pre-commit-hooks.yaml` on the files of a commit.
 
-    The manifest is validated by pre-commit itself; the hook then runs from a local repository
-    with the manifest's own `entry`, `files` and `types`, against the installed console script
-    (language `unsupported`: pre-commit's `python` language would pip-install this repository
-    and its dependencies into an environment of its own, which needs the network).
+    The manifest is validated by pre-commit itself; the hook then runs as the README's local
+    hook, with the manifest's own `entry`, `files` and `types`, against the installed console
+    script (language `unsupported`: pre-commit's `python` language would pip-install this
+    repository and its dependencies into an environment of its own, which needs the network).
     """
     from pre_commit.clientlib import load_manifest
 
@@ -173,23 +182,12 @@ def test_the_pre_commit_hook(
     git = shutil.which("git")
     if git is None:  # pragma: no cover - git is on every developer machine and in CI
         pytest.skip("git is not installed")
-    local = {
-        "repos": [
-            {
-                "repo": "local",
-                "hooks": [
-                    {
-                        "id": hook["id"],
-                        "name": hook["name"],
-                        "entry": hook["entry"],
-                        "language": "unsupported",
-                        "files": hook["files"],
-                        "types": hook["types"],
-                    }
-                ],
-            }
-        ]
-    }
+    # The README's local hook (its way to run the hook before a release is tagged): the
+    # manifest's own `entry`, `files` and `types`.
+    local = readme_local_hook()
+    (documented,) = local["repos"][0]["hooks"]
+    for field in ("id", "name", "entry", "files", "types"):
+        assert documented[field] == hook[field], field
     write(
         bare_folder,
         {

@@ -93,6 +93,9 @@ def _check_count(name: str, value: object) -> int:
     return value
 
 
+_INSTALL_HINT = "CachedCheckpointSaver needs the redis package: pip install 'layered-memory[redis]'"
+
+
 def _check_url(redis_url: object) -> str:
     if not isinstance(redis_url, str):
         msg = f"redis_url must be a str, got {type(redis_url).__name__}"
@@ -102,7 +105,9 @@ def _check_url(redis_url: object) -> str:
         raise ValueError(msg)
     try:
         from redis.connection import parse_url
-
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    try:
         parse_url(redis_url)  # type: ignore[no-untyped-call]  # no I/O; fails here, not later
     except ValueError as exc:
         msg = f"redis_url {redact_url(redis_url)!r} is malformed: {exc}"

@@ -428,9 +428,25 @@ def _add_graph(subparsers: Subparsers) -> None:
 def _add_tiers(subparsers: Subparsers) -> None:
     try:
         from layered_memory.tiers._cli import add_parser
-    except ImportError:  # the `tiers` extra (numpy) is not installed: no such subcommand
+    except ImportError:  # the `tiers` extra (numpy) is not installed: say so when it is used
+        stub = subparsers.add_parser(
+            "tiers",
+            help="needs the tiers extra: pip install 'layered-memory[tiers]'",
+            add_help=False,
+            prefix_chars="\0",  # no option syntax: any arguments (--help too) reach the stub
+        )
+        stub.add_argument("ignored", nargs="*")
+        stub.set_defaults(run=_tiers_missing)
         return
     add_parser(subparsers)
+
+
+def _tiers_missing(_args: argparse.Namespace) -> int:
+    print(TIERS_MISSING, file=sys.stderr)
+    return EXIT_USAGE
+
+
+TIERS_MISSING = "layered-memory tiers needs the tiers extra: pip install 'layered-memory[tiers]'"
 
 
 SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (

@@ -19,6 +19,7 @@ from layered_memory.cli._measure import InspectReport, report_from
 from layered_memory.cli._source import Loaded
 from layered_memory.core._defuse import defuse_attribute, defuse_name
 from layered_memory.core._imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
+from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
 from layered_memory.core.render import MemoryExtras
 from layered_memory.rules._set import RuleSet
 from layered_memory.sessions.stores._urls import scrub
@@ -90,6 +91,10 @@ def load_findings(loaded: Loaded) -> list[Finding]:
     for problem in snapshot.problems:
         if problem.reason == TOO_DEEP_REASON:
             continue  # `import_findings` reports it (import-too-deep)
+        if problem.reason.startswith(SESSION_READ_FAILED) and problem.path == session_store_label(
+            assembler.session_store
+        ):
+            continue  # `store_findings` pings the store and reports it (store-unreachable)
         reported.add(problem.path)
         if problem.path in layer_paths and problem.path not in snapshot.files:
             check = "layer-unreadable" if problem.unreadable else "layer-file"

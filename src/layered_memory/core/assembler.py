@@ -80,6 +80,14 @@ PathAccess = Literal["writable", "read-only", "rule"]
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
 
+SESSION_READ_FAILED = "session layer skipped"
+"""How the reason of a snapshot problem for a failed session-store read begins."""
+
+
+def session_store_label(store: object) -> str:
+    """The path of a session-store problem: the store's repr (the stores mask passwords)."""
+    return repr(store)
+
 
 class _LRU(Generic[_K, _V]):
     """A tiny thread-safe LRU map (the caches are shared by every thread of one agent)."""
@@ -247,12 +255,12 @@ class MemoryAssembler:
         probe = self._folders_to_probe(rule_paths)
         if probe:
             listing_problems = [*listing_problems, *_probe_rule_folders(io, probe)]
-        session = self._read_session(session_key)
+        session, session_problem = self._read_session(session_key)
         cache = self._cache_for(io)
         found = discovery.run(
             self._plan(rule_paths, touched), lambda paths: download_texts(io, paths, cache=cache)
         )
-        return self._snapshot(found, rule_paths, listing_problems, session)
+        return self._snapshot(found, rule_paths, listing_problems, session, session_problem)
 
     async def aload(
         self,
@@ -271,14 +279,14 @@ class MemoryAssembler:
         probe = self._folders_to_probe(rule_paths)
         if probe:
             listing_problems = [*listing_problems, *await _aprobe_rule_folders(io, probe)]
-        session = await self._aread_session(session_key)
+        session, session_problem = await self._aread_session(session_key)
         cache = self._cache_for(io)
 
         async def download(paths: list[str]) -> DownloadResult:
             return await adownload_texts(io, paths, cache=cache)
 
         found = await discovery.arun(self._plan(rule_paths, touched), download)
-        return self._snapshot(found, rule_paths, listing_problems, session)
+        return self._snapshot(found, rule_paths, listing_problems, session, session_problem)
 
     def _plan(self, rule_paths: Sequence[tuple[int, str]], touched: Sequence[str]) -> Plan:
         return discovery.plan(
@@ -341,6 +349,7 @@ class MemoryAssembler:
         rule_paths: Sequence[tuple[int, str]],
         listing_problems: Iterable[Any],
         session: SessionEntry | None,
+        session_problem: SourceProblem | None = None,
     ) -> MemorySnapshot:
         result = found.first
         layer_paths = set(self.layer_paths)
@@ -374,6 +383,8 @@ class MemoryAssembler:
             *self._configuration_problems(result, bool(rule_files)),
         ]
         report_problems(problems, strict=self.strict, already_logged=self._logged)
+        if session_problem is not None:  # logged when the read failed
+            problems.append(session_problem)
         session_text = _session_text(session)
         session_id = session.key if session else None
         parts = (files, rule_files, session_id, session_text, unreadable, *_extras_parts(extras))
@@ -442,31 +453,38 @@ class MemoryAssembler:
                 return None
         return last[1]
 
-    def _read_session(self, key: str | None) -> SessionEntry | None:
+    def _read_session(self, key: str | None) -> tuple[SessionEntry | None, SourceProblem | None]:
         if self.session_store is None or key is None:
-            return None
+            return None, None
         try:
             data = self.session_store.get(key)
         except Exception as exc:  # a store outage must not stop the run
-            self._session_failure(key, exc)
-            return None
-        return SessionEntry(key, data) if data else None
+            return None, self._session_failure(key, exc)
+        return (SessionEntry(key, data) if data else None), None
 
-    async def _aread_session(self, key: str | None) -> SessionEntry | None:
+    async def _aread_session(
+        self, key: str | None
+    ) -> tuple[SessionEntry | None, SourceProblem | None]:
         if self.session_store is None or key is None:
-            return None
+            return None, None
         try:
             data = await self.session_store.aget(key)
         except Exception as exc:  # a store outage must not stop the run
-            self._session_failure(key, exc)
-            return None
-        return SessionEntry(key, data) if data else None
+            return None, self._session_failure(key, exc)
+        return (SessionEntry(key, data) if data else None), None
 
-    def _session_failure(self, key: str, exc: Exception) -> None:
+    def _session_failure(self, key: str, exc: Exception) -> SourceProblem:
+        """Log a failed session read (raise it in strict mode); the problem for the snapshot.
+
+        The problem's path is the store's repr (the stores mask a URL's password in it), so
+        `inspect` lists the outage instead of "no session".
+        """
         if self.strict:
             msg = f"session store read failed for key {key!r}: {exc}"
             raise SessionStoreError(msg, key=key) from exc
         logger.warning("session layer skipped: reading key %s failed: %s", key, exc)
+        reason = f"{SESSION_READ_FAILED}: reading key {key!r} failed: {type(exc).__name__}: {exc}"
+        return SourceProblem(session_store_label(self.session_store), reason)
 
     # -- rendering --------------------------------------------------------------------------
 
