@@ -173,9 +173,11 @@ class ReadPath:
         if self.signing_key is None and not self._local.wants_ordered_read(thread_id, ns):
             # Nothing read here is kept (the read that keeps a snapshot asks Redis first), so
             # the two calls may overlap: a cold read costs the slower of them, not their sum.
-            read, found = await asyncio.gather(
-                self._redis.aread(thread_id, ns, held=None, payload=False),
+            # The saver's query goes out first: the Redis client's own Python work then runs
+            # while the database answers, instead of delaying its query.
+            found, read = await asyncio.gather(
                 self._saver.aget_tuple(config),
+                self._redis.aread(thread_id, ns, held=None, payload=False),
             )
             tup: CheckpointTuple | None = found
             if read is not None and tup is not None:
