@@ -27,6 +27,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
+from layered_memory.cli.demo import model_failure
 from layered_memory.testing import ScriptedChatModel
 from layered_memory.views import MemoryProfile, MessageViewMiddleware
 
@@ -130,20 +131,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{speaker:>10}: {message.text}")
     print(f"\nThe shared conversation holds {len(state['messages'])} messages; none was removed.")
     return state
-
-
-def model_failure(example: str, argv: Sequence[str], exc: Exception) -> str | None:
-    """`EXAMPLE: --model NAME: Type: first line`, secrets masked (as `layered-memory demo`
-    says it), when a real model was named; None for the scripted model, whose failure is a bug
-    that keeps its traceback."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--model")
-    name = parser.parse_known_args(argv)[0].model
-    if not name:
-        return None
-    from layered_memory.cli.demo import _model_failure
-
-    return f"{example}: " + _model_failure(name, exc).removeprefix("layered-memory demo: ")
 
 
 if __name__ == "__main__":

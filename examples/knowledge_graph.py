@@ -19,7 +19,6 @@ import argparse
 import json
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from layered_memory import Layer, MemoryMiddleware, build_thread_config
+from layered_memory.cli.demo import model_failure
 from layered_memory.graph import KnowledgeGraphMiddleware
 from layered_memory.testing import PromptRecorder, ScriptedChatModel, system_text, tool_call
 
@@ -155,20 +155,6 @@ def main(argv: list[str] | None = None, *, root: Path | None = None) -> dict[str
         return run(model, root)
     with tempfile.TemporaryDirectory(prefix="layered-memory-graph-") as folder:
         return run(model, Path(folder))
-
-
-def model_failure(example: str, argv: Sequence[str], exc: Exception) -> str | None:
-    """`EXAMPLE: --model NAME: Type: first line`, secrets masked (as `layered-memory demo`
-    says it), when a real model was named; None for the scripted model, whose failure is a bug
-    that keeps its traceback."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--model")
-    name = parser.parse_known_args(argv)[0].model
-    if not name:
-        return None
-    from layered_memory.cli.demo import _model_failure
-
-    return f"{example}: " + _model_failure(name, exc).removeprefix("layered-memory demo: ")
 
 
 if __name__ == "__main__":

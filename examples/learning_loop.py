@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from layered_memory import (
     build_thread_config,
     register_write_back,
 )
+from layered_memory.cli.demo import model_failure
 from layered_memory.testing import PromptRecorder, ScriptedChatModel, system_text, tool_call
 from layered_memory.writeback.insights import InsightNotebook, record_insight_tool
 
@@ -176,20 +176,6 @@ def main(argv: list[str] | None = None, *, root: Path | None = None) -> dict[str
         return run(model, root, use_async=args.use_async)
     with tempfile.TemporaryDirectory(prefix="layered-memory-learning-loop-") as folder:
         return run(model, Path(folder), use_async=args.use_async)
-
-
-def model_failure(example: str, argv: Sequence[str], exc: Exception) -> str | None:
-    """`EXAMPLE: --model NAME: Type: first line`, secrets masked (as `layered-memory demo`
-    says it), when a real model was named; None for the scripted model, whose failure is a bug
-    that keeps its traceback."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--model")
-    name = parser.parse_known_args(argv)[0].model
-    if not name:
-        return None
-    from layered_memory.cli.demo import _model_failure
-
-    return f"{example}: " + _model_failure(name, exc).removeprefix("layered-memory demo: ")
 
 
 if __name__ == "__main__":

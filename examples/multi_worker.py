@@ -28,8 +28,9 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Sequence
 from typing import Any
+
+from layered_memory.cli.demo import model_failure
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 URL_VARIABLE = "LAYERED_MEMORY_POSTGRES_URL"
@@ -178,20 +179,6 @@ def _worker_entry(url: str, run_id: str, index: int, model_name: str | None, res
             return
         results.put({"index": index, "error": f"{type(exc).__name__}: {exc}"})
         raise
-
-
-def model_failure(example: str, argv: Sequence[str], exc: Exception) -> str | None:
-    """`EXAMPLE: --model NAME: Type: first line`, secrets masked (as `layered-memory demo`
-    says it), when a real model was named; None for the scripted model, whose failure is a bug
-    that keeps its traceback."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--model")
-    name = parser.parse_known_args(argv)[0].model
-    if not name:
-        return None
-    from layered_memory.cli.demo import _model_failure
-
-    return f"{example}: " + _model_failure(name, exc).removeprefix("layered-memory demo: ")
 
 
 def run_workers(url: str, run_id: str, workers: int, model_name: str | None) -> list[Any]:

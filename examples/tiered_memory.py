@@ -22,13 +22,13 @@ import argparse
 import asyncio
 import re
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.messages import BaseMessage
 from langgraph.store.memory import InMemoryStore
 
+from layered_memory.cli.demo import model_failure
 from layered_memory.testing import LexicalEmbeddings, ScriptedChatModel, system_text
 from layered_memory.tiers import TieredMemory, TieredMemoryMiddleware
 
@@ -131,20 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     asyncio.run(run(args.model, use_async=args.use_async))
     return 0
-
-
-def model_failure(example: str, argv: Sequence[str], exc: Exception) -> str | None:
-    """`EXAMPLE: --model NAME: Type: first line`, secrets masked (as `layered-memory demo`
-    says it), when a real model was named; None for the scripted model, whose failure is a bug
-    that keeps its traceback."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--model")
-    name = parser.parse_known_args(argv)[0].model
-    if not name:
-        return None
-    from layered_memory.cli.demo import _model_failure
-
-    return f"{example}: " + _model_failure(name, exc).removeprefix("layered-memory demo: ")
 
 
 if __name__ == "__main__":

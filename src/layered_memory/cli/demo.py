@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +190,17 @@ _SECRET_VARIABLE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re
 _SHORTEST_SECRET = 8  # shorter values ("1", "true") would mask ordinary words
 
 
-def _model_failure(name: str, exc: Exception) -> str:
+def model_failure(program: str, argv: Sequence[str], exc: Exception) -> str | None:
+    """`PROGRAM: --model NAME: Type: first line`, secrets masked, when `argv` names a real
+    model (`--model`); None for the scripted model, whose failure is a bug that keeps its
+    traceback. The examples end with it, so they fail as `layered-memory demo` does."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--model")
+    name = parser.parse_known_args(list(argv))[0].model
+    return _model_failure(name, exc, program=program) if name else None
+
+
+def _model_failure(name: str, exc: Exception, *, program: str = "layered-memory demo") -> str:
     """`--model NAME: Type: first line` without a secret: a provider's error may quote the API
     key or a proxy URL's password, and the chained traceback is noise to someone who mistyped
     a key."""
@@ -205,7 +215,7 @@ def _model_failure(name: str, exc: Exception) -> str:
     for variable, value in os.environ.items():
         if len(value) >= _SHORTEST_SECRET and _SECRET_VARIABLE.search(variable):
             detail = detail.replace(value, MASK)
-    return f"layered-memory demo: --model {printable(name)}: {printable(detail)}"
+    return f"{program}: --model {printable(name)}: {printable(detail)}"
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -24,6 +23,7 @@ from layered_memory.sessions.stores._common import (
     encode_value,
     wall_clock,
 )
+from layered_memory.sessions.stores._threaded import ThreadedAsyncTwins
 from layered_memory.sessions.stores.base import StoredSession
 
 __all__ = ["LOCK_FILE_NAME", "FileSessionStore"]
@@ -51,7 +51,7 @@ def file_name_for(key: str) -> str:
     return f"{slug}-{digest}.json"
 
 
-class FileSessionStore:
+class FileSessionStore(ThreadedAsyncTwins):
     """Stores each session as ``<root>/<slug>-<hash>.json``, written atomically.
 
     A write goes to a temporary file in the same folder, is flushed to disk and then renamed over
@@ -225,33 +225,6 @@ class FileSessionStore:
                 path.unlink(missing_ok=True)
                 purged += 1
         return purged
-
-    # File I/O blocks, so the async twins run the sync methods in a worker thread.
-    async def aget_entry(self, key: str) -> StoredSession | None:
-        """Async twin of `get_entry`."""
-        return await asyncio.to_thread(self.get_entry, key)
-
-    async def aget(self, key: str) -> JsonDict | None:
-        """Async twin of `get`."""
-        return await asyncio.to_thread(self.get, key)
-
-    async def aset(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
-        """Async twin of `set`."""
-        await asyncio.to_thread(self.set, key, value, ttl=ttl)
-
-    async def adelete(self, key: str) -> None:
-        """Async twin of `delete`."""
-        await asyncio.to_thread(self.delete, key)
-
-    async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
-        """Async twin of `add`."""
-        return await asyncio.to_thread(self.add, key, value, ttl=ttl)
-
-    async def areplace(
-        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
-    ) -> bool:
-        """Async twin of `replace`."""
-        return await asyncio.to_thread(self.replace, key, expected, value, ttl=ttl)
 
 
 def _parse_file(key: str, path: Path, text: str) -> tuple[str, float | None, JsonDict]:

@@ -37,6 +37,7 @@ from layered_memory.sessions.stores._common import (
     scrub,
 )
 from layered_memory.sessions.stores._deadline import SocketDeadline
+from layered_memory.sessions.stores._threaded import ThreadedAsyncTwins
 from layered_memory.sessions.stores.base import StoredSession
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def _import_psycopg() -> tuple[Any, Any]:
     return psycopg, psycopg_pool
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(ThreadedAsyncTwins):
     """Sessions as rows of ``<schema>.layered_memory_sessions`` (JSON text, expiry column).
 
     Expired rows are never returned and are deleted by `purge_expired`. The async methods run
@@ -436,32 +437,6 @@ class PostgresSessionStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-    async def aget_entry(self, key: str) -> StoredSession | None:
-        """Async twin of `get_entry`."""
-        return await asyncio.to_thread(self.get_entry, key)
-
-    async def aget(self, key: str) -> JsonDict | None:
-        """Async twin of `get`."""
-        return await asyncio.to_thread(self.get, key)
-
-    async def aset(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
-        """Async twin of `set`."""
-        await asyncio.to_thread(self.set, key, value, ttl=ttl)
-
-    async def adelete(self, key: str) -> None:
-        """Async twin of `delete`."""
-        await asyncio.to_thread(self.delete, key)
-
-    async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
-        """Async twin of `add`."""
-        return await asyncio.to_thread(self.add, key, value, ttl=ttl)
-
-    async def areplace(
-        self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
-    ) -> bool:
-        """Async twin of `replace`."""
-        return await asyncio.to_thread(self.replace, key, expected, value, ttl=ttl)
 
     async def apurge_expired(self, *, timeout: float = MAINTENANCE_TIMEOUT) -> int:
         """Async twin of `purge_expired`."""
