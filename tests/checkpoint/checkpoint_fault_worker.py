@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from checkpoint_harness import conversation, latest, put_messages
+from checkpoint_harness import conversation, latest, put_messages, wait_until_stopped
 from langgraph.checkpoint.memory import InMemorySaver
 
 from layered_memory.checkpoint import CachedCheckpointSaver
@@ -54,6 +54,7 @@ def frozen(url: str, pid: int) -> dict[str, Any]:
         idle.get_tuple(latest("u"))
 
     os.kill(pid, signal.SIGSTOP)
+    wait_until_stopped(pid)
     try:
         new = put_messages(writer, "t", conversation(8, tag="during"))
         put_messages(writer, "u", conversation(3, tag="during"))  # breaker already open

@@ -116,6 +116,7 @@ class RedisServer:
     def freeze(self) -> None:
         assert self.proc is not None
         os.kill(self.proc.pid, signal.SIGSTOP)
+        wait_until_stopped(self.proc.pid)
 
     def thaw(self) -> None:
         assert self.proc is not None
@@ -232,3 +233,16 @@ class ExtendedInMemorySaver(InMemorySaver):
 
     async def aprune(self, thread_ids: Any, *, strategy: str = "keep_latest") -> None:
         self.prune(thread_ids, strategy=strategy)
+
+
+def wait_until_stopped(pid: int) -> None:
+    """Return once `pid` is stopped: a SIGSTOP reaches a process running on another core a
+    moment after `kill` returns, and a command sent meanwhile would still be answered."""
+    stat = f"/proc/{pid}/stat"
+    while True:
+        try:
+            with open(stat) as file:
+                if file.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                    return
+        except (OSError, IndexError):
+            return  # no /proc (not Linux) or the process is gone: trust the signal
