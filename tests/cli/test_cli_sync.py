@@ -312,3 +312,38 @@ def test_console_script_round_trip(store_url: str, tmp_path: Path) -> None:
         )
         assert (result.returncode, result.stderr) == (0, ""), result.stderr
     assert read_tree(target) == SYNCED
+
+
+def test_files_skipped_locally_are_left_alone_on_both_sides(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A local file sync skips (a symlink, over 8 MB) is neither deleted from the store by a
+    push --delete nor overwritten by a pull: it was reported as skipped, and is."""
+    root = tmp_path / "memory"
+    write_tree(root, {"AGENTS.md": b"agents\n", "MEMORY.md": b"notes\n"})
+    assert push(capsys, store_url, root)[0] == 0
+    (root / "AGENTS.md").rename(root / "real.md")
+    (root / "AGENTS.md").symlink_to("real.md")
+    with (root / "MEMORY.md").open("r+b") as big:
+        big.truncate(9 * 1024 * 1024)
+    status, lines, _ = push(capsys, store_url, root, "--delete")
+    assert status == 0
+    assert not [line for line in lines if line.startswith("deleted")]
+    assert {"/AGENTS.md", "/MEMORY.md"} <= set(raw_items(store_url, NS))
+    status, lines, _ = pull(capsys, store_url, root)
+    assert not [line for line in lines if line.startswith(("added", "updated"))]
+    assert (root / "AGENTS.md").is_symlink()
+    assert (root / "MEMORY.md").stat().st_size == 9 * 1024 * 1024
+
+
+def test_a_namespace_with_a_dot_is_a_usage_error(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "memory"
+    write_tree(root, {"AGENTS.md": b"agents\n"})
+    status, _lines, err = sync(
+        capsys, "push", "--store", store_url, "--namespace", "a.b", "--root", str(root)
+    )
+    assert status == 2
+    assert "no '.'" in err
+    assert err.count("\n") == 1

@@ -301,3 +301,12 @@ async def test_alist_thread_ids_by_prefix(async_checkpointer: BaseCheckpointSave
         await alist_thread_ids(async_checkpointer, "acme", "research"),
         await alist_thread_ids(async_checkpointer, "initech"),
     )
+
+
+@pytest.mark.parametrize("entity", ["e\u2605\u0301", "a/\u0308b", "o:\u0302", "\u00e9"])
+def test_a_built_key_always_parses_back(entity: str) -> None:
+    """A dropped symbol between a letter and a combining mark left "e\\u0301" uncomposed: the
+    key did not parse, and listing by "\u00e9" missed the thread."""
+    key = build_session_key(entity, "x")
+    assert str(parse_session_key(key)) == key
+    assert normalize_key_part(normalize_key_part(entity)) == normalize_key_part(entity)

@@ -71,11 +71,11 @@ def test_forget_restore_purge(filled, capsys):
 
 @pytest.mark.parametrize(
     ("namespace", "reason"),
-    [("a.b", "without '.' (PostgresStore's separator)"), ("a b", "invalid namespace")],
+    [("a.b", "no '.': PostgresStore's separator"), ("a b", "invalid namespace")],
 )
 def test_a_bad_namespace_is_a_one_line_usage_error(postgres_url, capsys, namespace, reason):
-    # 'a.b' passes the CLI's store-namespace check and was a traceback (exit 1) from
-    # TieredMemory. It is checked before connecting: the second store answers nothing.
+    # 'a.b' was a traceback (exit 1) from TieredMemory. It is checked before connecting:
+    # the second store answers nothing.
     for url in (postgres_url, "postgresql://nobody@127.0.0.1:1/none"):
         assert main(["tiers", "--user", "x", "--store", url, "--namespace", namespace]) == 2
         err = capsys.readouterr().err

@@ -25,8 +25,9 @@ CONNECT_TIMEOUT_SECONDS = 5
 
 PAGE_SIZE = 500
 
-# The characters deepagents' StoreBackend allows in a namespace component.
-_COMPONENT_RE = re.compile(r"^[A-Za-z0-9\-_.@+:~]+$")
+# The characters deepagents' StoreBackend allows in a namespace component, but `.`: the
+# PostgresStore `--store` names joins components with it and refuses it in a label.
+_COMPONENT_RE = re.compile(r"^[A-Za-z0-9\-_@+:~]+$")
 
 INSTALL_HINT = "install the postgres extra: pip install 'layered-memory[postgres]'"
 
@@ -60,8 +61,8 @@ def parse_namespace(text: str) -> tuple[str, ...]:
     for part in parts:
         if not part or not _COMPONENT_RE.match(part):
             msg = (
-                f"invalid namespace {text!r}: use components of letters, digits and - _ . @ + : ~ "
-                "separated by '/' (e.g. org/acme/project)"
+                f"invalid namespace {text!r}: use components of letters, digits and - _ @ + : ~ "
+                "separated by '/' (e.g. org/acme/project; no '.': PostgresStore's separator)"
             )
             raise CliStoreError(msg)
     return parts

@@ -20,7 +20,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -144,10 +144,17 @@ def local_target(root: Path, key: str) -> tuple[Path | None, str]:
 
 
 def _compare(
-    source: Mapping[str, bytes], destination: Mapping[str, FileItem | bytes], *, delete: bool
+    source: Mapping[str, bytes],
+    destination: Mapping[str, FileItem | bytes],
+    *,
+    delete: bool,
+    skipped_locally: Collection[str] = (),
 ) -> list[Action]:
+    """What to do for each key. A key whose local file was skipped (a symlink, over 8 MB,
+    unreadable) is left alone on both sides: pushing, its store copy is not deleted; pulling,
+    the local file is not overwritten (its `skipped` line says why)."""
     actions: list[Action] = []
-    for key in sorted(source.keys() | destination.keys()):
+    for key in sorted((source.keys() | destination.keys()) - set(skipped_locally)):
         there = destination.get(key)
         there_bytes = there.data if isinstance(there, FileItem) else there
         if key not in source:
@@ -189,7 +196,8 @@ def _push(
         store.setup()  # type: ignore[attr-defined]
     items = _existing_items(store, namespace, missing_ok=dry_run)
     managed, ignored = _split_store_items(items)
-    actions = _compare(files, managed, delete=delete)
+    left_alone = {action.key for action in skipped}
+    actions = _compare(files, managed, delete=delete, skipped_locally=left_alone)
     _refuse_emptying(files, actions, f"DIR {root}")
     ops = []
     for action in actions:
@@ -222,7 +230,8 @@ def _pull(
         source[key] = item.data
         targets[key] = target
     local, skipped = scan_folder(root) if root.is_dir() else ({}, [])
-    actions = _compare(source, local, delete=delete)
+    left_alone = {action.key for action in skipped}
+    actions = _compare(source, local, delete=delete, skipped_locally=left_alone)
     _refuse_emptying(source, actions, "namespace " + "/".join(namespace))
     done = [
         _apply_pull(action, root, targets, source) if not dry_run else action for action in actions

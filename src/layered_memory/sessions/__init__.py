@@ -111,6 +111,11 @@ def normalize_key_part(value: str, *, part: str = "part") -> str:
     if not normalized:
         msg = f"{part} is empty after normalization"
         raise SessionKeyError(value, msg)
+    # A dropped character can leave a letter and a combining mark side by side ("e★\u0301"
+    # -> "e\u0301"), which is not NFKC: normalize the result again until it is, or a key
+    # built here would not parse, and a listing by the composed entity would miss it.
+    if unicodedata.normalize("NFKC", normalized) != normalized:
+        return normalize_key_part(normalized, part=part)
     return normalized
 
 

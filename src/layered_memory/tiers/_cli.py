@@ -101,8 +101,8 @@ def run_tiers(args: argparse.Namespace) -> int:
         print("layered-memory tiers: --purge goes with --forget ITEM", file=sys.stderr)
         return EXIT_USAGE
     try:
-        # `parse_namespace` takes what a store backend takes ('.' too); the tiers refuse '.',
-        # PostgreSQL's separator. Checked before any connection, as a usage error.
+        # Checked before any connection, as a usage error (`parse_namespace` refuses '.',
+        # PostgreSQL's separator; `check_prefix` what the tiers reserve).
         prefix = check_prefix(parse_namespace(args.namespace))
     except (LayeredMemoryError, ValueError) as exc:
         print(f"layered-memory tiers: --namespace: {printable(exc)}", file=sys.stderr)
