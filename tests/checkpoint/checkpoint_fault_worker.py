@@ -17,12 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# This folder (the harness) and the tests folder (`process_signals`), as pytest sets them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from checkpoint_harness import conversation, latest, put_messages, wait_until_stopped
+from checkpoint_harness import conversation, latest, put_messages
 from langgraph.checkpoint.memory import InMemorySaver
 
 from layered_memory.checkpoint import CachedCheckpointSaver
+from process_signals import wait_until_stopped
 
 
 class _Count(logging.Handler):

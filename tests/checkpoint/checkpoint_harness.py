@@ -18,6 +18,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from psycopg.conninfo import make_conninfo
 
+from process_signals import wait_until_stopped
+
 START_GUARD_SECONDS = 30  # only stops a broken redis-server start; nothing is timed
 
 
@@ -233,16 +235,3 @@ class ExtendedInMemorySaver(InMemorySaver):
 
     async def aprune(self, thread_ids: Any, *, strategy: str = "keep_latest") -> None:
         self.prune(thread_ids, strategy=strategy)
-
-
-def wait_until_stopped(pid: int) -> None:
-    """Return once `pid` is stopped: a SIGSTOP reaches a process running on another core a
-    moment after `kill` returns, and a command sent meanwhile would still be answered."""
-    stat = f"/proc/{pid}/stat"
-    while True:
-        try:
-            with open(stat) as file:
-                if file.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
-                    return
-        except (OSError, IndexError):
-            return  # no /proc (not Linux) or the process is gone: trust the signal

@@ -106,7 +106,7 @@ def test_an_event_loop_per_request_leaves_no_write_mark_behind(redis_url: str, p
     client is left to the garbage collector there (a ResourceWarning)."""
     script = f"""
 import asyncio, json, sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})
+sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parent.parent)!r}]
 import redis
 from checkpoint_harness import aput_messages, conversation
 from langgraph.checkpoint.memory import InMemorySaver
