@@ -36,8 +36,8 @@ from psycopg.conninfo import make_conninfo
 
 from layered_memory import MemoryWriter
 from layered_memory.core._internals import final_route
+from layered_memory.core.files import InProcessLockStrategy
 from layered_memory.core.shared_memory import PROJECT_MEMORY, shared_memory_backend
-from layered_memory.writeback._locking import InProcessLockStrategy
 
 DAY = dt.date(2025, 1, 1)
 ENTRY = re.compile(r"^- \d{4}-\d{2}-\d{2}: \[[^\]]+\] ", re.MULTILINE)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import multiprocessing
 import re
 import uuid
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from layered_memory import (
     build_thread_config,
     register_write_back,
 )
+from layered_memory.core.files import PostgresStoreLockStrategy, advisory_lock_id, strategy_for
 from layered_memory.core.shared_memory import (
     PROJECT_MEMORY,
     UserIdError,
@@ -42,8 +42,7 @@ from layered_memory.core.shared_memory import (
 )
 from layered_memory.errors import MemoryWriteError
 from layered_memory.testing import ScriptedChatModel, tool_call
-from layered_memory.writeback._locking import choose_strategy
-from layered_memory.writeback._store_locking import PostgresStoreLockStrategy, advisory_lock_id
+from worker_processes import forkserver, run_processes
 
 ORG = ("memory", "org")
 PROJECT = ("memory", "project")
@@ -51,7 +50,6 @@ PROCESSES = 4
 INSIGHTS_PER_PROCESS = 25
 DAY = dt.date(2025, 6, 1)
 ENTRY = re.compile(r"^- 2025-06-01: \[(?P<entity>[^\]]+)\] (?P<text>.*)$", re.MULTILINE)
-HANG_GUARD_SECONDS = 300  # only stops a deadlocked test run; nothing is timed
 
 
 @pytest.fixture
@@ -265,15 +263,11 @@ def _worker(conninfo: str, index: int, mode: str, barrier: Any) -> None:
 
 
 def _context() -> Any:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(
-        [
-            "layered_memory.writeback.insights",
-            "layered_memory.core.shared_memory",
-            "langgraph.store.postgres",
-        ]
+    return forkserver(
+        "layered_memory.writeback.insights",
+        "layered_memory.core.shared_memory",
+        "langgraph.store.postgres",
     )
-    return context
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "async-store"])
@@ -283,19 +277,11 @@ def test_4_processes_x_25_insights_into_one_store_memory_lose_none(
     put_file(store, PROJECT, "/MEMORY.md", "# Memory\n\nShared notes.\n")
     context = _context()
     barrier = context.Barrier(PROCESSES)
-    processes = [
-        context.Process(target=_worker, args=(conninfo, index, mode, barrier))
-        for index in range(PROCESSES)
-    ]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(HANG_GUARD_SECONDS)
-        if process.is_alive():
-            process.kill()
-            process.join()
+    exit_codes = run_processes(
+        context, [(_worker, (conninfo, index, mode, barrier)) for index in range(PROCESSES)]
+    )
 
-    assert [process.exitcode for process in processes] == [0] * PROCESSES
+    assert exit_codes == [0] * PROCESSES
     memory = file_text(store, PROJECT, "/MEMORY.md") or ""
     archive = file_text(store, PROJECT, "/MEMORY.archive.md") or ""
     in_memory = ENTRY.findall(memory)
@@ -314,10 +300,10 @@ def test_4_processes_x_25_insights_into_one_store_memory_lose_none(
 
 def test_strategy_choice_and_lock_ids(store: PostgresStore) -> None:
     backend = shared_memory_backend(store)
-    strategy = choose_strategy(backend, [PROJECT_MEMORY, "/project/MEMORY.archive.md"])
+    strategy = strategy_for(backend, [PROJECT_MEMORY, "/project/MEMORY.archive.md"])
     assert isinstance(strategy, PostgresStoreLockStrategy)
     # Paths on two different backends cannot share one transaction.
-    assert not isinstance(choose_strategy(backend, [PROJECT_MEMORY, "/scratch.md"]), type(strategy))
+    assert not isinstance(strategy_for(backend, [PROJECT_MEMORY, "/scratch.md"]), type(strategy))
     lock_id = advisory_lock_id("memory.project", "/MEMORY.md")
     assert lock_id == advisory_lock_id("memory.project", "/MEMORY.md")
     assert -(2**63) <= lock_id < 2**63
@@ -326,7 +312,7 @@ def test_strategy_choice_and_lock_ids(store: PostgresStore) -> None:
 
 def test_a_failing_transform_writes_nothing(store: PostgresStore) -> None:
     put_file(store, PROJECT, "/MEMORY.md", "# Memory\n")
-    strategy = choose_strategy(shared_memory_backend(store), [PROJECT_MEMORY])
+    strategy = strategy_for(shared_memory_backend(store), [PROJECT_MEMORY])
 
     def transform(texts: Any) -> Any:
         assert texts == {PROJECT_MEMORY: "# Memory\n"}
@@ -396,7 +382,7 @@ async def test_async_store_refuses_a_sync_write_on_its_own_loop(conninfo: str) -
     async with AsyncPostgresStore.from_conn_string(conninfo) as async_store:
         await async_store.setup()
         writer = MemoryWriter(shared_memory_backend(async_store), PROJECT_MEMORY, clock=_today)
-        with pytest.raises(MemoryWriteError, match="use aadd_insight"):
+        with pytest.raises(MemoryWriteError, match=r"use the async form \(aadd_insight"):
             writer.add_insight("blocked", entity="loop")
         # From a worker thread, the sync form runs the transaction on the store's loop.
         assert await asyncio.to_thread(writer.add_insight, "from a thread", entity="thread")

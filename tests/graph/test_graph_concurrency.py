@@ -8,7 +8,6 @@ afterwards every single one of them is in the file.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,20 +19,17 @@ from deepagents.backends import FilesystemBackend, StoreBackend
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 from psycopg.conninfo import make_conninfo
 
+from layered_memory.core.files import FileLockStrategy, PostgresStoreLockStrategy
 from layered_memory.graph import KnowledgeGraph
-from layered_memory.writeback._locking import FileLockStrategy
-from layered_memory.writeback._store_locking import PostgresStoreLockStrategy
+from worker_processes import forkserver, run_processes
 
 PROCESSES = 4
 ROUNDS = 12
-HANG_GUARD_SECONDS = 300  # only stops a deadlocked run; nothing is timed
 NAMESPACE = ("graph", "team")
 
 
 def _context() -> Any:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["layered_memory.graph", "langgraph.store.postgres"])
-    return context
+    return forkserver("layered_memory.graph", "langgraph.store.postgres")
 
 
 def _round_args(index: int, n: int) -> tuple[list[Any], list[Any], list[Any]]:
@@ -91,18 +87,6 @@ def _postgres_worker(conninfo: str, index: int, mode: str, barrier: Any) -> None
             _write(graph, index)
 
 
-def _run(context: Any, target: Any, argument_sets: list[tuple[Any, ...]]) -> list[int | None]:
-    processes = [context.Process(target=target, args=args) for args in argument_sets]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(HANG_GUARD_SECONDS)
-        if process.is_alive():
-            process.kill()
-            process.join()
-    return [process.exitcode for process in processes]
-
-
 def _assert_nothing_lost(graph: KnowledgeGraph) -> None:
     content = graph.read_graph()
     names = {entity["name"] for entity in content["entities"]}
@@ -126,10 +110,9 @@ def test_processes_writing_one_local_file_lose_nothing(tmp_path: Path, use_async
     context = _context()
     barrier = context.Barrier(PROCESSES)
 
-    exit_codes = _run(
+    exit_codes = run_processes(
         context,
-        _file_worker,
-        [(str(tmp_path), index, use_async, barrier) for index in range(PROCESSES)],
+        [(_file_worker, (str(tmp_path), index, use_async, barrier)) for index in range(PROCESSES)],
     )
 
     assert exit_codes == [0] * PROCESSES
@@ -158,10 +141,9 @@ def test_processes_writing_one_postgres_store_file_lose_nothing(conninfo: str, m
         context = _context()
         barrier = context.Barrier(PROCESSES)
 
-        exit_codes = _run(
+        exit_codes = run_processes(
             context,
-            _postgres_worker,
-            [(conninfo, index, mode, barrier) for index in range(PROCESSES)],
+            [(_postgres_worker, (conninfo, index, mode, barrier)) for index in range(PROCESSES)],
         )
 
         assert exit_codes == [0] * PROCESSES

@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from layered_memory.core.guard import is_protected
+from layered_memory.core.guard import ProtectedPaths, is_protected
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
 from layered_memory.graph._tool_guard import GraphFile
 from layered_memory.testing import ScriptedChatModel, tool_call
@@ -261,8 +261,9 @@ def test_the_protected_backend_refuses_every_change_of_a_read_only_graph(tmp_pat
     assert view.write("/notes.md", "fine").error is None  # everything else stays writable
     assert (tmp_path / "memory.jsonl").read_bytes() == before
     writable = KnowledgeGraphMiddleware(backend=middleware.graph.backend)
-    assert writable.protected_backend is middleware.graph.backend
-    assert not writable.protected_paths
+    # Writable: nothing is refused; the graph file is a memory file (locked, redacted writes).
+    assert writable.protected_paths == ProtectedPaths(redacted=frozenset({"/memory.jsonl"}))
+    assert writable.protected_backend.edit("/memory.jsonl", "trusted", "changed").error is None
 
 
 @pytest.mark.parametrize("use_async", [False, True])

@@ -24,8 +24,7 @@ from layered_memory import (
     MemoryWriter,
     register_write_back,
 )
-from layered_memory.core import _atomic
-from layered_memory.writeback import _locking
+from layered_memory.core import files
 from layered_memory.writeback.insights import (
     InsightNotebook,
     default_formatter,
@@ -416,7 +415,7 @@ async def test_a_failed_temp_write_leaves_the_original_intact(
         stream.flush()
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(_atomic, "_write_all", half_then_fail)
+    monkeypatch.setattr(files, "_write_all", half_then_fail)
     with pytest.raises(MemoryWriteError, match="No space left"):
         await add(writer, "lost?", "acme", use_async=use_async)
 
@@ -452,8 +451,8 @@ def test_composite_routes_pick_the_strategy_of_the_backend_behind_them(tmp_path:
 
     on_disk = MemoryWriter(composite, "/disk/MEMORY.md", clock=Clock())
     in_store = MemoryWriter(composite, "/MEMORY.md", clock=Clock())
-    assert isinstance(on_disk._strategy, _locking.FileLockStrategy)
-    assert isinstance(in_store._strategy, _locking.InProcessLockStrategy)
+    assert isinstance(on_disk._strategy, files.FileLockStrategy)
+    assert isinstance(in_store._strategy, files.InProcessLockStrategy)
 
     on_disk.add_insight("disk", entity="a")
     in_store.add_insight("store", entity="a")

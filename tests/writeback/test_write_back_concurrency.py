@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import multiprocessing
 import os
 import re
 from pathlib import Path
@@ -18,20 +17,17 @@ import pytest
 from deepagents.backends import FilesystemBackend
 
 from layered_memory import MemoryWriter
-from layered_memory.core import _atomic
+from layered_memory.core import files
+from worker_processes import forkserver, run_processes
 
 PROCESSES = 8
 INSIGHTS_PER_PROCESS = 25
 DAY = dt.date(2025, 6, 1)
 ENTRY = re.compile(r"^- 2025-06-01: \[(?P<entity>[^\]]+)\] (?P<text>.*)$", re.MULTILINE)
-HANG_GUARD_SECONDS = 300  # only stops a deadlocked test run; nothing is timed
 
 
 def _context() -> Any:
-    context = multiprocessing.get_context("forkserver")
-    # Import the heavy modules once in the fork server instead of in every worker.
-    context.set_forkserver_preload(["layered_memory.writeback.insights", "deepagents.backends"])
-    return context
+    return forkserver("layered_memory.writeback.insights", "deepagents.backends")
 
 
 def _today() -> dt.date:
@@ -59,28 +55,15 @@ def _worker(root: str, index: int, use_async: bool, barrier: Any) -> None:
             assert writer.add_insight(text, entity=entity)
 
 
-def _run_processes(context: Any, target: Any, argument_sets: list[tuple[Any, ...]]) -> list[int]:
-    processes = [context.Process(target=target, args=args) for args in argument_sets]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(HANG_GUARD_SECONDS)
-        if process.is_alive():
-            process.kill()
-            process.join()
-    return [process.exitcode for process in processes]
-
-
 @pytest.mark.parametrize("use_async", [False, True])
 def test_8_processes_x_25_insights_lose_none(tmp_path: Path, use_async: bool) -> None:
     (tmp_path / "MEMORY.md").write_text("# Memory\n\nShared notes.\n")
     context = _context()
     barrier = context.Barrier(PROCESSES)
 
-    exit_codes = _run_processes(
+    exit_codes = run_processes(
         context,
-        _worker,
-        [(str(tmp_path), index, use_async, barrier) for index in range(PROCESSES)],
+        [(_worker, (str(tmp_path), index, use_async, barrier)) for index in range(PROCESSES)],
     )
 
     assert exit_codes == [0] * PROCESSES
@@ -113,7 +96,7 @@ def _crash_midway(root: str) -> None:
         stream.flush()
         os._exit(70)
 
-    _atomic._write_all = half_then_die
+    files._write_all = half_then_die
     _writer(root).add_insight("never lands", entity="crash")
 
 
@@ -121,7 +104,7 @@ def test_a_process_dying_mid_write_leaves_the_file_whole(tmp_path: Path) -> None
     original = "# Memory\n\n## Recent Insights\n\n- 2025-05-01: [old] kept\n"
     (tmp_path / "MEMORY.md").write_text(original)
 
-    [exit_code] = _run_processes(_context(), _crash_midway, [(str(tmp_path),)])
+    [exit_code] = run_processes(_context(), [(_crash_midway, (str(tmp_path),))])
 
     assert exit_code == 70
     assert (tmp_path / "MEMORY.md").read_text() == original

@@ -2,12 +2,12 @@
 
 The file is byte-compatible with `@modelcontextprotocol/server-memory`: Claude Desktop's
 memory server and a LangChain agent can share one `memory.jsonl`. Every mutation is one
-read-modify-write transaction under the package's write locks (`flock` + atomic replace on
-local disk, an advisory-locked SQL transaction on a PostgreSQL-backed `StoreBackend`, an
-in-process lock elsewhere), so writers in several processes never lose each other's changes,
-which the server itself does not guarantee. Every string a write stores (names, types,
-observations, relation endpoints and types) is passed through the package's secret redaction
-first (`_redaction`).
+read-modify-write transaction under the lock every memory write takes (`core.files`: `flock`
++ atomic replace on local disk, an advisory-locked SQL transaction on a PostgreSQL-backed
+`StoreBackend`, an in-process lock elsewhere), so writers in several processes never lose
+each other's changes, which the server itself does not guarantee. Every string a write stores
+(names, types, observations, relation endpoints and types) is passed through the package's
+secret redaction first (`_redaction`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from deepagents.backends.protocol import BackendProtocol
 
+from layered_memory.core.files import WriteStrategy, strategy_for
 from layered_memory.graph import _ops, _redaction, _source
 from layered_memory.graph._format import GraphSnapshot, digest_of
 from layered_memory.graph._types import (
@@ -34,7 +35,6 @@ from layered_memory.graph._types import (
     check_query,
     check_relations,
 )
-from layered_memory.writeback._locking import WriteStrategy, choose_strategy
 
 T = TypeVar("T")
 
@@ -234,7 +234,7 @@ class KnowledgeGraph:
 
     def _write_strategy(self) -> WriteStrategy:
         if self._strategy is None:
-            self._strategy = choose_strategy(self.backend, [self.path])
+            self._strategy = strategy_for(self.backend, [self.path])
         return self._strategy
 
     def _transform(self, mutation: _Mutation[T]) -> Callable[[Any], tuple[dict[str, str], T]]:

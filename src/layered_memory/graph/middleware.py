@@ -124,12 +124,15 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         strict: Raise when the graph file cannot be read instead of logging and going on.
 
     Attributes:
-        protected_paths: What the agent may not change: the graph file when `read_only`,
-            else nothing.
+        protected_paths: What the agent may not change: the graph file when `read_only`;
+            else the graph file as a writable memory file (its writes redacted).
         protected_backend: The backend to give the agent's file tools, shell and subagents
             (`create_deep_agent(backend=graph_middleware.protected_backend, ...)`): the same
             storage, refusing every change to a read-only graph file (`guard.protect`). The
-            middleware's own tool hook refuses the file tools on it either way.
+            middleware's own tool hook refuses the file tools on it either way. On a writable
+            graph, the file tools' writes of the graph file take the lock the graph's own
+            operations take and replace the file atomically (`core.files`), so neither loses
+            the other's changes.
 
     Example:
         KnowledgeGraphMiddleware(backend=FilesystemBackend(root_dir=".", virtual_mode=True))
@@ -175,7 +178,11 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         self.strict = strict
         self.writable = not read_only
         self._file = GraphFile.of(backend, path)
-        self.protected_paths = ProtectedPaths() if self.writable else self._file.protected
+        self.protected_paths = (
+            ProtectedPaths(redacted=frozenset({path}) if redact_secrets else frozenset())
+            if self.writable
+            else self._file.protected
+        )
         self.protected_backend: Any = protect(backend, self.protected_paths)
         # Parallel tool calls on a graph kept in the agent state overwrite each other's writes.
         self._one_change_per_turn = self.writable and kept_in_state(backend, path)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from layered_memory.core.files import INSIGHT_ENTRY
 from layered_memory.core.layers import MEMORY_FILE_DEFAULT_MAX_LINES
 
 INSIGHTS_HEADING: Final = "## Recent Insights"
@@ -24,7 +25,6 @@ ARCHIVE_PREAMBLE: Final = (
     "Insights rotated out of {source}'s Recent Insights section, newest first.\n"
 )
 
-_ENTRY = re.compile(r"^- (?P<date>\d{4}-\d{2}-\d{2}): (?:\[(?P<entity>[^\]\n]*)\] )?(?P<text>.*)$")
 _HEADING = re.compile(r"^ {0,3}(?P<hashes>#{1,6})(?:[ \t]|$)")
 _FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
 _WHITESPACE = re.compile(r"\s+")
@@ -199,7 +199,7 @@ def parse_entries(lines: Sequence[str], start: int, end: int) -> list[_Entry]:
         if not lines[index].startswith("- "):
             index += 1
             continue
-        match = _ENTRY.match(lines[index].rstrip("\r\n"))
+        match = INSIGHT_ENTRY.match(lines[index].rstrip("\r\n"))
         if match is None:
             index += 1
             continue
@@ -221,7 +221,7 @@ def parse_entries(lines: Sequence[str], start: int, end: int) -> list[_Entry]:
 
 def _first_entry(lines: Sequence[str], start: int, end: int) -> int | None:
     for index in range(start + 1, end):
-        if lines[index].startswith("- ") and _ENTRY.match(lines[index].rstrip("\r\n")):
+        if lines[index].startswith("- ") and INSIGHT_ENTRY.match(lines[index].rstrip("\r\n")):
             return index
     return None
 
@@ -345,7 +345,7 @@ def _drop_present(moved: Sequence[str], present: set[str]) -> list[str]:
     kept: list[str] = []
     skipping = False
     for line in moved:
-        if _ENTRY.match(line.rstrip("\r\n")):
+        if INSIGHT_ENTRY.match(line.rstrip("\r\n")):
             skipping = line.rstrip("\r\n") in present
         if not skipping:
             kept.append(line)

@@ -4,7 +4,8 @@
 `## Recent Insights` section (file and section are created when missing; every other byte of the
 file stays as it was), skips a second entry for the same entity on the same day, keeps at most
 `max_insights` entries and moves older ones to an archive file beside it, redacts secrets first,
-and serializes concurrent writers (see `layered_memory.writeback._locking`).
+and serializes concurrent writers with every other route that writes the file (see
+`layered_memory.core.files`).
 
 `register_write_back` turns that into the `PIPELINE_END` handler `memory_write_back`, and
 `record_insight_tool` gives the agent a tool whose notes are written when the run ends.
@@ -18,13 +19,14 @@ import logging
 import posixpath
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
 from layered_memory.core._run_data import is_dry_run, run_value, thread_id_of
-from layered_memory.writeback._locking import Texts, archive_path_for, choose_strategy
+from layered_memory.core.files import Texts, strategy_for
 from layered_memory.writeback._sections import (
     Insight,
     InsightPlan,
@@ -127,7 +129,7 @@ class MemoryWriter:
         self.max_insights = max_insights
         self.max_insight_chars = max_insight_chars
         self._clock: Clock = clock or dt.date.today
-        self._strategy = choose_strategy(backend, [path, archive])
+        self._strategy = strategy_for(backend, [path, archive])
 
     def add_insight(self, text: str, *, entity: str | None = None) -> bool:
         """Write one insight line at the top of the Recent Insights section.
@@ -230,6 +232,13 @@ class MemoryWriter:
             redacted=kinds,
             thread_id=None,
         )
+
+
+def archive_path_for(path: str) -> str:
+    """`/MEMORY.md` -> `/MEMORY.archive.md` (same folder; `.archive` before the suffix)."""
+    pure = PurePosixPath(path)
+    name = f"{pure.stem}.archive{pure.suffix}" if pure.suffix else f"{pure.name}.archive"
+    return str(pure.with_name(name))
 
 
 _RESCAN_MARGIN: Final = 8192

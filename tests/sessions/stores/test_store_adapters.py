@@ -112,7 +112,7 @@ def test_file_store_write_fails_loudly_while_another_holds_the_lock(
 ) -> None:
     from filelock import FileLock
 
-    monkeypatch.setattr("layered_memory.sessions.stores.file._LOCK_TIMEOUT", 0.05)
+    monkeypatch.setattr("layered_memory.sessions.stores.file.LOCK_TIMEOUT_SECONDS", 0.05)
     store = FileSessionStore(tmp_path)
     store.set("k", {"v": "old"})
     holder = FileLock(str(tmp_path / LOCK_FILE_NAME), thread_local=False)

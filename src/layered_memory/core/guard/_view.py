@@ -213,6 +213,13 @@ class _FileGuard:
         if unreadable is not None:
             return WriteResult(error=_unreadable_message(file_path, unreadable))
         content = _redacted(self, file_path, content)
+        file = _memory_file(self, file_path)
+        if file is not None:  # one lock and an atomic replace (`core.files`)
+            from layered_memory.core import files
+
+            locked = files.write_memory_file(self, file_path, file, content)
+            if locked is not None:
+                return locked
         return _Own(self).write(file_path, content)  # type: ignore[no-any-return]
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
@@ -223,6 +230,13 @@ class _FileGuard:
         if unreadable is not None:
             return WriteResult(error=_unreadable_message(file_path, unreadable))
         content = _redacted(self, file_path, content)
+        file = _memory_file(self, file_path)
+        if file is not None:
+            from layered_memory.core import files
+
+            locked = await files.awrite_memory_file(self, file_path, file, content)
+            if locked is not None:
+                return locked
         return await _Own(self).awrite(file_path, content)  # type: ignore[no-any-return]
 
     def edit(
@@ -232,6 +246,15 @@ class _FileGuard:
         if reason is not None:
             return EditResult(error=_message("edit", reason))
         new_string = _redacted(self, file_path, new_string)
+        file = _memory_file(self, file_path)
+        if file is not None:  # deepagents' own edit truncates and rewrites in place, unlocked
+            from layered_memory.core import files
+
+            locked = files.edit_memory_file(
+                self, file_path, file, old=old_string, new=new_string, replace_all=replace_all
+            )
+            if locked is not None:
+                return locked
         return _Own(self).edit(file_path, old_string, new_string, replace_all)  # type: ignore[no-any-return]
 
     async def aedit(
@@ -241,6 +264,15 @@ class _FileGuard:
         if reason is not None:
             return EditResult(error=_message("edit", reason))
         new_string = _redacted(self, file_path, new_string)
+        file = _memory_file(self, file_path)
+        if file is not None:
+            from layered_memory.core import files
+
+            locked = await files.aedit_memory_file(
+                self, file_path, file, old=old_string, new=new_string, replace_all=replace_all
+            )
+            if locked is not None:
+                return locked
         return await _Own(self).aedit(file_path, old_string, new_string, replace_all)  # type: ignore[no-any-return]
 
     def delete(self, file_path: str) -> DeleteResult:
@@ -259,7 +291,7 @@ class _FileGuard:
         # An upload replaces a file whole, as `write` does.
         unreadable = {i for i, (path, _) in enumerate(files) if _unreadable_reason(self, path)}
         refused, allowed = _split_uploads(self, files, unreadable)
-        done = _Own(self).upload_files(allowed) if allowed else []
+        done = _uploaded(self, allowed)
         return _merge_uploads(files, refused, done)
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
@@ -267,7 +299,7 @@ class _FileGuard:
             i for i, (path, _) in enumerate(files) if await _aunreadable_reason(self, path)
         }
         refused, allowed = _split_uploads(self, files, unreadable)
-        done = await _Own(self).aupload_files(allowed) if allowed else []
+        done = await _auploaded(self, allowed)
         return _merge_uploads(files, refused, done)
 
 
@@ -282,6 +314,50 @@ def _split_uploads(
         for i, (path, data) in enumerate(files)
         if i not in refused
     ]
+
+
+def _uploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+    """Each memory file one locked whole-file write (`core.files`); the rest in one call."""
+    from layered_memory.core import files
+
+    locked = {
+        i: files.upload_memory_file(view, *entry) for i, entry in _memory_uploads(view, allowed)
+    }
+    rest = [i for i in range(len(allowed)) if locked.get(i) is None]
+    plain = _Own(view).upload_files([allowed[i] for i in rest]) if rest else []
+    return _in_order(locked, dict(zip(rest, plain, strict=True)))
+
+
+async def _auploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+    from layered_memory.core import files
+
+    locked = {
+        i: await files.aupload_memory_file(view, *entry)
+        for i, entry in _memory_uploads(view, allowed)
+    }
+    rest = [i for i in range(len(allowed)) if locked.get(i) is None]
+    plain = await _Own(view).aupload_files([allowed[i] for i in rest]) if rest else []
+    return _in_order(locked, dict(zip(rest, plain, strict=True)))
+
+
+def _memory_uploads(
+    view: Any, allowed: Sequence[tuple[str, bytes]]
+) -> list[tuple[int, tuple[str, str, bytes]]]:
+    """(index, (path, memory file, bytes)) of the uploads that write a memory file."""
+    return [
+        (index, (path, file, data))
+        for index, (path, data) in enumerate(allowed)
+        if (file := _memory_file(view, path)) is not None
+    ]
+
+
+def _in_order(
+    locked: dict[int, FileUploadResponse | None], plain: dict[int, FileUploadResponse]
+) -> list[FileUploadResponse]:
+    """The answers in upload order (a None in `locked`: the backend kept the file in state)."""
+    answers = {index: answer for index, answer in locked.items() if answer is not None}
+    answers.update(plain)
+    return [answers[index] for index in sorted(answers)]
 
 
 def _redacted_bytes(view: Any, path: str, data: bytes) -> bytes:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from layered_memory.core._atomic import atomic_write
+from layered_memory.core.files import LOCK_POLL_SECONDS, LOCK_TIMEOUT_SECONDS, atomic_write
 from layered_memory.errors import SessionDataError, SessionStoreError
 from layered_memory.sessions.stores._common import (
     Clock,
@@ -34,9 +34,6 @@ _TEMP_PREFIX = ".tmp-"
 
 LOCK_FILE_NAME = ".session-store.lock"
 """The folder's write lock (never deleted: two writers could then lock two different files)."""
-
-_LOCK_TIMEOUT = 30.0  # seconds: far longer than any write; a stuck holder fails loudly
-_LOCK_POLL = 0.002  # filelock polls; writes take about a millisecond
 
 
 def file_name_for(key: str) -> str:
@@ -82,18 +79,20 @@ class FileSessionStore(ThreadedAsyncTwins):
         except OSError as exc:
             msg = f"cannot create session folder {str(self.root)!r}: {exc.strerror or exc}"
             raise SessionStoreError(msg) from exc
-        self._lock = FileLock(str(self.root / LOCK_FILE_NAME), timeout=_LOCK_TIMEOUT, mode=0o600)
+        self._lock = FileLock(
+            str(self.root / LOCK_FILE_NAME), timeout=LOCK_TIMEOUT_SECONDS, mode=0o600
+        )
 
     @contextmanager
     def _writing(self, key: str) -> Iterator[None]:
         """Hold the folder's write lock: no other writer, in any process, runs meanwhile."""
         where = str(self.root / LOCK_FILE_NAME)
         try:
-            self._lock.acquire(poll_interval=_LOCK_POLL)
+            self._lock.acquire(poll_interval=LOCK_POLL_SECONDS)
         except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
             msg = (
-                f"session folder lock {where!r} still held after {_LOCK_TIMEOUT:g} s: another "
-                "process holds it (stuck or stopped?)"
+                f"session folder lock {where!r} still held after {LOCK_TIMEOUT_SECONDS:g} s: "
+                "another process holds it (stuck or stopped?)"
             )
             raise SessionStoreError(msg, key=key) from None
         except OSError as exc:
