@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from views_helpers import assert_provider_valid
+from views_helpers import OPENING, assert_provider_valid, texts
 
 from layered_memory.views import MemorySettings, MessageView, addressed, view_messages
 
@@ -144,10 +144,17 @@ def test_every_view_is_valid_stable_and_copy_free(
                 assert positions[id(message)] > last_position
                 last_position = positions[id(message)]
             continue
+        if message.id is None:  # the user turn opening a view that starts with the model's
+            assert texts([message]) == [OPENING]
+            assert last_position == -1 or isinstance(shown[0], SystemMessage)
+            continue
         source = by_id[message.id]
         if isinstance(message, AIMessage):  # the person's own message, calls stripped
             assert isinstance(source, AIMessage)
             assert len(message.tool_calls) < len(source.tool_calls)
+        elif isinstance(source, SystemMessage):  # a system message after the start, labelled
+            assert isinstance(message, HumanMessage)
+            assert message.text.startswith("[system")
         else:  # another agent's words or tool result, as input naming the speaker
             assert isinstance(message, HumanMessage)
             assert isinstance(source, AIMessage | ToolMessage)
@@ -172,7 +179,8 @@ def test_a_bigger_window_shows_a_superset(
 
     def shown_ids(max_messages: int | None) -> set[str | None]:
         settings = MemorySettings(view, max_messages)
-        return {m.id for m in view_messages(built.messages, person=person, settings=settings)}
+        shown = view_messages(built.messages, person=person, settings=settings)
+        return {m.id for m in shown if m.id is not None}  # not the user turn opening a view
 
     small, bigger, unlimited = shown_ids(limit), shown_ids(limit + 1), shown_ids(None)
 

@@ -25,11 +25,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.views._conversation import AI, TOOL, Conversation, call_ids, kind
+from layered_memory.views._conversation import (
+    AI,
+    SYSTEM_KIND,
+    TOOL,
+    Conversation,
+    call_ids,
+    kind,
+)
 
 SPEECH_FORMAT = "[{speaker}]: {text}"
+SYSTEM_SPEAKER = "system"
+SYSTEM_FROM = "system from {sender}"
+OPENING = "[the conversation so far]"
+"""The user turn put before a view that would start with the person's own message: Anthropic
+and Bedrock reject a conversation whose first turn is the assistant's."""
 TOOL_CALL_FORMAT = "[{speaker} called {tool}({args})]"
 TOOL_RESULT_FORMAT = "[{tool} result for {speaker}]: {text}"
 MAX_LABEL_CHARS = 64
@@ -111,6 +123,28 @@ def as_tool_report(message: ToolMessage, speaker: str | None, tool: str | None) 
     )
 
 
+def as_system_note(message: BaseMessage, sender: str | None) -> HumanMessage | None:
+    """A system message that is not at the start, as input labelled `[system]: ...`.
+
+    Why not in place: Anthropic accepts system text only before the first turn
+    (langchain-anthropic raises "Received multiple non-consecutive system messages", or moves
+    one to the top with a warning), Gemini's formatter moves it into the system instruction
+    or drops it, and many OpenAI-compatible servers' chat templates refuse it. Why not merged
+    into the leading system block: a per-turn prompt ("round 3: answer Bob") would become a
+    rule for the whole conversation, contradicted by the next one, and the system prompt
+    would change with every such message, so no provider's prompt cache could reuse it.
+    DiPeO, too, sends the system's messages to a person as user turns. So it goes out where
+    it was said, labelled as other speakers are, in one form for every model.
+    """
+    text = text_of(message)
+    if not text.strip():
+        return None
+    speaker = SYSTEM_SPEAKER
+    if sender not in (None, SYSTEM_SPEAKER):
+        speaker = SYSTEM_FROM.format(sender=label(sender))
+    return HumanMessage(content=SPEECH_FORMAT.format(speaker=speaker, text=text), id=message.id)
+
+
 _CALL_BLOCK_TYPES = frozenset({"tool_use", "tool_call"})
 
 
@@ -172,6 +206,11 @@ def _assemble_into(
                 complete, furthest, answered = _own_turn(
                     conv, index, cast("AIMessage", message), out, used_ids
                 )
+                if len(out) > length and (not length or isinstance(out[length - 1], SystemMessage)):
+                    # Nothing but the leading system messages before the person's own turn:
+                    # only system messages before the first non-system one stay system
+                    # messages, so out[length - 1] tells whether the turns have begun.
+                    out.insert(length, HumanMessage(OPENING))
                 if resume is None:
                     covered = max(covered, furthest + 1)
                     if not complete:
@@ -182,6 +221,10 @@ def _assemble_into(
                 spoken = as_speaker(cast("AIMessage", message), conv.sender(index))
                 if spoken is not None:
                     out.append(spoken)
+        elif message_kind == SYSTEM_KIND and not conv.leading_system(index):
+            note = as_system_note(message, conv.sender(index))
+            if note is not None:
+                out.append(note)
         else:
             out.append(message)
     if resume is None:

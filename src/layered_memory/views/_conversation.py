@@ -193,6 +193,7 @@ class Conversation:
     __slots__ = (
         "_ai_by_call",
         "_callers",
+        "_leading_systems",
         "_results",
         "_senders",
         "_tools_by_call",
@@ -210,6 +211,7 @@ class Conversation:
         self._results: dict[int, dict[str, int]] = {}
         self._ai_by_call: dict[str, list[int]] | None = None
         self._tools_by_call: dict[str, list[int]] | None = None
+        self._leading_systems: int | None = None
 
     def message(self, index: int) -> BaseMessage:
         """The message at `index`, checked to be a LangChain message."""
@@ -259,6 +261,20 @@ class Conversation:
             return self.mine(index)
         recipients = route_of(message)[1]
         return recipients is None or (self.person is not None and self.person in recipients)
+
+    def leading_system(self, index: int) -> bool:
+        """Whether the message at `index` is one of the system messages the conversation starts
+        with (before its first other message): the only ones a view sends as system messages.
+
+        Decided by the position in the conversation, not in the view, so a message goes out
+        in the same form on every call whatever the window shows before it.
+        """
+        if self._leading_systems is None:
+            count = 0
+            while count < self.n and kind(self.messages[count]) == SYSTEM_KIND:
+                count += 1
+            self._leading_systems = count
+        return index < self._leading_systems
 
     # -- tool calls and their results -----------------------------------------------------------
 
