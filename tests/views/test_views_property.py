@@ -56,10 +56,15 @@ def conversations(draw: st.DrawFn) -> Built:
 
     recipients = st.one_of(st.none(), st.lists(st.sampled_from(PEOPLE), min_size=1, max_size=2))
     last_call_ids: list[str] = []
+    if draw(st.booleans()):  # a pinned system prompt for everyone first
+        emit(SystemMessage("standing rules", id=next_id()))
     for _ in range(draw(st.integers(0, 28))):
         kind = draw(st.sampled_from(["system", "human", "human", "ai", "ai", "ai", "orphan"]))
         if kind == "system":
-            emit(SystemMessage(f"rules {counter}", id=next_id()))
+            system = SystemMessage(f"rules {counter}", id=next_id())
+            if draw(st.booleans()):  # a per-turn prompt the coordinator sends to some
+                system = addressed(system, sender="system", to=draw(recipients))
+            emit(system)
         elif kind == "human":
             message = HumanMessage(f"user says {counter}", id=next_id())
             to = draw(recipients)

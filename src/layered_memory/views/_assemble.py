@@ -251,7 +251,11 @@ def _own_turn(
     the index of the furthest result pulled up (`index` when none) and the ids it used."""
     ids = call_ids(message)
     if not ids:
-        out.append(message)
+        content = message.content
+        # An empty turn says nothing, and Anthropic refuses one before the last turn
+        # (langchain-anthropic drops it, leaving two user turns in a row): left out.
+        if content and not (isinstance(content, str) and not content.strip()):
+            out.append(message)
         return True, index, ()
     results = conv.results_of(index)
     answered: dict[str, None] = {}  # ordered set: calls of huge hostile messages stay O(n)
