@@ -3,10 +3,12 @@
 Rules every provider shares (OpenAI, Anthropic, Gemini, Bedrock): each tool call of an AI
 message is answered by exactly one tool result, right after that message and before any other
 message; no tool result without its call; a conversation never starts with a tool result; the
-model's own turns are only its own. So the person's AI messages go out with their results
+model's own turns are only its own; system text only before the first turn (Anthropic), which
+is the user's (Anthropic, Bedrock). So the person's AI messages go out with their results
 pulled up right behind them (a shared conversation may have interleaved them), calls left
-without a result are stripped from a copy, and other agents' messages become human input.
-Everything else passes through as the very same objects.
+without a result are stripped from a copy, other agents' messages and later system messages
+become human input naming who spoke, and a user turn opens a view that would start with the
+model's. Everything else passes through as the very same objects.
 
 Another agent's messages are shown to the model as input from a named speaker: a model must
 never see another agent's words as its own (it would continue them, and providers reject

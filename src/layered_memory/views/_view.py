@@ -47,8 +47,9 @@ def view_messages(
     """What `person` sees of `messages` under `settings`, ready to send to a model.
 
     The conversation is never changed. Messages shown as they are come back as the very same
-    objects; only another agent's messages (turned into input naming the speaker) and the
-    person's AI messages whose tool calls lost their results (those calls stripped) are new
+    objects; only another agent's messages and later system messages (turned into input naming
+    the speaker), the person's AI messages whose tool calls lost their results (those calls
+    stripped) and the user turn opening a view that starts with the person's own are new
     objects. The same input always gives an equal output.
 
     Args:
@@ -61,8 +62,9 @@ def view_messages(
 
     Returns:
         The messages to send, valid for every provider: each tool call answered right after
-        it, no tool result without its call, never a tool result first, no other agent's AI
-        message shown as the model's own.
+        it, no tool result without its call, the user's turn first, no other agent's AI
+        message shown as the model's own, and system messages only where the conversation
+        starts (a later one goes out as input labelled `[system]: ...`).
 
     Example:
         seen = view_messages(state["messages"], person="optimist",
