@@ -40,7 +40,7 @@ from layered_memory.views import (
     MemoryProfile,
     MemoryProfileFactory,
     MessageViewMiddleware,
-    _full,
+    _view,
     addressed,
     view_messages,
 )
@@ -153,7 +153,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (no files 
         return view_messages(list(grown), person=PERSON, settings=full)
 
     def full_cold(_: object) -> list[BaseMessage]:
-        _full.clear_cache()
+        _view.clear_cache()
         return view_messages(messages, person=PERSON, settings=full)
 
     warm_samples = interleaved(

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from views_helpers import assert_provider_valid, texts
+from views_helpers import OPENING, assert_provider_valid, texts
 
 from layered_memory.views import (
     MemoryProfile,
@@ -77,7 +77,13 @@ def test_all_involved_and_pairs_leave_out_what_others_keep_between_them(view) ->
 
 
 def test_sent_by_me_keeps_my_messages_and_the_request_i_answer() -> None:
-    assert seen(MessageView.SENT_BY_ME) == ["AI:con 1", "AI:con 2", "Human:[optimist]: pro 3"]
+    # A user turn opens a view that would start with the person's own message.
+    assert seen(MessageView.SENT_BY_ME) == [
+        OPENING,
+        "AI:con 1",
+        "AI:con 2",
+        "Human:[optimist]: pro 3",
+    ]
 
 
 def test_sent_to_me_keeps_what_others_sent_me() -> None:
@@ -94,6 +100,7 @@ def test_sent_to_me_keeps_what_others_sent_me() -> None:
 def test_system_and_me() -> None:
     assert seen(MessageView.SYSTEM_AND_ME) == [
         "System:rules",
+        OPENING,
         "AI:con 1",
         "AI:con 2",
         "Human:[optimist]: pro 3",
@@ -159,7 +166,7 @@ def test_keep_pins_priority_messages_outside_the_count() -> None:
     # The topic is not the pessimist's, yet `keep` shows it, without using the one slot.
     assert shown == ["Human:topic", "Human:[optimist]: pro 3"]
     shown = seen(MessageView.ALL_INVOLVED, max_messages=2, keep=lambda m: m.id == "3")
-    assert shown == ["System:rules", "AI:con 1", "AI:con 2", "Human:[optimist]: pro 3"]
+    assert shown == ["System:rules", OPENING, "AI:con 1", "AI:con 2", "Human:[optimist]: pro 3"]
 
 
 def test_keep_on_a_tool_result_brings_its_call() -> None:
@@ -178,7 +185,8 @@ def test_keep_on_a_tool_result_brings_its_call() -> None:
 
     shown = view_messages(messages, person=None, settings=settings)
 
-    assert shown == [messages[1], messages[2], messages[6]]
+    assert shown[1:] == [messages[1], messages[2], messages[6]]
+    assert texts(shown[:1]) == [OPENING]
 
 
 def test_a_keep_predicate_that_raises_says_where() -> None:
@@ -265,7 +273,8 @@ def test_a_view_is_never_empty_because_one_block_is_too_big() -> None:
     shown = view_messages(messages, person="me", settings=MemorySettings("sent_by_me", 1))
 
     # No current turn (the last message is not for "me"), and the newest block needs 4 slots.
-    assert shown == messages[1:5]
+    assert shown[1:] == messages[1:5]
+    assert texts(shown[:1]) == [OPENING]
 
 
 @pytest.mark.parametrize("view", list(MessageView))
@@ -282,6 +291,8 @@ def test_unchanged_messages_are_the_same_objects_and_output_is_stable(view, limi
     assert messages == before  # the conversation is never edited
     by_id = {m.id: m for m in messages}
     for message in first:
+        if texts([message]) == [OPENING]:
+            continue
         source = by_id[message.id]
         if isinstance(source, HumanMessage | SystemMessage) or source.name == "pessimist":
             assert message is source  # passed through: the very object, no copy

@@ -14,7 +14,7 @@ from layered_memory.views import (
     MemoryProfile,
     MemoryProfileFactory,
     _assemble,
-    _full,
+    _view,
     view_messages,
 )
 from layered_memory.views._assemble import assemble
@@ -49,7 +49,7 @@ def test_a_view_extended_from_an_earlier_call_equals_one_built_from_scratch(
     built: Built, person: str | None, cuts: list[int], replaced: int | None
 ) -> None:
     messages = built.messages
-    _full.clear_cache()
+    _view.clear_cache()
     for cut in [*sorted(cuts), len(messages)]:
         prefix = messages[:cut]
         _assert_same_view(view_messages(prefix, person=person, settings=FULL), prefix, person)
@@ -84,7 +84,7 @@ def test_a_call_over_an_unchanged_prefix_converts_only_the_new_messages(
         return real(message, speaker)
 
     monkeypatch.setattr(_assemble, "as_speaker", counting)
-    _full.clear_cache()
+    _view.clear_cache()
     messages = _debate(3_000)
     first = view_messages(messages, person="alice", settings=FULL)
     assert len(conversions) == 1_000  # every message of bob's, once
@@ -100,7 +100,7 @@ def test_a_call_over_an_unchanged_prefix_converts_only_the_new_messages(
 
 
 def test_a_replaced_message_is_never_served_from_the_cache() -> None:
-    _full.clear_cache()
+    _view.clear_cache()
     messages = _debate(30)
     before = view_messages(messages, person="alice", settings=FULL)
     assert "[bob]: a1" in [m.text for m in before]
@@ -115,7 +115,7 @@ def test_a_replaced_message_is_never_served_from_the_cache() -> None:
 
 
 def test_an_own_turn_waiting_for_its_result_is_built_again_when_the_result_comes() -> None:
-    _full.clear_cache()
+    _view.clear_cache()
     call = {"name": "search", "args": {}, "id": "c1"}
     asked = AIMessage("", name="alice", tool_calls=[call], id="ask")
     messages: list[BaseMessage] = [HumanMessage("go", id="h"), asked, HumanMessage("meanwhile")]
@@ -132,8 +132,8 @@ def test_an_own_turn_waiting_for_its_result_is_built_again_when_the_result_comes
 
 
 def test_the_cache_holds_a_bounded_number_of_messages(monkeypatch: pytest.MonkeyPatch) -> None:
-    _full.clear_cache()
-    monkeypatch.setattr(_full, "MAX_HELD_MESSAGES", 100)
+    _view.clear_cache()
+    monkeypatch.setattr(_view, "MAX_HELD_MESSAGES", 100)
     small, other, large = _debate(30), _debate(30), _debate(300)
 
     for messages in (small, other, large):
@@ -141,5 +141,5 @@ def test_the_cache_holds_a_bounded_number_of_messages(monkeypatch: pytest.Monkey
             messages, "alice"
         )
 
-    assert _full._kept.held <= 100
-    assert len(_full._kept.views) == 1  # the large one was not kept; the oldest made room
+    assert _view._kept.held <= 100
+    assert len(_view._kept.views) == 1  # the large one was not kept; the oldest made room

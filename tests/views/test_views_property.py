@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from views_helpers import assert_provider_valid
+from views_helpers import OPENING, assert_provider_valid, texts
 
 from layered_memory.views import MemorySettings, MessageView, addressed, view_messages
 
@@ -56,10 +56,15 @@ def conversations(draw: st.DrawFn) -> Built:
 
     recipients = st.one_of(st.none(), st.lists(st.sampled_from(PEOPLE), min_size=1, max_size=2))
     last_call_ids: list[str] = []
+    if draw(st.booleans()):  # a pinned system prompt for everyone first
+        emit(SystemMessage("standing rules", id=next_id()))
     for _ in range(draw(st.integers(0, 28))):
         kind = draw(st.sampled_from(["system", "human", "human", "ai", "ai", "ai", "orphan"]))
         if kind == "system":
-            emit(SystemMessage(f"rules {counter}", id=next_id()))
+            system = SystemMessage(f"rules {counter}", id=next_id())
+            if draw(st.booleans()):  # a per-turn prompt the coordinator sends to some
+                system = addressed(system, sender="system", to=draw(recipients))
+            emit(system)
         elif kind == "human":
             message = HumanMessage(f"user says {counter}", id=next_id())
             to = draw(recipients)
@@ -144,10 +149,17 @@ def test_every_view_is_valid_stable_and_copy_free(
                 assert positions[id(message)] > last_position
                 last_position = positions[id(message)]
             continue
+        if message.id is None:  # the user turn opening a view that starts with the model's
+            assert texts([message]) == [OPENING]
+            assert last_position == -1 or isinstance(shown[0], SystemMessage)
+            continue
         source = by_id[message.id]
         if isinstance(message, AIMessage):  # the person's own message, calls stripped
             assert isinstance(source, AIMessage)
             assert len(message.tool_calls) < len(source.tool_calls)
+        elif isinstance(source, SystemMessage):  # a system message after the start, labelled
+            assert isinstance(message, HumanMessage)
+            assert message.text.startswith("[system")
         else:  # another agent's words or tool result, as input naming the speaker
             assert isinstance(message, HumanMessage)
             assert isinstance(source, AIMessage | ToolMessage)
@@ -172,8 +184,71 @@ def test_a_bigger_window_shows_a_superset(
 
     def shown_ids(max_messages: int | None) -> set[str | None]:
         settings = MemorySettings(view, max_messages)
-        return {m.id for m in view_messages(built.messages, person=person, settings=settings)}
+        shown = view_messages(built.messages, person=person, settings=settings)
+        return {m.id for m in shown if m.id is not None}  # not the user turn opening a view
 
     small, bigger, unlimited = shown_ids(limit), shown_ids(limit + 1), shown_ids(None)
 
     assert small <= bigger <= unlimited
+
+
+@dataclass
+class Rounds:
+    messages: list[BaseMessage]
+    replies: list[str]
+    pinned: list[bool]
+    """Per round, whether its request is shown whatever the window (the last: the current one)."""
+
+
+@st.composite
+def pinned_rounds(draw: st.DrawFn) -> Rounds:
+    """1-60 rounds of a request to alice and her reply, then one more request; each request a
+    per-turn system prompt (pinned by `preserve_system`), a message `keep` pins, or an
+    unpinned message from bob; sometimes bob talks to carol in between."""
+    rounds = draw(st.integers(1, 60))
+    choices = draw(st.sampled_from([["system"], ["system", "kept"], ["system", "kept", "bob"]]))
+    kinds = draw(st.lists(st.sampled_from(choices), min_size=rounds + 1, max_size=rounds + 1))
+    built = Rounds([], [], [kind != "bob" for kind in kinds])
+    for number, request_kind in enumerate(kinds):
+        if request_kind == "system":
+            request: BaseMessage = addressed(
+                SystemMessage(f"Round {number}: your turn."), sender="system", to=["alice"]
+            )
+        elif request_kind == "kept":
+            request = HumanMessage(f"Round {number}: your turn.", id=f"kept{number}")
+        else:
+            request = addressed(
+                AIMessage(f"bob asks {number}", name="bob"), sender="bob", to=["alice"]
+            )
+        built.messages.append(request)
+        if number == rounds:
+            break  # the current request, unanswered
+        if draw(st.booleans()):
+            aside = AIMessage("aside", name="bob")
+            built.messages.append(addressed(aside, sender="bob", to=["carol"]))
+        built.replies.append(f"alice replies {number}")
+        built.messages.append(AIMessage(built.replies[-1], name="alice"))
+    return built
+
+
+@PROPERTY_SETTINGS
+@given(built=pinned_rounds(), limit=st.sampled_from([20, 5, 2]))
+def test_a_pairs_window_shows_the_latest_replies_whatever_is_pinned(
+    built: Rounds, limit: int
+) -> None:
+    settings = MemorySettings(
+        MessageView.CONVERSATION_PAIRS, limit, keep=lambda m: str(m.id).startswith("kept")
+    )
+
+    shown = view_messages(built.messages, person="alice", settings=settings)
+
+    # The window counts the current request unless it is pinned, then fills from the newest
+    # reply back: a reply with its request (2), or alone when its request is pinned (1).
+    expected, used = 0, 0 if built.pinned[-1] else 1
+    for round_number in range(len(built.replies) - 1, -1, -1):
+        used += 1 if built.pinned[round_number] else 2
+        if used > limit:
+            break
+        expected += 1
+    replies = [m.text for m in shown if isinstance(m, AIMessage)]
+    assert replies == built.replies[len(built.replies) - expected :]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from views_helpers import assert_provider_valid, texts
+from views_helpers import OPENING, assert_provider_valid, texts
 
 from layered_memory.views import MemorySettings, MessageView, view_messages
 
@@ -34,12 +34,12 @@ def test_own_blocks_go_whole_and_in_place() -> None:
         HumanMessage("next task"),
     ]
 
-    assert view_messages(messages, person=None, settings=MemorySettings("all_involved", 3)) == [
-        messages[6],
-        messages[7],
-    ]  # the parallel block needs 3 slots: it is left out whole
+    shown = view_messages(messages, person=None, settings=MemorySettings("all_involved", 3))
+    # The parallel block needs 3 slots: it is left out whole, and a user turn opens the view.
+    assert texts(shown[:1]) == [OPENING]
+    assert shown[1:] == [messages[6], messages[7]]
     shown = view_messages(messages, person=None, settings=MemorySettings("all_involved", 5))
-    assert shown == messages[3:]
+    assert shown[1:] == messages[3:]
 
 
 def test_results_interleaved_by_another_agent_move_up_behind_their_call() -> None:

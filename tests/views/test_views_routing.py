@@ -6,8 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from layered_memory.views import ROUTE_KEY, MemorySettings, MessageView, addressed, view_messages
-from layered_memory.views._conversation import Conversation
-from layered_memory.views.routing import route_of
+from layered_memory.views._conversation import Conversation, route_of
 
 
 def test_addressed_returns_a_copy_with_the_route() -> None:

@@ -79,6 +79,17 @@ def test_bad_settings_name_the_parameter(kwargs, error, words) -> None:
         MemorySettings(**kwargs)
 
 
+def test_custom_builds_settings_as_dipeo_does() -> None:
+    assert MemoryProfileFactory.custom("conversation_pairs", 10) == MemorySettings(
+        MessageView.CONVERSATION_PAIRS, 10, True
+    )
+    assert MemoryProfileFactory.custom(MessageView.SENT_TO_ME, None, False) == MemorySettings(
+        MessageView.SENT_TO_ME, None, preserve_system=False
+    )
+    with pytest.raises(ValueError, match="max_messages must be >= 0"):
+        MemoryProfileFactory.custom("sent_to_me", -1)
+
+
 def test_settings_are_frozen_values() -> None:
     settings = MemorySettings(MessageView.SENT_TO_ME, 3)
 

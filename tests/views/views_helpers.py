@@ -6,6 +6,11 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
+from layered_memory.views._assemble import OPENING as OPENING_TEXT
+
+OPENING = f"Human:{OPENING_TEXT}"
+"""`texts()` of the user turn that opens a view which would start with the person's own turn."""
+
 
 def call_ids(message: AIMessage) -> list[str | None]:
     return [c.get("id") for c in message.tool_calls] + [
@@ -14,7 +19,8 @@ def call_ids(message: AIMessage) -> list[str | None]:
 
 
 def provider_problems(messages: Sequence[BaseMessage], *, person: str | None) -> list[str]:
-    """Everything OpenAI / Anthropic / Gemini would reject, and other agents shown as the model.
+    """Everything OpenAI / Anthropic / Gemini / Bedrock would reject, and other agents shown as the
+    model.
 
     Returns an empty list for a valid list, else one line per problem.
     """
@@ -36,8 +42,13 @@ def provider_problems(messages: Sequence[BaseMessage], *, person: str | None) ->
         if pending:
             problems.append(f"#{position}: calls {sorted(pending)} left without results")
             pending = set()
-        if not isinstance(message, SystemMessage):
+        if isinstance(message, SystemMessage):
+            if started:
+                problems.append(f"#{position}: a system message after the first other message")
+        elif not started:
             started = True
+            if isinstance(message, AIMessage):
+                problems.append(f"#{position}: the first turn is the model's, not the user's")
         if isinstance(message, AIMessage):
             if message.name not in (None, person):
                 problems.append(f"#{position}: {message.name}'s AI message shown as the model's")

@@ -10,8 +10,9 @@ Example:
                          middleware=[MessageViewMiddleware(profile=MemoryProfile.FOCUSED)])
 """
 
+from layered_memory.views._conversation import ROUTE_KEY, SYSTEM, USER, addressed
+from layered_memory.views._view import view_messages
 from layered_memory.views.middleware import MessageViewMiddleware, MessageViewState
-from layered_memory.views.routing import ROUTE_KEY, SYSTEM, USER, addressed
 from layered_memory.views.settings import (
     KeepPredicate,
     MemoryProfile,
@@ -19,7 +20,6 @@ from layered_memory.views.settings import (
     MemorySettings,
     MessageView,
 )
-from layered_memory.views.view import view_messages
 
 __all__ = [
     "ROUTE_KEY",

@@ -1,24 +1,151 @@
-"""From chosen indices to the messages a provider accepts.
+"""From chosen indices to the messages a provider accepts, each speaker named.
 
 Rules every provider shares (OpenAI, Anthropic, Gemini, Bedrock): each tool call of an AI
 message is answered by exactly one tool result, right after that message and before any other
 message; no tool result without its call; a conversation never starts with a tool result; the
-model's own turns are only its own. So the person's AI messages go out with their results
+model's own turns are only its own; system text only before the first turn (Anthropic), which
+is the user's (Anthropic, Bedrock). So the person's AI messages go out with their results
 pulled up right behind them (a shared conversation may have interleaved them), calls left
-without a result are stripped from a copy, and other agents' messages become human input.
-Everything else passes through as the very same objects.
+without a result are stripped from a copy, other agents' messages and later system messages
+become human input naming who spoke, and a user turn opens a view that would start with the
+model's. Everything else passes through as the very same objects.
+
+Another agent's messages are shown to the model as input from a named speaker: a model must
+never see another agent's words as its own (it would continue them, and providers reject
+tool calls it did not make), so another agent's AI message becomes a `HumanMessage` that
+names the speaker, with its tool calls folded into one line of text each; the results of its
+tool calls, when the view shows them, become human messages too. The label is a convention
+the model can read, not a proof of who spoke: an agent can write anything in its text, so
+trust decisions must not rest on it.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.views._conversation import AI, TOOL, Conversation, call_ids, kind
-from layered_memory.views._speakers import as_speaker, as_tool_report
+from layered_memory.views._conversation import (
+    AI,
+    SYSTEM_KIND,
+    TOOL,
+    Conversation,
+    call_ids,
+    kind,
+)
+
+SPEECH_FORMAT = "[{speaker}]: {text}"
+SYSTEM_SPEAKER = "system"
+SYSTEM_FROM = "system from {sender}"
+OPENING = "[the conversation so far]"
+"""The user turn put before a view that would start with the person's own message: Anthropic
+and Bedrock reject a conversation whose first turn is the assistant's."""
+TOOL_CALL_FORMAT = "[{speaker} called {tool}({args})]"
+TOOL_RESULT_FORMAT = "[{tool} result for {speaker}]: {text}"
+MAX_LABEL_CHARS = 64
+MAX_ARGS_CHARS = 1000
+
+
+def label(name: str | None) -> str:
+    """A speaker name fit for a one-line label: no control characters, no brackets, bounded."""
+    if not name:
+        return "another agent"
+    # Cut before the cache: a hostile megabyte-long name must not be kept as a cache key.
+    return _label(name[: MAX_LABEL_CHARS * 4])
+
+
+@functools.lru_cache(maxsize=512)  # a conversation has few speakers and tools
+def _label(name: str) -> str:
+    cleaned = "".join(" " if not ch.isprintable() or ch in "[]" else ch for ch in name)
+    cleaned = " ".join(cleaned.split())[:MAX_LABEL_CHARS]
+    return cleaned or "another agent"
+
+
+def text_of(message: BaseMessage) -> str:
+    """The plain text of a message: text blocks only (no reasoning, tool or media blocks)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            if isinstance(text, str):
+                parts.append(text)
+    return "".join(parts)
+
+
+def _args_text(args: Any) -> str:
+    try:
+        text = json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # circular or unsortable keys: still say something
+        text = repr(args)
+    if len(text) > MAX_ARGS_CHARS:
+        text = text[:MAX_ARGS_CHARS] + "…"
+    return text
+
+
+def as_speaker(message: AIMessage, speaker: str | None) -> HumanMessage | None:
+    """Another agent's AI message as input naming the speaker (None: nothing to show)."""
+    who = label(speaker)
+    lines: list[str] = []
+    text = text_of(message)
+    if text.strip():
+        lines.append(SPEECH_FORMAT.format(speaker=who, text=text))
+    for call in [*message.tool_calls, *message.invalid_tool_calls]:
+        lines.append(
+            TOOL_CALL_FORMAT.format(
+                speaker=who,
+                tool=label(call.get("name") or "a tool"),
+                args=_args_text(call.get("args")),
+            )
+        )
+    if not lines:
+        return None
+    # The id stays: the view is deterministic and id-keyed middleware still recognise it.
+    return HumanMessage(content="\n".join(lines), id=message.id)
+
+
+def as_tool_report(message: ToolMessage, speaker: str | None, tool: str | None) -> HumanMessage:
+    """The result of another agent's tool call as input naming whose call it was."""
+    text = text_of(message)
+    if message.status == "error":
+        text = f"(error) {text}"
+    return HumanMessage(
+        content=TOOL_RESULT_FORMAT.format(
+            tool=label(message.name or tool or "tool"), speaker=label(speaker), text=text
+        ),
+        id=message.id,
+    )
+
+
+def as_system_note(message: BaseMessage, sender: str | None) -> HumanMessage | None:
+    """A system message that is not at the start, as input labelled `[system]: ...`.
+
+    Why not in place: Anthropic accepts system text only before the first turn
+    (langchain-anthropic raises "Received multiple non-consecutive system messages", or moves
+    one to the top with a warning), Gemini's formatter moves it into the system instruction
+    or drops it, and many OpenAI-compatible servers' chat templates refuse it. Why not merged
+    into the leading system block: a per-turn prompt ("round 3: answer Bob") would become a
+    rule for the whole conversation, contradicted by the next one, and the system prompt
+    would change with every such message, so no provider's prompt cache could reuse it.
+    DiPeO, too, sends the system's messages to a person as user turns. So it goes out where
+    it was said, labelled as other speakers are, in one form for every model.
+    """
+    text = text_of(message)
+    if not text.strip():
+        return None
+    speaker = SYSTEM_SPEAKER
+    if sender not in (None, SYSTEM_SPEAKER):
+        speaker = SYSTEM_FROM.format(sender=label(sender))
+    return HumanMessage(content=SPEECH_FORMAT.format(speaker=speaker, text=text), id=message.id)
+
 
 _CALL_BLOCK_TYPES = frozenset({"tool_use", "tool_call"})
 
@@ -81,6 +208,11 @@ def _assemble_into(
                 complete, furthest, answered = _own_turn(
                     conv, index, cast("AIMessage", message), out, used_ids
                 )
+                if len(out) > length and (not length or isinstance(out[length - 1], SystemMessage)):
+                    # Nothing but the leading system messages before the person's own turn:
+                    # only system messages before the first non-system one stay system
+                    # messages, so out[length - 1] tells whether the turns have begun.
+                    out.insert(length, HumanMessage(OPENING))
                 if resume is None:
                     covered = max(covered, furthest + 1)
                     if not complete:
@@ -91,6 +223,10 @@ def _assemble_into(
                 spoken = as_speaker(cast("AIMessage", message), conv.sender(index))
                 if spoken is not None:
                     out.append(spoken)
+        elif message_kind == SYSTEM_KIND and not conv.leading_system(index):
+            note = as_system_note(message, conv.sender(index))
+            if note is not None:
+                out.append(note)
         else:
             out.append(message)
     if resume is None:
@@ -117,7 +253,11 @@ def _own_turn(
     the index of the furthest result pulled up (`index` when none) and the ids it used."""
     ids = call_ids(message)
     if not ids:
-        out.append(message)
+        content = message.content
+        # An empty turn says nothing, and Anthropic refuses one before the last turn
+        # (langchain-anthropic drops it, leaving two user turns in a row): left out.
+        if content and not (isinstance(content, str) and not content.strip()):
+            out.append(message)
         return True, index, ()
     results = conv.results_of(index)
     answered: dict[str, None] = {}  # ordered set: calls of huge hostile messages stay O(n)

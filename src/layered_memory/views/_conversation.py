@@ -1,18 +1,27 @@
-"""A read-only index over one conversation, seen by one person, built lazily per view.
+"""Who said what to whom: the routing a view filters on, and a per-call index over it.
 
-Everything a view asks about a message (its sender, whether it is the person's own or
-addressed to it, which AI message made a tool call, which results answer a call) is computed
-on first use and cached for the rest of the call, so a windowed view over a long conversation
-touches only the messages near its end. The two id maps that tie tool results to calls are
-built only when a result is not right after its call (one pass, then O(log n) lookups), so
-hostile layouts cannot make a view quadratic.
+The sender is `message.name` for AI messages (LangChain's `create_agent(name=...)` sets it), the
+person itself for an unnamed AI message, `"user"` for human messages and `"system"` for system
+messages; a tool result belongs to whoever made the call. `addressed()` overrides the sender
+and sets recipients; without recipients a message is for everyone.
+
+Routing lives in `additional_kwargs[ROUTE_KEY]`: chat model integrations read only the keys
+they know there, so it never reaches a provider, and checkpointers keep it with the message.
+
+`Conversation` answers everything a view asks about a message (its sender, whether it is the
+person's own or addressed to it, which AI message made a tool call, which results answer a
+call), computed on first use and cached for the rest of the call, so a windowed view over a
+long conversation touches only the messages near its end. The two id maps that tie tool
+results to calls are built only when a result is not right after its call (one pass, then
+O(log n) lookups), so hostile layouts cannot make a view quadratic.
 """
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_left
-from collections.abc import Sequence
-from typing import cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -25,7 +34,107 @@ from langchain_core.messages import (
     ToolMessageChunk,
 )
 
-from layered_memory.views.routing import SYSTEM, USER, route_of
+logger = logging.getLogger(__name__)
+
+ROUTE_KEY = "layered_memory_route"
+"""Key in `additional_kwargs` holding `{"sender": str, "to": [str, ...] | None}`."""
+USER = "user"
+"""Sender of human messages: a person may not take this name."""
+SYSTEM = "system"
+"""Sender of system messages: a person may not take this name."""
+RESERVED_NAMES = frozenset({USER, SYSTEM})
+_MAX_NAME_CHARS = 200
+
+M = TypeVar("M", bound=BaseMessage)
+
+
+def _check_name(value: Any, parameter: str) -> str:
+    if not isinstance(value, str):
+        msg = f"{parameter} must be a str, not {type(value).__name__}"
+        raise TypeError(msg)
+    if not value.strip():
+        msg = f"{parameter} must be a non-empty name"
+        raise ValueError(msg)
+    if len(value) > _MAX_NAME_CHARS:
+        msg = f"{parameter} is {len(value)} chars long; names are at most {_MAX_NAME_CHARS}"
+        raise ValueError(msg)
+    return value
+
+
+def check_person(person: Any, parameter: str = "person") -> str | None:
+    """A valid person name (or None: the anonymous agent whose messages are unnamed)."""
+    if person is None:
+        return None
+    name = _check_name(person, parameter)
+    if name in RESERVED_NAMES:
+        msg = f"{parameter}={name!r} is reserved for {name} messages; name the agent otherwise"
+        raise ValueError(msg)
+    return name
+
+
+def addressed(message: M, *, sender: str, to: str | Iterable[str] | None) -> M:
+    """A copy of `message` carrying its sender and recipients (the original is untouched).
+
+    Args:
+        message: Any LangChain message.
+        sender: Who said it (a person's name, or `"user"` / `"system"`).
+        to: One recipient, several, or None for everyone.
+
+    Returns:
+        A shallow copy with the routing in `additional_kwargs` (content shared, not copied).
+
+    Example:
+        graph_state["messages"].append(
+            addressed(AIMessage("Over to you."), sender="optimist", to="pessimist"))
+    """
+    if not isinstance(message, BaseMessage):
+        msg = f"message must be a langchain BaseMessage, not {type(message).__name__}"
+        raise TypeError(msg)
+    _check_name(sender, "sender")
+    recipients: list[str] | None
+    if to is None:
+        recipients = None
+    elif isinstance(to, str):
+        recipients = [_check_name(to, "to")]
+    else:
+        try:
+            names = list(to)
+        except TypeError:
+            msg = f"to must be a name, an iterable of names or None, not {type(to).__name__}"
+            raise TypeError(msg) from None
+        recipients = [_check_name(name, f"to[{index}]") for index, name in enumerate(names)]
+        if not recipients:
+            msg = "to must name at least one recipient (None means everyone)"
+            raise ValueError(msg)
+    route = {"sender": sender, "to": recipients}
+    return message.model_copy(
+        update={"additional_kwargs": {**message.additional_kwargs, ROUTE_KEY: route}}
+    )
+
+
+def route_of(message: BaseMessage) -> tuple[str | None, frozenset[str] | None]:
+    """`(sender, recipients)` set by `addressed()`; `(None, None)` when absent or malformed.
+
+    Messages may come from anywhere (a checkpoint, another process): a malformed route is
+    ignored with a debug log rather than trusted or raised on.
+    """
+    route = message.additional_kwargs.get(ROUTE_KEY)
+    if route is None:
+        return None, None
+    if not isinstance(route, Mapping):
+        logger.debug("message %s: ignoring malformed %s", message.id, ROUTE_KEY)
+        return None, None
+    sender = route.get("sender")
+    if not isinstance(sender, str) or not sender:
+        sender = None
+    to = route.get("to")
+    recipients: frozenset[str] | None = None
+    if isinstance(to, list | tuple) and to and all(isinstance(name, str) for name in to):
+        recipients = frozenset(to)
+    elif to is not None:
+        logger.debug("message %s: ignoring malformed recipients in %s", message.id, ROUTE_KEY)
+    return sender, recipients
+
 
 # Message kinds. `isinstance` on pydantic models goes through the model metaclass and costs
 # several times a dict lookup by type; a view over 10,000 messages asks tens of thousands of
@@ -84,6 +193,7 @@ class Conversation:
     __slots__ = (
         "_ai_by_call",
         "_callers",
+        "_leading_systems",
         "_results",
         "_senders",
         "_tools_by_call",
@@ -101,6 +211,7 @@ class Conversation:
         self._results: dict[int, dict[str, int]] = {}
         self._ai_by_call: dict[str, list[int]] | None = None
         self._tools_by_call: dict[str, list[int]] | None = None
+        self._leading_systems: int | None = None
 
     def message(self, index: int) -> BaseMessage:
         """The message at `index`, checked to be a LangChain message."""
@@ -150,6 +261,20 @@ class Conversation:
             return self.mine(index)
         recipients = route_of(message)[1]
         return recipients is None or (self.person is not None and self.person in recipients)
+
+    def leading_system(self, index: int) -> bool:
+        """Whether the message at `index` is one of the system messages the conversation starts
+        with (before its first other message): the only ones a view sends as system messages.
+
+        Decided by the position in the conversation, not in the view, so a message goes out
+        in the same form on every call whatever the window shows before it.
+        """
+        if self._leading_systems is None:
+            count = 0
+            while count < self.n and kind(self.messages[count]) == SYSTEM_KIND:
+                count += 1
+            self._leading_systems = count
+        return index < self._leading_systems
 
     # -- tool calls and their results -----------------------------------------------------------
 

@@ -108,7 +108,14 @@ def _single_units(
 def _pair_units(
     conv: Conversation, visible: Visible, low: int, high: int, chosen: set[int]
 ) -> Iterator[list[int]]:
-    """Newest first: the person's reply with the request it answers; other messages alone."""
+    """Newest first: the person's reply with the request it answers; other messages alone.
+
+    A reply's request is the nearest visible message before it that is not the person's own.
+    When that request is already shown (a pinned system prompt, a `keep` message), the reply
+    is a unit of its own: walking past the request to the reply before it would merge every
+    reply of a conversation whose requests are all pinned into one unit, which stops fitting
+    the window after 20 rounds and then shows none of them.
+    """
     index = high - 1
     while index >= low:
         if index in chosen or not visible(conv, index):
@@ -120,14 +127,15 @@ def _pair_units(
             continue
         unit: list[int] = []
         while index >= low:
-            if index in chosen or not visible(conv, index):
+            if not visible(conv, index):
                 index -= 1
                 continue
             if not conv.mine(index):
-                unit.append(index)  # the request this reply answers
-                index -= 1
+                if index not in chosen:
+                    unit.append(index)  # the request this reply answers
+                    index -= 1
                 break
-            if kind(conv.messages[index]) != TOOL:
+            if index not in chosen and kind(conv.messages[index]) != TOOL:
                 unit.extend(_block(conv, index, chosen))
             index -= 1
         yield unit
@@ -162,9 +170,8 @@ def select(conv: Conversation, settings: MemorySettings, run_start: int | None) 
         turn.add(request)
     pinned: set[int] = set()
     if settings.preserve_system:
-        pinned.update(
-            index for index in _system_positions(conv, history_end) if visible(conv, index)
-        )
+        # Up to `start`: a system message the person is answering is outside the count too.
+        pinned.update(index for index in _system_positions(conv, start) if visible(conv, index))
     if settings.keep is not None:
         pinned.update(_kept(conv, settings))
     chosen = turn | pinned

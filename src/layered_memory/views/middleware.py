@@ -29,13 +29,13 @@ from langchain_core.messages import BaseMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from layered_memory.views.routing import check_person
+from layered_memory.views._conversation import check_person
+from layered_memory.views._view import view_messages
 from layered_memory.views.settings import (
     MemoryProfile,
     MemorySettings,
     resolve_settings,
 )
-from layered_memory.views.view import view_messages
 
 logger = logging.getLogger(__name__)
 

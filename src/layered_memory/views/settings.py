@@ -147,6 +147,22 @@ class MemoryProfileFactory:
     }
 
     @classmethod
+    def custom(
+        cls,
+        view: MessageView | str,
+        max_messages: int | None = None,
+        preserve_system: bool = True,
+    ) -> MemorySettings:
+        """Settings of your own, as DiPeO's `MemoryProfileFactory.custom` builds them (use them
+        with `profile=CUSTOM`).
+
+        Example:
+            MessageViewMiddleware(profile="CUSTOM",
+                                  settings=MemoryProfileFactory.custom("all_involved", 10))
+        """
+        return MemorySettings(as_view(view), max_messages, preserve_system)
+
+    @classmethod
     def get_settings(cls, profile: MemoryProfile | str) -> MemorySettings:
         """The settings of a profile (`CUSTOM` has none: pass your own `MemorySettings`).
 

@@ -1,5 +1,9 @@
-"""The view of every message (FULL), built once per conversation prefix and then extended.
+"""`view_messages`: one person's view of a shared conversation, as a pure function.
 
+Use it in a hand-built `StateGraph` node before calling a model; `MessageViewMiddleware` calls
+it on every model call of a `create_agent` / `create_deep_agent` agent.
+
+The view of every message (FULL) is built once per conversation prefix and then extended.
 A FULL view rewrites every other agent's message as named input, so building it costs time
 in the conversation's length (about 150 ms at 10,000 messages), and an agent asks for it on
 every model call while the conversation only grows. The view of a prefix stays the same when
@@ -27,8 +31,61 @@ from itertools import islice
 
 from langchain_core.messages import BaseMessage
 
-from layered_memory.views._assemble import assemble_rest
-from layered_memory.views._conversation import Conversation
+from layered_memory.views._assemble import assemble, assemble_rest
+from layered_memory.views._conversation import Conversation, check_person
+from layered_memory.views._select import select, shows_everything
+from layered_memory.views.settings import MemorySettings
+
+
+def view_messages(
+    messages: Sequence[BaseMessage],
+    *,
+    person: str | None,
+    settings: MemorySettings,
+    run_start: int | None = None,
+) -> list[BaseMessage]:
+    """What `person` sees of `messages` under `settings`, ready to send to a model.
+
+    The conversation is never changed. Messages shown as they are come back as the very same
+    objects; only another agent's messages and later system messages (turned into input naming
+    the speaker), the person's AI messages whose tool calls lost their results (those calls
+    stripped) and the user turn opening a view that starts with the person's own are new
+    objects. The same input always gives an equal output.
+
+    Args:
+        messages: The shared conversation, oldest first.
+        person: The viewer (an agent's name). None: an agent whose own AI messages are unnamed.
+        settings: The view, window and pins (`MemoryProfileFactory.get_settings(...)`).
+        run_start: Index of the first message of the current run; with
+            `settings.forget_earlier_runs` nothing before it is shown (except system and
+            `keep` messages). None: every message belongs to the current run.
+
+    Returns:
+        The messages to send, valid for every provider: each tool call answered right after
+        it, no tool result without its call, the user's turn first, no other agent's AI
+        message shown as the model's own, and system messages only where the conversation
+        starts (a later one goes out as input labelled `[system]: ...`).
+
+    Example:
+        seen = view_messages(state["messages"], person="optimist",
+                             settings=MemoryProfileFactory.get_settings(MemoryProfile.FOCUSED))
+        reply = model.invoke([SystemMessage(prompt), *seen])
+    """
+    person = check_person(person)
+    if not isinstance(settings, MemorySettings):
+        msg = f"settings must be a MemorySettings, not {type(settings).__name__}"
+        raise TypeError(msg)
+    if run_start is not None and (isinstance(run_start, bool) or not isinstance(run_start, int)):
+        msg = f"run_start must be an int index or None, not {type(run_start).__name__}"
+        raise TypeError(msg)
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        msg = f"messages must be a sequence of messages, not {type(messages).__name__}"
+        raise TypeError(msg)
+    if shows_everything(settings, run_start):
+        return view_all(messages, person)  # extended from the last call's, when unchanged
+    conversation = Conversation(messages, person)
+    return assemble(conversation, select(conversation, settings, run_start))
+
 
 MAX_CONVERSATIONS = 32
 """Conversations (per viewer) whose FULL view is kept."""
