@@ -238,6 +238,39 @@ async def test_a_failback_to_the_old_l1_primary_never_serves_older_values(
 
 
 @USE_ASYNC
+async def test_split_brain_with_min_replicas_to_write_is_a_missed_write(
+    redis_server: RedisServer, tmp_path: Path, use_async: bool
+) -> None:
+    """A worker still writing through the old primary after a replica was promoted (split
+    brain) is not seen by workers on the new one, unless the old primary refuses writes
+    without a replica (``min-replicas-to-write 1``, the README's advice): then the write is
+    one L1 missed, told through L2, and the others read L2 within ``l1_check_interval``."""
+    primary = redis_server
+    (tmp_path / "replica").mkdir()
+    replica = RedisServer(tmp_path / "replica")
+    replica.start()
+    clock = Clock()
+    writer = hybrid(primary, tmp_path / "l2", clock=clock)
+    reader = hybrid(replica, tmp_path / "l2", clock=clock)
+    try:
+        follow(replica.port, primary.port)
+        primary.command("CONFIG", "SET", "min-replicas-to-write", "1")  # a replica acked: good
+        await call(writer, use_async, "set", "k", {"v": 1})
+        replicated(primary.port, replica.port)
+        promote(replica.port)
+        primary.command("CLIENT", "KILL", "TYPE", "replica")  # the old primary sees it now
+        assert await call(reader, use_async, "get", "k") == {"v": 1}  # cached on the new one
+        await call(writer, use_async, "set", "k", {"v": 2})  # refused by the old primary's L1
+        assert writer.l1_state == "open"
+        clock.advance(reader.l1_check_interval + 1)
+        assert await call(reader, use_async, "get", "k") == {"v": 2}
+    finally:
+        for store in (writer, reader):
+            await call(store, use_async, "close")
+        replica.kill()
+
+
+@USE_ASYNC
 async def test_an_acl_without_info_keeps_reads_working(
     redis_server: RedisServer, use_async: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
