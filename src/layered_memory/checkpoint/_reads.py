@@ -3,8 +3,8 @@
 Read of a thread's latest checkpoint:
 
 1. One Redis script returns the thread's current ``epoch|version`` (made fresh, under the
-   server's run_id, when missing or left by another server run), or "busy" while a write is
-   in progress (then: the wrapped saver answers, nothing is cached).
+   server's replication id, when missing or left by another replication history), or "busy"
+   while a write is in progress (then: the wrapped saver answers, nothing is cached).
 2. A snapshot kept under exactly that version is restored: a hit.
 3. Otherwise a signed payload from Redis (when a signing key is set), else the wrapped saver.
 4. On the second read of one version in this process, the tuple is snapshotted (and its payload
