@@ -7,7 +7,7 @@ agent always learns the same way that there is more to `read_file`.
 
 from __future__ import annotations
 
-from layered_memory.core._defuse import defuse, defuse_name
+from layered_memory.core._defuse import defuse, defuse_name, drop_invisible
 from layered_memory.core.loading import strip_html_comments
 
 
@@ -20,7 +20,27 @@ def defuse_within(text: str, limit: int) -> str:
     if len(text) <= limit:
         return defuse(text)
     head = max(limit, 0)
+    text = _visible_within(text, head)
     return defuse(text[:head]) + text[head:]
+
+
+_VISIBLE_MARGIN = 64
+"""Characters past the limit made visible too: defusing the head at the limit may shorten it
+by a few (a joiner or a flag cut in two), and what follows comes into view."""
+
+
+def _visible_within(text: str, limit: int) -> str:
+    """`drop_invisible(text)` as far as `limit` characters and a margin, the rest as it is.
+
+    Removed characters pull later ones into the part that can be shown, so the cleaned head
+    grows until it is long enough (doubling: linear in all).
+    """
+    end = limit + 2 * _VISIBLE_MARGIN
+    while True:
+        shown = drop_invisible(text[:end])
+        if len(shown) >= limit + _VISIBLE_MARGIN or end >= len(text):
+            return shown + text[end:]
+        end *= 2
 
 
 def truncate_text(text: str, limit: int, path: str) -> str:

@@ -5,7 +5,9 @@ providers reject tool calls it did not make), so another agent's AI message beco
 `HumanMessage` that names the speaker, with its tool calls folded into one line of text each;
 the results of its tool calls, when the view shows them, become human messages too. The label
 is a convention the model can read, not a proof of who spoke: an agent can write anything in
-its text, so trust decisions must not rest on it.
+its text, so trust decisions must not rest on it. Labels and relayed text go through the
+package's `drop_invisible`: another agent (prompt-injected, say) cannot pass on text that the
+person reading the conversation does not see.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import json
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from layered_memory.core._defuse import drop_invisible
 
 SPEECH_FORMAT = "[{speaker}]: {text}"
 TOOL_CALL_FORMAT = "[{speaker} called {tool}({args})]"
@@ -33,7 +37,8 @@ def label(name: str | None) -> str:
 
 @functools.lru_cache(maxsize=512)  # a conversation has few speakers and tools
 def _label(name: str) -> str:
-    cleaned = "".join(" " if not ch.isprintable() or ch in "[]" else ch for ch in name)
+    shown = drop_invisible(name)  # variation selectors and Hangul fillers are "printable"
+    cleaned = "".join(" " if not ch.isprintable() or ch in "[]" else ch for ch in shown)
     cleaned = " ".join(cleaned.split())[:MAX_LABEL_CHARS]
     return cleaned or "another agent"
 
@@ -61,14 +66,14 @@ def _args_text(args: Any) -> str:
         text = repr(args)
     if len(text) > MAX_ARGS_CHARS:
         text = text[:MAX_ARGS_CHARS] + "…"
-    return text
+    return drop_invisible(text)
 
 
 def as_speaker(message: AIMessage, speaker: str | None) -> HumanMessage | None:
     """Another agent's AI message as input naming the speaker (None: nothing to show)."""
     who = label(speaker)
     lines: list[str] = []
-    text = text_of(message)
+    text = drop_invisible(text_of(message))
     if text.strip():
         lines.append(SPEECH_FORMAT.format(speaker=who, text=text))
     for call in [*message.tool_calls, *message.invalid_tool_calls]:
@@ -87,7 +92,7 @@ def as_speaker(message: AIMessage, speaker: str | None) -> HumanMessage | None:
 
 def as_tool_report(message: ToolMessage, speaker: str | None, tool: str | None) -> HumanMessage:
     """The result of another agent's tool call as input naming whose call it was."""
-    text = text_of(message)
+    text = drop_invisible(text_of(message))
     if message.status == "error":
         text = f"(error) {text}"
     return HumanMessage(
