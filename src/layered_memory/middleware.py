@@ -18,7 +18,6 @@ Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -40,6 +39,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from layered_memory._logs import get_logger
 from layered_memory.core import _backend_factory
 from layered_memory.core._memory_state import (
     LayeredMemoryState,
@@ -115,7 +115,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LayeredMemoryState", "LeanMemoryMiddleware", "MatchKeySource", "MemoryMiddleware"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
 """A context name read from runtime.context / state / config, or a callable(state, runtime)."""

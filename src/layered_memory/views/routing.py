@@ -11,13 +11,14 @@ they know there, so it never reaches a provider, and checkpointers keep it with 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
-logger = logging.getLogger(__name__)
+from layered_memory._logs import get_logger
+
+logger = get_logger(__name__)
 
 ROUTE_KEY = "layered_memory_route"
 """Key in `additional_kwargs` holding `{"sender": str, "to": [str, ...] | None}`."""

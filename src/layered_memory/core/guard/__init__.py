@@ -48,6 +48,7 @@ from layered_memory.core.guard._places import (
 )
 from layered_memory.core.guard._view import make_view
 from layered_memory.core.layers import lexical_path
+from layered_memory.writeback.redaction import redact_text
 
 __all__ = [
     "SHELL_TOOLS",
@@ -324,22 +325,26 @@ def is_same_file(backend: Any, configured: str, path: str) -> bool:
 
 
 def refusal_message(operation: str, reason: str) -> str:
-    """The error text the model sees (the backend's error result, or the tool's message)."""
-    return (
+    """The error text the model sees (the backend's error result, or the tool's message).
+
+    Its paths are shown redacted (`/rules/[REDACTED:github_token].md`): the message is kept in
+    the conversation, and a path the agent chose may hold a secret.
+    """
+    return redact_text(
         f"Error: {operation} refused: {reason}, which cannot be changed by the agent. Nothing "
         "was modified. Save what you learned in a writable memory file instead, or tell the "
         "user what should change."
-    )
+    ).text
 
 
 def unreadable_message(operation: str, path: str, reason: str) -> str:
     """The error text for a whole-file write over a memory file nobody could read (the tool
     hook's refusal and the backend view's alike, so the model reads one story)."""
-    return (
+    return redact_text(
         f"Error: {operation} refused: {path} is a memory file that exists but could not be "
         f"read ({reason}), so writing it whole would destroy content nobody has seen. The "
         "file was not modified. Tell the user it needs fixing; save new notes elsewhere."
-    )
+    ).text
 
 
 def protected_paths_of(

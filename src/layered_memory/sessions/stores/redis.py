@@ -14,7 +14,6 @@ keep one client per event loop, so the store works across ``asyncio.run`` calls.
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import re
 import threading
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from layered_memory._logs import get_logger
 from layered_memory.errors import SessionStoreError, StoreUnavailableError, StoreURLError
 from layered_memory.sessions.stores._common import (
     JsonDict,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_REDIS_PREFIX", "RedisSessionStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DEFAULT_REDIS_PREFIX = "layered_memory:session:"
 _INSTALL_HINT = "RedisSessionStore needs the redis package: pip install 'layered-memory[redis]'"
