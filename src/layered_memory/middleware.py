@@ -18,7 +18,6 @@ Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -40,6 +39,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from layered_memory._logs import get_logger
 from layered_memory.core import _backend_factory
 from layered_memory.core._memory_state import (
     LayeredMemoryState,
@@ -115,7 +115,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LayeredMemoryState", "LeanMemoryMiddleware", "MatchKeySource", "MemoryMiddleware"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
 """A context name read from runtime.context / state / config, or a callable(state, runtime)."""
@@ -254,6 +254,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 else dict.fromkeys(self.assembler.nested, "nested memory (read-only)")
             ),
             discovered=self._found_read_only.get,
+            redacted_names=frozenset(self.assembler.nested if nested_writable else ()),
+            redacted_folders=frozenset(self.assembler.rule_folders if rules_writable else ()),
+            found_writable=self._found_read_only.writable,
         )
         self.protected_backend: Any = (
             _backend_factory.protecting(self._backend_factory, self.protected_paths)
@@ -681,18 +684,23 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
 
 class _FoundReadOnly:
-    """Read-only files the loads of this middleware found (nested files, imports of read-only
-    memory), for the guard: protection derived from the files on disk, never run state.
+    """Memory files the loads of this middleware found (nested files, imports), for the guard:
+    the read-only ones are protected, writes of the writable ones redacted. Derived from the
+    files on disk, never run state.
 
     Only ever grows while the process lives: a file once imported by read-only memory stays
-    protected, so a later edit of the importing file cannot free it for the agent's turn.
+    protected, so a later edit of the importing file cannot free it for the agent's turn; a
+    file once imported by writable memory keeps its writes redacted.
     """
 
     def __init__(self) -> None:
         self._files: dict[str, str] = {}
+        self._writable: frozenset[str] = frozenset()
         self._lock = threading.Lock()
 
     def remember(self, extras: MemoryExtras, read_only_layers: Collection[str] = ()) -> None:
+        if not extras.access and not extras.edges:
+            return  # no nested or imported file: nothing found
         found = {
             path: (
                 "nested memory (read-only)"
@@ -702,21 +710,30 @@ class _FoundReadOnly:
             for path, access in extras.access.items()
             if access == "read-only"
         }
-        # Every target a read-only file imports, found or not: a missing or unreadable one
-        # written by the agent would enter the prompt as read-only memory at the next load.
+        writable = {path for path, access in extras.access.items() if access == "writable"}
+        # Every target a file imports, found or not: a missing or unreadable one written by
+        # the agent would enter the prompt as memory of its importer's access at the next load.
         for importer, targets in extras.edges.items():
-            if extras.access.get(importer, "") == "read-only" or (
-                importer not in extras.access and importer in read_only_layers
-            ):
+            access = extras.access.get(importer)
+            if access is None:  # a layer file
+                access = "read-only" if importer in read_only_layers else "writable"
+            if access == "read-only":
                 for target in targets:
                     found.setdefault(target, "imported by read-only memory")
-        if found.keys() - self._files.keys():
+            else:
+                writable.update(targets)
+        if found.keys() - self._files.keys() or writable - self._writable:
             with self._lock:
                 self._files.update(found)
+                self._writable |= writable
 
     def get(self) -> Mapping[str, str]:
         with self._lock:
             return dict(self._files)
+
+    def writable(self) -> frozenset[str]:
+        """Writable memory files found (read-only ones found too are left out by the guard)."""
+        return self._writable
 
 
 class LeanMemoryMiddleware(MemoryMiddleware[Any, Any]):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from deepagents.backends.filesystem import FilesystemBackend
 
+from layered_memory._logs import get_logger
 from layered_memory.core import _discovery as discovery
 from layered_memory.core._discovery import Discovered, Plan
 from layered_memory.core._disk_cache import (
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
 
     from layered_memory.sessions.stores import SessionStore
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 PathAccess = Literal["writable", "read-only", "rule"]
 

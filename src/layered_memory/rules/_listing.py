@@ -3,10 +3,10 @@ batched download. Only the I/O call differs between the sync and async halves.""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from layered_memory._logs import get_logger
 from layered_memory.core.loading import DownloadResult, adownload_texts, download_texts
 from layered_memory.rules._parse import is_rule_file, parse_rule_file
 from layered_memory.rules._set import RuleSet, build_rule_set
@@ -15,7 +15,7 @@ from layered_memory.rules._types import Rule, RuleProblem
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 LISTING_PATTERN = "**/*"
 """Every file below a folder. Per the backends' glob contract `**` does not descend into

@@ -13,15 +13,15 @@ reported as such, to the model and in the log, never as restored.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from layered_memory._logs import get_logger
 from layered_memory.core.guard._places import backend_path
 from layered_memory.core.loading import decode_content
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MAX_SNAPSHOT_FILES = 10_000
 """Files of the protected folders read around one command (a bound for huge folders)."""

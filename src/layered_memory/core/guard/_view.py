@@ -19,7 +19,6 @@ import asyncio
 import contextvars
 import copy
 import functools
-import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from deepagents.backends.protocol import (
     execute_accepts_timeout,
 )
 
+from layered_memory._logs import get_logger
 from layered_memory.core.guard._places import (
     MAX_FOLDER_ENTRIES,
     backend_path,
@@ -50,7 +50,7 @@ from layered_memory.core.loading import (
 if TYPE_CHECKING:
     from layered_memory.core.guard import Operation, ProtectedPaths
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _BUSY: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "layered_memory_guard_busy", default=False
