@@ -1,33 +1,80 @@
-"""Read-only memory around a shell command: it cannot be checked before it runs, so the
-protected files are read before and after it, and whatever changed is put back.
+"""Read-only memory put back after a shell command or a `task` call, from the run-start snapshot.
 
-Both checks use these functions: the protected backend around each `execute` (its own
-before/after snapshot, so any subagent's command is covered) and the middleware after each
-shell tool call of its agent (against the content the run loaded, so a change a leftover
-background process made later is undone too).
+A shell cannot be checked before it runs, and a subagent on the plain backend writes past the
+parent's tool hook. After each, read-only memory is compared with what it held when the run
+started (`core._run_start.RunStart`, kept in the run's state), never with a copy taken from
+disk mid-run: two parallel tool calls cannot hand each other a planted file as "the original".
 
-Putting back is verified: a file the command replaced with a folder or a symlink is removed
-first, the bytes are written, and the result is read again. What still could not be put back is
-reported as such, to the model and in the log, never as restored.
+What is compared, in this order:
+
+1. On disk, each read-only rule folder and the folders above it are the ones the run started
+   with. One moved away and replaced (by a symlink, a file, another folder) is moved aside,
+   never deleted (a symlink is removed: it holds no data), and built again.
+2. Each read-only file holds its run-start text, or is still absent.
+3. Each read-only folder holds no file it did not hold. The listing has no cap: a planted rule
+   among any number of junk files is found (walking them costs what making them cost).
+4. With nested memory, no new nested file appeared, where the walk saw every folder.
+
+Putting back is verified: the result is read again. What could not be put back (a full disk,
+a permission, a nested file whose text the snapshot does not keep) is told to the model,
+logged, and recorded (`core._unrestored`): later loads leave it out until the file changes.
+Every failure is caught: a check never ends the run. One lock serialises the checks, so
+parallel tool calls never interleave their restores.
+
+The protected backend view used outside a run (`protected_backend.execute(...)` called
+directly) takes its own snapshot just before the command (`taken_now`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from layered_memory.core.guard._places import backend_path
-from layered_memory.core.loading import decode_content
+from deepagents.backends.filesystem import FilesystemBackend
+
+from layered_memory.core._run_start import RunStart, identity_of, text_digest, walk_nested
+from layered_memory.core._unrestored import Unrestored, fingerprint, place_of, record
+from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk, disk_path
+from layered_memory.core.loading import decode_content, download_files_safely
+from layered_memory.rules import is_rule_file
 
 logger = logging.getLogger(__name__)
 
-MAX_SNAPSHOT_FILES = 10_000
-"""Files of the protected folders read around one command (a bound for huge folders)."""
+_CHECK_LOCK = threading.RLock()
+"""One check at a time in a process: parallel tool calls never interleave their restores."""
 
-Snapshot = dict[str, bytes | None]
-"""Backend path -> bytes, or None when the file does not exist."""
+_RUN: contextvars.ContextVar[Callable[[], RunStart] | None] = contextvars.ContextVar(
+    "layered_memory_run_start", default=None
+)
+"""The running agent's run-start snapshot, for the backend view inside its tool calls."""
+
+_REBUILT: dict[str, list[Any]] = {}
+"""Folders the guard built again: disk path -> the identity of the folder it made, accepted
+as the run's own by later checks (process-wide: a run resumed elsewhere rebuilds once more)."""
+
+UNKEPT = "its text at the start of the run is not kept (only a digest), so it cannot be put back"
+
+SHOWN_PATHS = 20
+"""Paths named in one note or log line (a flood of junk files must not flood the prompt)."""
+
+
+def _failures(failed: Mapping[str, str]) -> str:
+    named = _named(list(failed)).split(", ")
+    return ", ".join(f"{path} ({failed[path]})" if path in failed else path for path in named)
+
+
+def _named(paths: Sequence[str]) -> str:
+    """Paths for a message: memory files first, at most `SHOWN_PATHS`, then a count."""
+    ordered = sorted(paths, key=lambda path: (not is_rule_file(path), path))
+    shown = ", ".join(ordered[:SHOWN_PATHS])
+    rest = len(ordered) - SHOWN_PATHS
+    return f"{shown} and {rest:,} more" if rest > 0 else shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,15 +82,17 @@ class Outcome:
     """What a check found and did.
 
     Attributes:
-        restored: Paths put back as they were (or removed, when the command created them).
+        restored: Paths put back as they were (or removed, when they appeared).
         failed: Paths that could not be put back, with the reason.
+        moved: Folders moved aside (old path -> where it is now).
     """
 
     restored: tuple[str, ...] = ()
     failed: Mapping[str, str] = field(default_factory=dict)
+    moved: Mapping[str, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.restored or self.failed)
+        return bool(self.restored or self.failed or self.moved)
 
     def note(self) -> str:
         """What the model is told."""
@@ -51,167 +100,377 @@ class Outcome:
         if self.restored:
             parts.append(
                 "this command changed read-only memory, which was put back as it was: "
-                + ", ".join(self.restored)
+                + _named(self.restored)
+            )
+        if self.moved:
+            parts.append(
+                "read-only folders it replaced were built again; what stood there was moved "
+                "aside: " + ", ".join(f"{old} -> {new}" for old, new in self.moved.items())
             )
         if self.failed:
-            lost = ", ".join(f"{path} ({why})" for path, why in self.failed.items())
-            parts.append(f"read-only memory it changed could NOT be put back: {lost}")
+            lost = _failures(self.failed)
+            parts.append(
+                f"read-only memory it changed could NOT be put back and is left out of memory "
+                f"until the user fixes it: {lost}"
+            )
         return (
             f"\n[layered-memory: {'; '.join(parts)}. Do not modify read-only memory; tell the "
             "user what should change instead.]"
         )
 
 
-def read_snapshot(paths: Sequence[str], responses: Sequence[Any]) -> Snapshot:
-    """Path -> bytes from a `download_files` answer; unreadable paths (a folder, a permission
-    error) are left out of a *before* snapshot: there is nothing to put back."""
-    found: Snapshot = {}
-    for path, response in zip(paths, responses, strict=False):
-        error = getattr(response, "error", None)
-        if error == "file_not_found":
-            found[path] = None
-        elif error is None:
-            found[path] = getattr(response, "content", None)
+@contextlib.contextmanager
+def during_run(start: Callable[[], RunStart]) -> Iterator[None]:
+    """Make `start` the snapshot the backend view checks against inside a tool call (an
+    outer run's wins: a subagent's own middleware started later, maybe after a change)."""
+    if _RUN.get() is not None:
+        yield
+        return
+    token = _RUN.set(start)
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
+
+
+def run_start_in_context() -> RunStart | None:
+    """The run-start snapshot of the tool call this code runs in, if any."""
+    start = _RUN.get()
+    return None if start is None else start()
+
+
+def restore(
+    io: Any, where: Any, start: RunStart, *, raw: Mapping[str, bytes] | None = None
+) -> Outcome:
+    """Put read-only memory back as `start` has it (see the module docstring).
+
+    Args:
+        io: Answers `download_files` / `upload_files` / `delete` / `glob` past the guard.
+        where: The backend the paths belong to (routes, disk folders); may be `io`.
+        start: The run-start snapshot.
+        raw: Exact bytes to write back per path (the view's own snapshot); default: the text.
+    """
+    with _CHECK_LOCK:
+        try:
+            return _restore(io, where, start, raw or {})
+        except Exception as exc:  # a check must never end the run: say so instead
+            logger.exception("checking read-only memory failed")
+            return Outcome(failed={"read-only memory": f"the check failed: {exc}"})
+
+
+def _restore(io: Any, where: Any, start: RunStart, raw: Mapping[str, bytes]) -> Outcome:
+    moved, failed = _rebuild_folders(start)
+    paths = {path: where_ for path in start.texts if (where_ := backend_path(where, path))}
+    absent = {path: where_ for path in start.absent if (where_ := backend_path(where, path))}
+    digests = {path: where_ for path in start.digests if (where_ := backend_path(where, path))}
+    answers = _download(io, where, [*paths.values(), *absent.values(), *digests.values()])
+    wanted: dict[str, bytes | None] = {}
+    by_place: dict[str, str] = {}
+    for path, at in paths.items():
+        content = raw.get(path)
+        wanted_bytes = content if content is not None else start.texts[path].encode("utf-8")
+        if not _same(answers.get(at), start.texts[path], content):
+            wanted[at] = wanted_bytes
+            by_place[at] = path
+    for path, at in absent.items():
+        if _error(answers.get(at)) != "file_not_found":
+            wanted[at] = None
+            by_place[at] = path
+    unkept: dict[str, str] = {}
+    for path, at in digests.items():
+        answer = answers.get(at)
+        text = _text(answer)
+        if text is None or text_digest(text) != start.digests[path]:
+            unkept[at] = path
+    for at in _new_files(io, where, start, failed):
+        wanted.setdefault(at, None)
+        by_place.setdefault(at, at)
+    restored, not_put_back = _put_back(io, where, wanted) if wanted else ((), {})
+    failed.update(not_put_back)
+    failed.update(dict.fromkeys(unkept, UNKEPT))
+    outcome = Outcome(restored, failed, moved)
+    _report(io, where, outcome, {**by_place, **unkept})
+    return outcome
+
+
+# -- 1. folders ---------------------------------------------------------------------------------
+
+
+def _rebuild_folders(start: RunStart) -> tuple[dict[str, str], dict[str, str]]:
+    """Put back each read-only folder on disk that was moved away or replaced."""
+    moved: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    for path in sorted(start.folders, key=len):
+        was = list(start.folders[path])
+        now = identity_of(path)
+        if now == was or (now is not None and now == _REBUILT.get(path)):
+            continue
+        try:
+            if now is not None:
+                if now[2]:
+                    os.unlink(path)  # a symlink holds no data: never follow it, drop it
+                else:
+                    aside = _free_name(path)
+                    os.rename(path, aside)
+                    moved[path] = aside
+            if was[2]:
+                os.symlink(was[2], path)
+            else:
+                os.mkdir(path)
+        except OSError as exc:
+            failed[path] = f"cannot build the folder again: {exc.strerror or exc}"
+            continue
+        rebuilt = identity_of(path)
+        if rebuilt is not None:
+            _REBUILT[path] = rebuilt
+    return moved, failed
+
+
+def _free_name(path: str) -> str:
+    for number in range(1, 10_000):
+        candidate = f"{path}.layered-memory-moved-{number}"
+        if not os.path.lexists(candidate):
+            return candidate
+    raise OSError(f"no free name to move {path} aside")
+
+
+# -- 2. files -----------------------------------------------------------------------------------
+
+
+def _download(io: Any, where: Any, paths: Sequence[str]) -> dict[str, Any]:
+    if not paths:
+        return {}
+    try:
+        answers = download_files_safely(where, list(paths), download=io.download_files)
+    except Exception as exc:  # an unreadable backend: every path counts as unreadable
+        logger.warning("cannot read read-only memory back: %s", exc)
+        return {}
+    return dict(zip(paths, answers, strict=False))
+
+
+def _error(answer: Any) -> str | None:
+    return "unknown" if answer is None else getattr(answer, "error", None)
+
+
+def _text(answer: Any) -> str | None:
+    content = getattr(answer, "content", None)
+    if _error(answer) is not None or content is None:
+        return None
+    return decode_content(content)[0]
+
+
+def _same(answer: Any, text: str, content: bytes | None) -> bool:
+    """Whether a file holds what the snapshot has (decoded the loader's way, so a byte-order
+    mark is no change; by bytes when the view's own snapshot kept them)."""
+    if content is not None:
+        return _error(answer) is None and getattr(answer, "content", None) == content
+    return _text(answer) == text
+
+
+# -- 3. and 4. files that appeared ---------------------------------------------------------------
+
+
+def _new_files(io: Any, where: Any, start: RunStart, failed: dict[str, str]) -> list[str]:
+    """Files in the read-only folders, and nested memory files, the run did not start with."""
+    known = {
+        at
+        for path in (*start.texts, *start.left_out, *start.digests, *(start.others or ()))
+        if (at := backend_path(where, path))
+    }
+    new: list[str] = []
+    for folder in start.rule_folders:
+        at = backend_path(where, folder)
+        if at is None:
+            continue
+        listed = _listing(io, where, at)
+        if listed is None:
+            failed[folder] = "cannot list the folder to check it"
+            continue
+        new.extend(path for path in listed if path not in known)
+    if start.nested and start.complete:
+        found, complete = walk_nested(where, start.nested, _root_of(where))
+        if complete:
+            new.extend(path for path in found if path not in known)
+    return new
+
+
+def _listing(io: Any, where: Any, folder: str) -> list[str] | None:
+    """Every file below a folder as the loader lists it (no dot names, no linked folders),
+    without a cap; None when it cannot be listed completely."""
+    if isinstance(where, FilesystemBackend):
+        top = disk_path(where, folder)
+        return None if top is None else _walk_files(where, top)
+    try:
+        listing = io.glob("**/*", path=folder)
+    except Exception:
+        return None
+    if getattr(listing, "error", None) or getattr(listing, "truncated", False):
+        return None
+    return [
+        str(info["path"])
+        for info in getattr(listing, "matches", None) or []
+        if not info.get("is_dir")
+    ]
+
+
+def _walk_files(backend: FilesystemBackend, top: str) -> list[str]:
+    found: list[str] = []
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except OSError:
+            continue  # missing, or not a folder: nothing listed there
+        for entry in listed:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+            else:
+                found.append(_as_backend_path(backend, entry.path))
     return found
 
 
-def changed_paths(
-    before: Snapshot, after_paths: Sequence[str], responses: Sequence[Any]
-) -> list[str]:
-    """Paths whose bytes differ after the command, and paths that appeared in a protected
-    folder (present after, unknown before)."""
-    answers = dict(zip(after_paths, responses, strict=False))
-    changed = []
-    for path in dict.fromkeys([*before, *after_paths]):
-        response = answers.get(path)
-        error = getattr(response, "error", None) if response is not None else "file_not_found"
-        now = getattr(response, "content", None) if error is None else None
-        missing_now = error == "file_not_found"
-        if path not in before:
-            if not missing_now:
-                changed.append(path)  # created in a protected folder
-        elif before[path] is None:
-            if not missing_now:
-                changed.append(path)  # a missing read-only file was created
-        elif error is not None or now != before[path]:
-            changed.append(path)
-    return changed
+def _as_backend_path(backend: FilesystemBackend, disk: str) -> str:
+    if not backend.virtual_mode:
+        return disk
+    return "/" + os.path.relpath(disk, str(backend.cwd)).replace(os.sep, "/")
 
 
-def loaded_snapshot(
-    state: Mapping[str, Any],
-    files: Sequence[str],
-    folders: Sequence[str],
-    backend: Any,
-    *,
-    discovered: Sequence[str] = (),
-) -> dict[str, str | None]:
-    """The read-only files as the run last loaded them (backend path -> text, None when it did
-    not exist); unreadable files are left out (nothing to put back).
-
-    `files` are the configured ones: the run's load looked for each, so one it did not find
-    did not exist. `discovered` are the nested and imported files any load of the process
-    found: only those this run's load knows are compared (a nested file another run loaded
-    is absent from this run's state, which does not mean it did not exist: it is left alone).
-    """
-    memory = state.get("memory_loaded") or {}
-    extras = memory.get("extras") or {}
-    contents = {
-        **(extras.get("imports") or {}),
-        **(extras.get("nested") or {}),
-        **(state.get("memory_contents") or {}),
-    }
-    # Import targets this run looked for and did not find (None: put back as absent).
-    looked_for = {target for targets in (extras.get("edges") or {}).values() for target in targets}
-    rules = memory.get("rule_files") or {}
-    unreadable = memory.get("unreadable") or {}
-    baseline: dict[str, str | None] = {}
-    known = set(files)
-    for path in [*files, *(p for p in discovered if p not in known)]:
-        if path in unreadable or (path not in known and path not in contents.keys() | looked_for):
-            continue
-        where = backend_path(backend, path)
-        if where is not None:
-            baseline[where] = contents.get(path)
-    for path, text in rules.items():
-        where = backend_path(backend, path)
-        if where is not None and any(where.startswith(f.rstrip("/") + "/") for f in folders):
-            baseline[where] = text
-    return baseline
+def _root_of(where: Any) -> str:
+    if isinstance(where, FilesystemBackend) and not where.virtual_mode:
+        return str(where.cwd)
+    return "/"
 
 
-def drifted_from_loaded(baseline: Mapping[str, str | None], responses: Sequence[Any]) -> list[str]:
-    """Paths whose current text differs from what the run loaded (decoded the loader's way,
-    so a byte-order mark or other encoding detail is not a change)."""
-    changed = []
-    for (path, text), response in zip(baseline.items(), responses, strict=False):
-        error = getattr(response, "error", None)
-        if text is None:
-            if error != "file_not_found":
-                changed.append(path)
-            continue
-        content = getattr(response, "content", None)
-        decoded = decode_content(content)[0] if error is None and content is not None else None
-        if decoded != text:
-            changed.append(path)
-    return changed
+# -- putting back --------------------------------------------------------------------------------
 
 
-def put_back(
-    backend: Any,
-    before: Mapping[str, bytes | None],
-    changed: Sequence[str],
-    *,
-    delete: Callable[[str], Any],
-    clear: Callable[[str], bool] = lambda _path: False,
-) -> Outcome:
-    """Write `changed` files back as `before` has them (None: remove what appeared), removing
-    whatever now occupies a path first (a symlink or a folder swapped in, or whatever made a
-    plain write fail), then read them all again.
-
-    Args:
-        backend: Answers `upload_files` / `download_files` without the guard.
-        before: The bytes to put back.
-        changed: The paths to put back.
-        delete: Removes a path without the guard.
-        clear: Removes a symlink or folder swapped in on local disk (see
-            `_guard_places.clear_swapped_on_disk`).
-    """
-    for path in changed:
-        if before.get(path) is not None:
-            clear(path)
-    uploads = [(path, content) for path in changed if (content := before.get(path)) is not None]
-    if uploads:
-        answers = backend.upload_files(uploads)
-        for (path, _content), answer in zip(uploads, answers, strict=False):
+def _put_back(
+    io: Any, where: Any, wanted: Mapping[str, bytes | None]
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Write each path back (None: remove it), clearing whatever occupies it first, then read
+    them all again: what does not hold what it should is reported, never called restored."""
+    errors: dict[str, str] = {}
+    for path, content in wanted.items():
+        cleared = _clear(where, path)
+        try:
+            if content is None:
+                if not cleared:
+                    answer = io.delete(path)
+                    if getattr(answer, "error", None) and _exists(io, where, path):
+                        errors[path] = str(answer.error)
+                continue
+            (answer,) = io.upload_files([(path, content)])
             if getattr(answer, "error", None) is not None:
-                delete(path)  # a folder or a symlink stands there now: clear it, then retry
-        retry = [item for item, answer in zip(uploads, answers, strict=False) if answer.error]
-        if retry:
-            backend.upload_files(retry)
-    for path in changed:
-        if before.get(path) is None and not clear(path):
-            delete(path)  # a plain file that appeared (a link is cleared, never followed)
-    return _verify(backend, before, changed)
-
-
-def _verify(backend: Any, before: Mapping[str, bytes | None], changed: Sequence[str]) -> Outcome:
-    answers = backend.download_files(list(changed))
+                io.delete(path)  # a folder or a symlink stands there now: clear it, retry
+                (answer,) = io.upload_files([(path, content)])
+                if getattr(answer, "error", None) is not None:
+                    errors[path] = str(answer.error)
+        except Exception as exc:  # a full disk, a permission, a path outside the root
+            errors[path] = _reason(exc)
+    answers = _download(io, where, list(wanted))
     restored: list[str] = []
     failed: dict[str, str] = {}
-    for path, answer in zip(changed, answers, strict=False):
-        error = getattr(answer, "error", None)
-        wanted = before.get(path)
-        if wanted is None:
-            ok = error == "file_not_found"
+    for path, content in wanted.items():
+        answer = answers.get(path)
+        if content is None:
+            ok = _error(answer) == "file_not_found"
         else:
-            ok = error is None and getattr(answer, "content", None) == wanted
+            ok = _error(answer) is None and getattr(answer, "content", None) == content
         if ok:
             restored.append(path)
         else:
-            failed[path] = f"still {error or 'different'}"
-    if failed:
-        logger.error("read-only memory could not be put back: %s", ", ".join(failed))
-    if restored:
-        logger.warning("a shell command changed read-only memory; restored %s", ", ".join(restored))
-    return Outcome(tuple(restored), failed)
+            failed[path] = errors.get(path) or f"still {_error(answer) or 'different'}"
+    return tuple(restored), failed
+
+
+def _clear(where: Any, path: str) -> bool:
+    try:
+        return clear_swapped_on_disk(where, path)
+    except Exception:  # the write that follows reports what is wrong
+        return False
+
+
+def _exists(io: Any, where: Any, path: str) -> bool:
+    return _error(_download(io, where, [path]).get(path)) != "file_not_found"
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _report(io: Any, where: Any, outcome: Outcome, paths: Mapping[str, str]) -> None:
+    """Log the outcome, and record what could not be put back for the next runs."""
+    if outcome.restored:
+        logger.warning(
+            "a tool call changed read-only memory; restored %s", _named(outcome.restored)
+        )
+    for old, new in outcome.moved.items():
+        logger.warning("a tool call replaced read-only folder %s; moved it aside to %s", old, new)
+    if not outcome.failed:
+        return
+    logger.error(
+        "read-only memory could not be put back (left out of memory until fixed): %s",
+        _failures(outcome.failed),
+    )
+    files = [path for path in outcome.failed if path in paths]
+    answers = _download(io, where, files)
+    record(
+        {
+            place_of(where, paths[path]): Unrestored(
+                paths[path], _fingerprint(answers.get(path)), outcome.failed[path]
+            )
+            for path in files
+        }
+    )
+
+
+def _fingerprint(answer: Any) -> str:
+    error = _error(answer)
+    if error == "file_not_found":
+        return fingerprint(None, missing=True)
+    return fingerprint(_text(answer) if error is None else None)
+
+
+# -- the view's own snapshot, outside a run -------------------------------------------------------
+
+
+def taken_now(
+    io: Any, where: Any, files: Sequence[str], folders: Sequence[str]
+) -> tuple[RunStart, dict[str, bytes]]:
+    """A snapshot taken just before a command (the backend view called outside a run): the
+    protected files and everything the protected folders hold now, byte for byte."""
+    listed: list[str] = []
+    for folder in folders:
+        at = backend_path(where, folder)
+        found = _listing(io, where, at) if at is not None else None
+        listed.extend(found or ())
+    paths = list(dict.fromkeys([p for f in files if (p := backend_path(where, f))] + listed))
+    answers = _download(io, where, paths)
+    raw: dict[str, bytes] = {}
+    texts: dict[str, str] = {}
+    absent: set[str] = set()
+    left_out: dict[str, str] = {}
+    for path in paths:
+        answer = answers.get(path)
+        error = _error(answer)
+        if error == "file_not_found":
+            absent.add(path)
+        elif error is None and (content := getattr(answer, "content", None)) is not None:
+            raw[path] = content
+            texts[path] = _text(answer) or ""
+        else:
+            left_out[path] = str(error)  # unreadable now: nothing to put back, left alone
+    start = RunStart(
+        texts=texts,
+        absent=frozenset(absent),
+        left_out=left_out,
+        rule_folders=tuple(folders),
+        others=frozenset(),
+    )
+    return start, raw
