@@ -235,7 +235,7 @@ def run_start_of(
         rules=listing,
         rule_folders=tuple(rule_folders),
         others=None if others is None else frozenset(others),
-        folders=data.get("folders") or {},
+        folders=(data.get("folders") or {}) if rule_folders else {},
         complete=bool(data.get("complete")),
         nested=tuple(nested),
     )

@@ -42,8 +42,9 @@ LEDGER_NAME = "unrestored.json"
 MISSING = "missing"
 UNREADABLE = "unreadable"
 
+LEFT_OUT_START = "left out: an agent changed it during an earlier run"
 LEFT_OUT_REASON = (
-    "left out: an agent changed it during an earlier run and it could not be put back "
+    LEFT_OUT_START + " and it could not be put back "
     "({why}); it stays out of the prompt until the file changes: check it (e.g. `git diff`), "
     "fix it, and run again (`layered-memory doctor` lists these)"
 )

@@ -39,7 +39,7 @@ from typing import Any
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory.core._run_start import RunStart, identity_of, text_digest, walk_nested
-from layered_memory.core._unrestored import Unrestored, fingerprint, place_of, record
+from layered_memory.core._unrestored import Unrestored, entries, fingerprint, place_of, record
 from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk, disk_path
 from layered_memory.core.loading import decode_content, download_files_safely
 from layered_memory.rules import is_rule_file
@@ -188,8 +188,8 @@ def _restore(io: Any, where: Any, start: RunStart, raw: Mapping[str, bytes]) -> 
     restored, not_put_back = _put_back(io, where, wanted) if wanted else ((), {})
     failed.update(not_put_back)
     failed.update(dict.fromkeys(unkept, UNKEPT))
-    outcome = Outcome(restored, failed, moved)
-    _report(io, where, outcome, {**by_place, **unkept})
+    outcome = Outcome(restored, _recorded(io, where, failed, {**by_place, **unkept}), moved)
+    _report(outcome)
     return outcome
 
 
@@ -404,30 +404,41 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _report(io: Any, where: Any, outcome: Outcome, paths: Mapping[str, str]) -> None:
-    """Log the outcome, and record what could not be put back for the next runs."""
+def _recorded(
+    io: Any, where: Any, failed: Mapping[str, str], paths: Mapping[str, str]
+) -> dict[str, str]:
+    """Record each file that could not be put back for the next runs (`core._unrestored`),
+    and return the failures not recorded before as they are: a file an earlier check of the
+    run already reported, unchanged since, is not reported again at every later call."""
+    files = [path for path in failed if path in paths]
+    answers = _download(io, where, files)
+    recorded = entries()
+    new: dict[str, Unrestored] = {}
+    for path in files:
+        place = place_of(where, paths[path])
+        entry = Unrestored(paths[path], _fingerprint(answers.get(path)), failed[path])
+        known = recorded.get(place)
+        if known is None or known.found != entry.found:
+            new[place] = entry
+    if new:
+        record(new)
+    fresh = {entry.path for entry in new.values()}
+    return {path: why for path, why in failed.items() if path not in paths or paths[path] in fresh}
+
+
+def _report(outcome: Outcome) -> None:
+    """Log the outcome."""
     if outcome.restored:
         logger.warning(
             "a tool call changed read-only memory; restored %s", _named(outcome.restored)
         )
     for old, new in outcome.moved.items():
         logger.warning("a tool call replaced read-only folder %s; moved it aside to %s", old, new)
-    if not outcome.failed:
-        return
-    logger.error(
-        "read-only memory could not be put back (left out of memory until fixed): %s",
-        _failures(outcome.failed),
-    )
-    files = [path for path in outcome.failed if path in paths]
-    answers = _download(io, where, files)
-    record(
-        {
-            place_of(where, paths[path]): Unrestored(
-                paths[path], _fingerprint(answers.get(path)), outcome.failed[path]
-            )
-            for path in files
-        }
-    )
+    if outcome.failed:
+        logger.error(
+            "read-only memory could not be put back (left out of memory until fixed): %s",
+            _failures(outcome.failed),
+        )
 
 
 def _fingerprint(answer: Any) -> str:
