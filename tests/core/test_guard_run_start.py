@@ -103,9 +103,8 @@ def shell_wait(condition: str) -> str:
 # -- 1. a parallel `execute` racing a `task` subagent's shell ---------------------------------
 
 
-@pytest.mark.parametrize("wiring", ["protected", "plain"])
 def test_a_parallel_execute_cannot_get_its_change_restored_by_a_subagents_check(
-    project: Path, wiring: str
+    project: Path,
 ) -> None:
     """The parent's `execute` plants AGENTS.md while a `task` subagent starts a slow command.
 
@@ -128,8 +127,8 @@ def test_a_parallel_execute_cannot_get_its_change_restored_by_a_subagents_check(
         ("execute", {"command": parent_plants}),
         ("task", {"description": "build it", "subagent_type": "general-purpose"}),
     )
-    chosen = memory.protected_backend if wiring == "protected" else backend
-    result, model = run(memory, chosen, [both, subagent_runs_its_slow_command, "built", "done"])
+    script = [both, subagent_runs_its_slow_command, "built", "done"]
+    result, model = run(memory, memory.protected_backend, script)
 
     assert agents.read_text() == ORIGINAL
     assert any("put back" in text for text in tool_texts(result))

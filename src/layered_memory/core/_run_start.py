@@ -251,28 +251,23 @@ def _backend_path(backend: FilesystemBackend, disk: str) -> str:
     return "/" + os.path.relpath(disk, str(backend.cwd)).replace(os.sep, "/")
 
 
-def folder_identities(backend: Any, folders: Sequence[str]) -> dict[str, list[Any]]:
-    """Each folder on local disk and the folders above it inside the backend's root:
-    disk path -> `[device, inode, link text or ""]` (a missing one is left out)."""
+def folder_chains(backend: Any, folders: Sequence[str]) -> list[str]:
+    """Each folder on local disk and the folders above it inside the backend's root, top
+    down (disk paths): the folders whose identity a run-start snapshot keeps."""
     disk = local_root(backend)
     if disk is None or not folders:
-        return {}
+        return []
     root = os.path.normpath(str(disk.cwd))
-    found: dict[str, list[Any]] = {}
+    found: dict[str, None] = {}
     for folder in folders:
         target, key = final_route(backend, folder)
         if target is not disk:
             continue
         path = os.path.normpath(disk_path(root, key, virtual=disk.virtual_mode))
-        chain = []
         while path.startswith(root + os.sep) and path not in found:
-            chain.append(path)
+            found[path] = None
             path = os.path.dirname(path)
-        for path in chain:
-            identity = identity_of(path)
-            if identity is not None:
-                found[path] = identity
-    return found
+    return sorted(found, key=len)
 
 
 def identity_of(path: str) -> list[Any] | None:

@@ -16,6 +16,7 @@ signature, so a load with nothing recorded costs one `stat`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -69,18 +70,25 @@ class Unrestored:
         return LEFT_OUT_REASON.format(why=self.why)
 
 
-def state_dir() -> Path:
+def state_dir() -> str:
     """The folder of the package's per-user state (see the module docstring)."""
     configured = os.environ.get(STATE_DIR_ENV)
     if configured:
-        return Path(configured)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "layered-memory"
+        return configured
+    xdg = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(xdg, "layered-memory")
 
 
-def ledger_path() -> Path:
-    """Where the record lives."""
-    return state_dir() / LEDGER_NAME
+@functools.lru_cache(maxsize=16)
+def _ledger_in(configured: str | None) -> str:
+    return os.path.join(state_dir() if configured is None else configured, LEDGER_NAME)
+
+
+def ledger_path() -> str:
+    """Where the record lives. Every load looks: one environment read (the variable may
+    change, tests set it), then a remembered answer (without it, the XDG default is worked
+    out once per process)."""
+    return _ledger_in(os.environ.get(STATE_DIR_ENV) or None)
 
 
 def fingerprint(text: str | None, *, missing: bool = False) -> str:
@@ -104,7 +112,7 @@ def place_of(backend: Any, path: str) -> str:
 
 
 _cache_lock = threading.Lock()
-_cached: dict[Path, tuple[tuple[int, int, int], dict[str, Unrestored]]] = {}
+_cached: dict[str, tuple[tuple[int, int, int], dict[str, Unrestored]]] = {}
 """The record as last read, by its file's stat signature."""
 
 
@@ -128,9 +136,9 @@ def entries() -> Mapping[str, Unrestored]:
     return found
 
 
-def _read(path: Path) -> dict[str, Unrestored]:
+def _read(path: str) -> dict[str, Unrestored]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
         return {
             str(place): Unrestored(str(item["path"]), str(item["found"]), str(item["why"]))
             for place, item in data.items()
@@ -155,9 +163,9 @@ def forget(places: Iterable[str]) -> None:
 def _update(added: dict[str, Unrestored], removed: tuple[str, ...]) -> bool:
     path = ledger_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock", timeout=30):
-            current = dict(_read(path)) if path.exists() else {}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with FileLock(path + ".lock", timeout=30):
+            current = dict(_read(path)) if os.path.exists(path) else {}
             current.update(added)
             for place in removed:
                 current.pop(place, None)
@@ -165,7 +173,7 @@ def _update(added: dict[str, Unrestored], removed: tuple[str, ...]) -> bool:
                 place: {"path": entry.path, "found": entry.found, "why": entry.why}
                 for place, entry in sorted(current.items())
             }
-            atomic_write(path, json.dumps(document, indent=1).encode("utf-8"))
+            atomic_write(Path(path), json.dumps(document, indent=1).encode("utf-8"))
     except Exception as exc:  # the state folder is full or unwritable too: say so, go on
         logger.error("cannot record unrestored read-only memory in %s: %s", path, exc)
         return False

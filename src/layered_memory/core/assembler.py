@@ -39,11 +39,14 @@ from layered_memory.core._imports import TOO_DEEP_REASON
 from layered_memory.core._nested import MAX_NESTED_DIRECTORIES, directories_of
 from layered_memory.core._run_start import (
     Pinned,
-    folder_identities,
+    RunStart,
+    folder_chains,
+    identity_of,
     text_digest,
     walk_nested,
 )
 from layered_memory.core._unrestored import Unrestored, left_out
+from layered_memory.core._unrestored import entries as recorded_unrestored
 from layered_memory.core.layers import Layer, check_unique_layer_names, normalize_backend_path
 from layered_memory.core.loading import (
     DownloadResult,
@@ -224,6 +227,12 @@ class MemoryAssembler:
             path for layer in self.layers if not layer.writable for path in layer.paths
         )
         self._layer_set = frozenset(self.layer_paths)
+        self._layer_access: dict[str, discovery.Access] = {
+            path: ("writable" if layer.writable else "read-only")
+            for layer in self.layers
+            for path in layer.paths
+        }
+        self._chains: tuple[Any, list[str]] | None = None
         self._access = self._index_paths()
         self.rule_root = _rule_root(backend)
         """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
@@ -267,7 +276,11 @@ class MemoryAssembler:
                 it, and a nested or imported file new to the run must match its digest.
         """
         io = backend if backend is not None else self.backend
-        listing = self._pinned_listing(pinned) or self._cached_listing()
+        listing = (
+            self._cached_listing()
+            if pinned is None or pinned.start.rules is None
+            else self._pinned_listing(pinned.start)
+        )
         if listing is None:
             taken, started = self._listing_signatures()
             others: list[str] = []
@@ -306,7 +319,11 @@ class MemoryAssembler:
     ) -> MemorySnapshot:
         """Async twin of `load`."""
         io = backend if backend is not None else self.backend
-        listing = self._pinned_listing(pinned) or self._cached_listing()
+        listing = (
+            self._cached_listing()
+            if pinned is None or pinned.start.rules is None
+            else self._pinned_listing(pinned.start)
+        )
         if listing is None:
             taken, started = self._listing_signatures()
             others: list[str] = []
@@ -344,7 +361,7 @@ class MemoryAssembler:
         `core._run_start`): digests of the nested files of untouched folders and of what they
         import, the rule folders' other files and, on disk, their identities."""
         io = backend if backend is not None else self.backend
-        found = self._nested_beyond(snapshot, io)
+        found = self._nested_beyond(snapshot, io) if self.nested else (None, True)
         return self._run_start_data(snapshot, io, found)
 
     async def arun_start(
@@ -352,12 +369,12 @@ class MemoryAssembler:
     ) -> dict[str, Any]:
         """Async twin of `run_start` (the walk of the tree runs in a thread)."""
         io = backend if backend is not None else self.backend
-        found = await self._anested_beyond(snapshot, io)
+        found = await self._anested_beyond(snapshot, io) if self.nested else (None, True)
+        if not self.rule_folders:
+            return self._run_start_data(snapshot, io, found)  # no file system work left
         return await asyncio.to_thread(self._run_start_data, snapshot, io, found)
 
     def _nested_plan(self, snapshot: MemorySnapshot, io: Any) -> tuple[Plan | None, bool]:
-        if not self.nested:
-            return None, True
         files, complete = walk_nested(io, self.nested, self.rule_root)
         loaded = snapshot.extras.nested_dirs
         # One file per folder, as the load picks it: folders already looked up are left out.
@@ -375,7 +392,7 @@ class MemoryAssembler:
         # file is left to its layer exactly as in the run's own load.
         return discovery.plan(
             list(self.layer_paths),
-            self._layer_access(),
+            self._layer_access,
             touched=touched,
             nested_names=self.nested,
             nested_access="writable" if self.nested_writable else "read-only",
@@ -425,52 +442,56 @@ class MemoryAssembler:
             }
             if earlier:
                 data["left_out"] = {path: entry.reason() for path, entry in earlier.items()}
-        # Files that existed but were not used (unreadable, or left out since an earlier run):
-        # never restored, never removed.
-        listed = {path for _, path in snapshot.rule_listing}
-        unread = {
-            problem.path: problem.reason
-            for problem in snapshot.problems
-            if problem.unreadable and problem.path not in snapshot.rule_files
-        }
-        unread_rules = {path: why for path, why in unread.items() if path in listed}
-        skipped = {
-            path: why
-            for path, why in unread.items()
-            if path not in listed and path not in self._layer_set
-        }
-        if skipped:
-            data["left_out"] = {**skipped, **data.get("left_out", {})}
-        if unread_rules:
-            data["unread_rules"] = unread_rules
+        if snapshot.problems:
+            # Files that existed but were not used (unreadable, or left out since an earlier
+            # run): never restored, never removed.
+            listed = {path for _, path in snapshot.rule_listing}
+            unread = {
+                problem.path: problem.reason
+                for problem in snapshot.problems
+                if problem.unreadable and problem.path not in snapshot.rule_files
+            }
+            unread_rules = {path: why for path, why in unread.items() if path in listed}
+            skipped = {
+                path: why
+                for path, why in unread.items()
+                if path not in listed and path not in self._layer_set
+            }
+            if skipped:
+                data["left_out"] = {**skipped, **data.get("left_out", {})}
+            if unread_rules:
+                data["unread_rules"] = unread_rules
         if self.nested:
             data["complete"] = complete
         if self.rule_folders:
             data["others"] = list(snapshot.other_files)
-            identities = folder_identities(io, self.rule_folders)
+            identities = {
+                path: identity
+                for path in self._folder_chains(io)
+                if (identity := identity_of(path)) is not None
+            }
             if identities:
                 data["folders"] = identities
         return data
 
-    def _pinned_listing(
-        self, pinned: Pinned | None
-    ) -> tuple[list[tuple[int, str]], list[Any], tuple[str, ...]] | None:
-        """A pinned load lists no folder: its rule files are those the run started with."""
-        if pinned is None or pinned.start.rules is None:
-            return None
-        return list(pinned.start.rules), [], tuple(pinned.start.others or ())
+    def _folder_chains(self, io: Any) -> list[str]:
+        """The rule folders on disk and the folders above them (worked out once per backend)."""
+        chains = self._chains
+        if chains is None or chains[0] is not io:
+            chains = self._chains = (io, folder_chains(io, self.rule_folders))
+        return chains[1]
 
-    def _layer_access(self) -> dict[str, discovery.Access]:
-        return {
-            path: ("writable" if layer.writable else "read-only")
-            for layer in self.layers
-            for path in layer.paths
-        }
+    @staticmethod
+    def _pinned_listing(
+        start: RunStart,
+    ) -> tuple[list[tuple[int, str]], list[Any], tuple[str, ...]]:
+        """A pinned load lists no folder: its rule files are those the run started with."""
+        return list(start.rules or ()), [], tuple(start.others or ())
 
     def _plan(self, rule_paths: Sequence[tuple[int, str]], touched: Sequence[str]) -> Plan:
         return discovery.plan(
             [*self.layer_paths, *[path for _, path in rule_paths]],
-            self._layer_access(),
+            self._layer_access,
             touched=touched,
             nested_names=self.nested,
             nested_access="writable" if self.nested_writable else "read-only",
@@ -607,6 +628,8 @@ class MemoryAssembler:
     def _left_out_since_earlier_runs(
         self, io: Any, found: Discovered, rule_paths: Sequence[tuple[int, str]]
     ) -> dict[str, Unrestored]:
+        if not recorded_unrestored():
+            return {}  # the usual case: one `stat` of a file that does not exist
         result = found.first
         listed = {path for _, path in rule_paths}
         texts: dict[str, str | None] = {
