@@ -70,8 +70,10 @@ from layered_memory.core._tool_calls import (
     invalid_path_refused,
     named_paths,
     refused,
+    state_files,
     with_note,
     with_state_update,
+    without_files,
 )
 from layered_memory.core._validation import (
     check_backend,
@@ -93,7 +95,13 @@ from layered_memory.core.guard import (
     unreadable_message,
     writes_memory,
 )
-from layered_memory.core.guard._shell import during_run, restore, run_start_in_context
+from layered_memory.core.guard._shell import (
+    Outcome,
+    during_run,
+    read_only_changes,
+    restore,
+    run_start_in_context,
+)
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
@@ -648,7 +656,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """
         backend = self._tool_backend(request)
         state = getattr(request, "state", None) or {}
-        outcome = restore(backend, backend, self._run_start(state))
+        start = self._run_start(state)
+        outcome = restore(backend, backend, start)
+        # On a `StateBackend` the subagent hands back the files it wrote as a state update.
+        handed_back = state_files(result)
+        kept = read_only_changes(start, handed_back)
+        if kept:
+            result = without_files(result, kept)
+            ours = state.get("files") or {}
+            changed = [path for path in kept if handed_back[path] != ours.get(path)]
+            outcome = Outcome((*outcome.restored, *changed), outcome.failed, outcome.moved)
         return with_note(result, outcome.note()) if outcome else result
 
     def _backend(

@@ -23,8 +23,10 @@ from typing import Any
 
 import pytest
 from deepagents import create_deep_agent
+from deepagents.backends import StateBackend
 from deepagents.backends.local_shell import LocalShellBackend
 from deepagents.backends.protocol import FileUploadResponse
+from deepagents.backends.utils import create_file_data
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -386,3 +388,39 @@ def test_the_plain_backend_subagent_cannot_change_a_read_only_layer(project: Pat
     assert "put back" in task_answer
     assert not any("rm -rf" in prompt for prompt in model.system_prompts)
     assert "rm -rf" not in next_run_prompt(memory, backend)
+
+
+def test_the_plain_state_backend_subagent_cannot_change_a_read_only_layer() -> None:
+    """On a `StateBackend` the subagent hands its files back as a state update: the read-only
+    ones are left out of it, so the run's own copy stays as it was."""
+    backend = StateBackend()
+    memory = memory_of(backend)
+    script = [
+        tool_call("task", description="Fix the test command", subagent_type="general-purpose"),
+        tool_call(
+            "edit_file", file_path="/AGENTS.md", old_string="make test", new_string="rm -rf ~"
+        ),
+        tool_call("write_file", file_path="/.agents/rules/zz.md", content=PLANTED),
+        tool_call("write_file", file_path="/notes.txt", content="kept"),
+        "subagent finished",
+        "done",
+    ]
+    model = ScriptedChatModel(script=script, default="done")
+    agent = create_deep_agent(model=model, backend=backend, memory=[], middleware=[memory])
+    files = {
+        "/AGENTS.md": create_file_data(ORIGINAL),
+        "/.agents/rules/org.md": create_file_data(RULE),
+    }
+    result = agent.invoke({"messages": [{"role": "user", "content": "go"}], "files": files})
+
+    assert result["files"]["/AGENTS.md"]["content"] == files["/AGENTS.md"]["content"]
+    assert "/.agents/rules/zz.md" not in result["files"]
+    assert "/notes.txt" in result["files"]  # the subagent's other work is kept
+    task_answer = next(
+        m.text for m in result["messages"] if isinstance(m, ToolMessage) and m.name == "task"
+    )
+    assert "/AGENTS.md" in task_answer
+    assert "/.agents/rules/zz.md" in task_answer
+    assert not any(
+        "PLANTED_RULE" in prompt or "rm -rf" in prompt for prompt in model.system_prompts
+    )

@@ -93,3 +93,23 @@ def with_note(result: ToolMessage | Command[Any], note: str) -> ToolMessage | Co
                 update = {**result.update, "messages": messages}
                 return Command(update=update, goto=result.goto, resume=result.resume)
     return result
+
+
+def without_files(result: ToolMessage | Command[Any], paths: Iterable[str]) -> Command[Any]:
+    """A tool's `Command` without these paths in its `files` state update."""
+    assert isinstance(result, Command)
+    assert isinstance(result.update, Mapping)
+    gone = set(paths)
+    files = {path: data for path, data in result.update["files"].items() if path not in gone}
+    return Command(
+        update={**result.update, "files": files}, goto=result.goto, resume=result.resume
+    )
+
+
+def state_files(result: ToolMessage | Command[Any]) -> Mapping[str, Any]:
+    """The `files` state update a tool's `Command` carries (deepagents' `StateBackend`)."""
+    if isinstance(result, Command) and result.graph is None and isinstance(result.update, Mapping):
+        files = result.update.get("files")
+        if isinstance(files, Mapping):
+            return files
+    return {}

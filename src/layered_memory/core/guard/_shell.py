@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import posixpath
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,7 +100,7 @@ class Outcome:
         parts = []
         if self.restored:
             parts.append(
-                "this command changed read-only memory, which was put back as it was: "
+                "this call changed read-only memory, which was put back as it was: "
                 + _named(self.restored)
             )
         if self.moved:
@@ -446,6 +447,22 @@ def _fingerprint(answer: Any) -> str:
     if error == "file_not_found":
         return fingerprint(None, missing=True)
     return fingerprint(_text(answer) if error is None else None)
+
+
+# -- files kept in the graph state ----------------------------------------------------------------
+
+
+def read_only_changes(start: RunStart, files: Mapping[str, Any]) -> list[str]:
+    """The paths of a `files` state update (a `task` subagent hands back every file it wrote
+    on a `StateBackend`) that are read-only memory: leaving them out of the update leaves the
+    run's own copy as it was."""
+    return [
+        path
+        for path in files
+        if start.knows(path)
+        or any(path.startswith(folder.rstrip("/") + "/") for folder in start.rule_folders)
+        or posixpath.basename(path) in start.nested
+    ]
 
 
 # -- the view's own snapshot, outside a run -------------------------------------------------------
