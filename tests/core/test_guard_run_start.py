@@ -424,3 +424,15 @@ def test_the_plain_state_backend_subagent_cannot_change_a_read_only_layer() -> N
     assert not any(
         "PLANTED_RULE" in prompt or "rm -rf" in prompt for prompt in model.system_prompts
     )
+
+
+def test_the_users_other_files_in_a_rules_folder_are_left_alone(project: Path) -> None:
+    """Only what the folder did not hold at the start of the run is removed: a README or an
+    image the user keeps beside the rules is not a planted file."""
+    rules = project / ".agents" / "rules"
+    (rules / "README.txt").write_text("How we write rules.\n")
+    backend = LocalShellBackend(root_dir=project, virtual_mode=True)
+    memory = memory_of(backend)
+    result, _model = run(memory, backend, [tool_call("execute", command="true"), "done"])
+    assert (rules / "README.txt").read_text() == "How we write rules.\n"
+    assert not any("put back" in text for text in tool_texts(result))

@@ -101,9 +101,7 @@ def without_files(result: ToolMessage | Command[Any], paths: Iterable[str]) -> C
     assert isinstance(result.update, Mapping)
     gone = set(paths)
     files = {path: data for path, data in result.update["files"].items() if path not in gone}
-    return Command(
-        update={**result.update, "files": files}, goto=result.goto, resume=result.resume
-    )
+    return Command(update={**result.update, "files": files}, goto=result.goto, resume=result.resume)
 
 
 def state_files(result: ToolMessage | Command[Any]) -> Mapping[str, Any]:
