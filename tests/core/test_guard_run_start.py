@@ -25,7 +25,7 @@ import pytest
 from deepagents import create_deep_agent
 from deepagents.backends import StateBackend
 from deepagents.backends.local_shell import LocalShellBackend
-from deepagents.backends.protocol import FileUploadResponse
+from deepagents.backends.protocol import FileUploadResponse, GlobResult
 from deepagents.backends.utils import create_file_data
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -436,3 +436,25 @@ def test_the_users_other_files_in_a_rules_folder_are_left_alone(project: Path) -
     result, _model = run(memory, backend, [tool_call("execute", command="true"), "done"])
     assert (rules / "README.txt").read_text() == "How we write rules.\n"
     assert not any("put back" in text for text in tool_texts(result))
+
+
+class CutShortListing(LocalShellBackend):
+    """A backend whose listing of the rules folder stops after one file (a glob past its time
+    budget reports `truncated`)."""
+
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        found = super().glob(pattern, path)
+        if path and path.endswith("rules") and found.matches:
+            return GlobResult(matches=found.matches[:1], truncated=True)
+        return found
+
+
+def test_a_rules_folder_listed_only_in_part_at_the_start_loses_nothing(project: Path) -> None:
+    """The snapshot cannot tell which files a cut-short listing missed: nothing there is
+    removed (a bound refuses; it never answers "not there")."""
+    rules = project / ".agents" / "rules"
+    (rules / "zz_second.md").write_text(RULE.replace("ORG_RULE", "SECOND_RULE"))
+    backend = CutShortListing(root_dir=project, virtual_mode=True)
+    memory = memory_of(backend)
+    run(memory, backend, [tool_call("execute", command="true"), "done"])
+    assert (rules / "zz_second.md").exists()

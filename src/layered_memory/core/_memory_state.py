@@ -238,4 +238,5 @@ def run_start_of(
         folders=(data.get("folders") or {}) if rule_folders else {},
         complete=bool(data.get("complete")),
         nested=tuple(nested),
+        unlisted=frozenset(data.get("unlisted") or ()),
     )

@@ -78,6 +78,8 @@ class RunStart:
             root: disk path -> `[device, inode, link text or ""]`.
         complete: The walk saw every nested file (the guard may remove ones it finds new).
         nested: The nested memory file names.
+        unlisted: Read-only rule folders listed only in part at the start (an error, a
+            listing cut short): the guard removes nothing there.
     """
 
     texts: Mapping[str, str] = field(default_factory=dict)
@@ -90,6 +92,7 @@ class RunStart:
     folders: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     complete: bool = False
     nested: tuple[str, ...] = ()
+    unlisted: frozenset[str] = frozenset()
 
     def knows(self, path: str) -> bool:
         """Whether the snapshot says anything about `path`."""

@@ -70,6 +70,7 @@ from layered_memory.core.render import (
 )
 from layered_memory.errors import SessionStoreError
 from layered_memory.rules import (
+    PARTIAL_LISTING,
     Rule,
     RuleMatch,
     RuleSet,
@@ -461,6 +462,17 @@ class MemoryAssembler:
                 data["left_out"] = {**skipped, **data.get("left_out", {})}
             if unread_rules:
                 data["unread_rules"] = unread_rules
+            unlisted = [
+                folder
+                for folder in self.rule_folders
+                if any(
+                    problem.path == (folder.rstrip("/") or "/")
+                    and problem.reason.startswith(PARTIAL_LISTING)
+                    for problem in snapshot.problems
+                )
+            ]
+            if unlisted:
+                data["unlisted"] = unlisted
         if self.nested:
             data["complete"] = complete
         if self.rule_folders:

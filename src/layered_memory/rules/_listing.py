@@ -23,6 +23,9 @@ dot-folders, so a `.git/` or `.obsidian/` inside a rule folder is never read as 
 
 RuleFileList = list[tuple[int, str]]
 
+PARTIAL_LISTING = ("cannot list rule folder", "rule folder listing truncated")
+"""How the problem of a folder listed only in part (or not at all) begins."""
+
 
 def _folder(folder: str) -> str:
     return folder.rstrip("/") or "/"

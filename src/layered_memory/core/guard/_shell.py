@@ -39,10 +39,11 @@ from typing import Any
 
 from deepagents.backends.filesystem import FilesystemBackend
 
+from layered_memory.core._disk_cache import read_cache_for
 from layered_memory.core._run_start import RunStart, identity_of, text_digest, walk_nested
 from layered_memory.core._unrestored import Unrestored, entries, fingerprint, place_of, record
 from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk, disk_path
-from layered_memory.core.loading import decode_content, download_files_safely
+from layered_memory.core.loading import decode_content, download_files_safely, download_texts
 from layered_memory.rules import is_rule_file
 
 logger = logging.getLogger(__name__)
@@ -161,26 +162,29 @@ def restore(
 
 def _restore(io: Any, where: Any, start: RunStart, raw: Mapping[str, bytes]) -> Outcome:
     moved, failed = _rebuild_folders(start)
-    paths = {path: where_ for path in start.texts if (where_ := backend_path(where, path))}
-    absent = {path: where_ for path in start.absent if (where_ := backend_path(where, path))}
-    digests = {path: where_ for path in start.digests if (where_ := backend_path(where, path))}
-    answers = _download(io, where, [*paths.values(), *absent.values(), *digests.values()])
+    paths = {path: at for path in start.texts if (at := backend_path(where, path))}
+    absent = {path: at for path in start.absent if (at := backend_path(where, path))}
+    digests = {path: at for path in start.digests if (at := backend_path(where, path))}
+    now = _current(io, where, [*paths.values(), *absent.values(), *digests.values()], raw)
     wanted: dict[str, bytes | None] = {}
     by_place: dict[str, str] = {}
     for path, at in paths.items():
         content = raw.get(path)
-        wanted_bytes = content if content is not None else start.texts[path].encode("utf-8")
-        if not _same(answers.get(at), start.texts[path], content):
-            wanted[at] = wanted_bytes
+        same = (
+            now.content.get(at) == content
+            if content is not None
+            else now.texts.get(at) == start.texts[path]
+        )
+        if not same:
+            wanted[at] = content if content is not None else start.texts[path].encode("utf-8")
             by_place[at] = path
     for path, at in absent.items():
-        if _error(answers.get(at)) != "file_not_found":
+        if at not in now.missing:
             wanted[at] = None
             by_place[at] = path
     unkept: dict[str, str] = {}
     for path, at in digests.items():
-        answer = answers.get(at)
-        text = _text(answer)
+        text = now.texts.get(at)
         if text is None or text_digest(text) != start.digests[path]:
             unkept[at] = path
     for at in _new_files(io, where, start, failed):
@@ -192,6 +196,41 @@ def _restore(io: Any, where: Any, start: RunStart, raw: Mapping[str, bytes]) -> 
     outcome = Outcome(restored, _recorded(io, where, failed, {**by_place, **unkept}), moved)
     _report(outcome)
     return outcome
+
+
+@dataclass(frozen=True, slots=True)
+class _Now:
+    """What the read-only files hold now: decoded texts, bytes (when exact bytes matter), and
+    the paths that do not exist (anything else exists but cannot be read)."""
+
+    texts: Mapping[str, str]
+    content: Mapping[str, bytes]
+    missing: frozenset[str]
+
+
+def _current(io: Any, where: Any, paths: Sequence[str], raw: Mapping[str, bytes]) -> _Now:
+    """Read `paths` back. Text through the loader's own disk cache (a file whose stat
+    signature, ctime included, did not change is not read again: 1,000 rule files cost 1,000
+    `stat`s per check); bytes when the view's own snapshot kept exact bytes."""
+    if raw:
+        answers = _download(io, where, paths)
+        return _Now(
+            {path: text for path in paths if (text := _text(answers.get(path))) is not None},
+            {
+                path: content
+                for path in paths
+                if _error(answers.get(path)) is None
+                and (content := getattr(answers.get(path), "content", None)) is not None
+            },
+            frozenset(p for p in paths if _error(answers.get(p)) == "file_not_found"),
+        )
+    cache = read_cache_for(where) if isinstance(where, FilesystemBackend) else None
+    try:
+        found = download_texts(where, paths, cache=cache)
+    except Exception as exc:  # an unreadable backend: every path counts as unreadable
+        logger.warning("cannot read read-only memory back: %s", exc)
+        return _Now({}, {}, frozenset())
+    return _Now(found.texts, {}, found.missing)
 
 
 # -- 1. folders ---------------------------------------------------------------------------------
@@ -260,14 +299,6 @@ def _text(answer: Any) -> str | None:
     return decode_content(content)[0]
 
 
-def _same(answer: Any, text: str, content: bytes | None) -> bool:
-    """Whether a file holds what the snapshot has (decoded the loader's way, so a byte-order
-    mark is no change; by bytes when the view's own snapshot kept them)."""
-    if content is not None:
-        return _error(answer) is None and getattr(answer, "content", None) == content
-    return _text(answer) == text
-
-
 # -- 3. and 4. files that appeared ---------------------------------------------------------------
 
 
@@ -281,13 +312,19 @@ def _new_files(io: Any, where: Any, start: RunStart, failed: dict[str, str]) -> 
     new: list[str] = []
     for folder in start.rule_folders:
         at = backend_path(where, folder)
-        if at is None:
-            continue
+        if at is None or folder in start.unlisted:
+            continue  # listed only in part at the start: nothing there can be told new
         listed = _listing(io, where, at)
         if listed is None:
             failed[folder] = "cannot list the folder to check it"
             continue
-        new.extend(path for path in listed if path not in known)
+        # Without the folder's other files (a state from an older version), only rule files
+        # can be told new: the user's own files are never removed.
+        new.extend(
+            path
+            for path in listed
+            if path not in known and (start.others is not None or is_rule_file(path))
+        )
     if start.nested and start.complete:
         found, complete = walk_nested(where, start.nested, _root_of(where))
         if complete:
