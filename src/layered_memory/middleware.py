@@ -656,7 +656,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """
         backend = self._tool_backend(request)
         state = getattr(request, "state", None) or {}
-        start = self._run_start(state)
+        # Inside an outer run's tool call (a subagent's own middleware), the outer snapshot
+        # is the truth: this run started later, maybe after a change.
+        start = run_start_in_context() or self._run_start(state)
         outcome = restore(backend, backend, start)
         # On a `StateBackend` the subagent hands back the files it wrote as a state update.
         handed_back = state_files(result)

@@ -164,7 +164,8 @@ class Pinned:
                     continue
                 digest = start.digests.get(path)
                 if digest is None:
-                    dropped[path] = UNKNOWN
+                    if start.nested:  # else no snapshot covers files loaded later (no nested)
+                        dropped[path] = UNKNOWN
                 elif text_digest(text) != digest:
                     dropped[path] = CHANGED
         if not dropped:

@@ -278,9 +278,9 @@ class MemoryAssembler:
         """
         io = backend if backend is not None else self.backend
         listing = (
-            self._cached_listing()
-            if pinned is None or pinned.start.rules is None
-            else self._pinned_listing(pinned.start)
+            self._pinned_listing(pinned.start)
+            if pinned is not None and self._lists_as(pinned.start)
+            else self._cached_listing()
         )
         if listing is None:
             taken, started = self._listing_signatures()
@@ -321,9 +321,9 @@ class MemoryAssembler:
         """Async twin of `load`."""
         io = backend if backend is not None else self.backend
         listing = (
-            self._cached_listing()
-            if pinned is None or pinned.start.rules is None
-            else self._pinned_listing(pinned.start)
+            self._pinned_listing(pinned.start)
+            if pinned is not None and self._lists_as(pinned.start)
+            else self._cached_listing()
         )
         if listing is None:
             taken, started = self._listing_signatures()
@@ -371,7 +371,7 @@ class MemoryAssembler:
         """Async twin of `run_start` (the walk of the tree runs in a thread)."""
         io = backend if backend is not None else self.backend
         found = await self._anested_beyond(snapshot, io) if self.nested else (None, True)
-        if not self.rule_folders:
+        if not (self.rule_folders or self.nested):
             return self._run_start_data(snapshot, io, found)  # no file system work left
         return await asyncio.to_thread(self._run_start_data, snapshot, io, found)
 
@@ -492,6 +492,11 @@ class MemoryAssembler:
         if chains is None or chains[0] is not io:
             chains = self._chains = (io, folder_chains(io, self.rule_folders))
         return chains[1]
+
+    def _lists_as(self, start: RunStart) -> bool:
+        """Whether the run-start snapshot's rule listing is this assembler's (the same read-only
+        folders: a subagent's own middleware may have others)."""
+        return start.rules is not None and start.rule_folders == self.rule_folders
 
     @staticmethod
     def _pinned_listing(
