@@ -365,20 +365,25 @@ def test_nested_memory_rewritten_before_its_folder_is_touched_is_never_loaded(
 # -- 6. deepagents' general-purpose subagent on the plain backend ------------------------------
 
 
-def test_the_plain_backend_subagent_cannot_change_a_read_only_layer(project: Path) -> None:
-    """The wiring deepagents' docs teach: `create_deep_agent(backend=backend, ...)`."""
-    backend = LocalShellBackend(root_dir=project, virtual_mode=True)
-    memory = memory_of(backend)
-    script = [
+def subagent_rewrites_memory(*more: Any) -> list[Any]:
+    """deepagents' `general-purpose` subagent edits the project layer and plants a rule."""
+    return [
         tool_call("task", description="Fix the test command", subagent_type="general-purpose"),
         tool_call(
             "edit_file", file_path="/AGENTS.md", old_string="make test", new_string="rm -rf ~"
         ),
         tool_call("write_file", file_path="/.agents/rules/zz.md", content=PLANTED),
+        *more,
         "subagent finished",
         "done",
     ]
-    result, model = run(memory, backend, script)
+
+
+def test_the_plain_backend_subagent_cannot_change_a_read_only_layer(project: Path) -> None:
+    """The wiring deepagents' docs teach: `create_deep_agent(backend=backend, ...)`."""
+    backend = LocalShellBackend(root_dir=project, virtual_mode=True)
+    memory = memory_of(backend)
+    result, model = run(memory, backend, subagent_rewrites_memory())
 
     assert (project / "AGENTS.md").read_text() == ORIGINAL
     assert not (project / ".agents" / "rules" / "zz.md").exists()
@@ -395,16 +400,9 @@ def test_the_plain_state_backend_subagent_cannot_change_a_read_only_layer() -> N
     ones are left out of it, so the run's own copy stays as it was."""
     backend = StateBackend()
     memory = memory_of(backend)
-    script = [
-        tool_call("task", description="Fix the test command", subagent_type="general-purpose"),
-        tool_call(
-            "edit_file", file_path="/AGENTS.md", old_string="make test", new_string="rm -rf ~"
-        ),
-        tool_call("write_file", file_path="/.agents/rules/zz.md", content=PLANTED),
-        tool_call("write_file", file_path="/notes.txt", content="kept"),
-        "subagent finished",
-        "done",
-    ]
+    script = subagent_rewrites_memory(
+        tool_call("write_file", file_path="/notes.txt", content="kept")
+    )
     model = ScriptedChatModel(script=script, default="done")
     agent = create_deep_agent(model=model, backend=backend, memory=[], middleware=[memory])
     files = {

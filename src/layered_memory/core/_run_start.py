@@ -216,40 +216,55 @@ def walk_nested(backend: Any, names: Sequence[str], root: str) -> tuple[list[str
 
 
 def _walk_disk(backend: FilesystemBackend, names: Sequence[str]) -> tuple[list[str], bool]:
-    root = str(backend.cwd)
     wanted = set(names)
     order = {name: index for index, name in enumerate(names)}
     found: list[str] = []
+    folders, complete = scan(
+        str(backend.cwd),
+        lambda entry: entry.name[0] != "." and entry.name not in SKIPPED_FOLDERS,
+        limit=MAX_WALK_ENTRIES,
+    )
+    for folder, entries in folders:
+        here = [entry.name for entry in entries if entry.name in wanted]
+        if here:
+            first = min(here, key=order.__getitem__)
+            found.append(as_backend_path(backend, os.path.join(folder, first)))
+    return sorted(found), complete
+
+
+def scan(
+    top: str, enter: Callable[[os.DirEntry[str]], bool], *, limit: int | None = None
+) -> tuple[list[tuple[str, list[os.DirEntry[str]]]], bool]:
+    """Each folder below `top` (itself included) with its entries, and whether the walk saw
+    them all. Links to folders are never followed; `enter` chooses the subfolders to enter.
+
+    Args:
+        top: Where to start (a missing one, or a file, gives nothing).
+        enter: Whether to walk into a subfolder.
+        limit: Entries to look at, at most; past it the walk stops and says it is partial.
+    """
+    folders: list[tuple[str, list[os.DirEntry[str]]]] = []
     seen = 0
-    pending = [root]
+    pending = [top]
     while pending:
         folder = pending.pop()
         try:
-            with os.scandir(folder) as entries:
-                listed = list(entries)
+            with os.scandir(folder) as listing:
+                entries = list(listing)
         except OSError:
-            continue
-        seen += len(listed)
-        if seen > MAX_WALK_ENTRIES:
-            return sorted(found), False
-        here = []
-        for entry in listed:
-            name = entry.name
-            if name in wanted:
-                here.append(name)
-            elif (
-                name[0] != "."
-                and name not in SKIPPED_FOLDERS
-                and entry.is_dir(follow_symlinks=False)
-            ):
-                pending.append(entry.path)
-        if here:
-            first = min(here, key=order.__getitem__)
-            found.append(_backend_path(backend, os.path.join(folder, first)))
-    return sorted(found), True
+            continue  # missing, not a folder, or unreadable: nothing is there to see
+        seen += len(entries)
+        if limit is not None and seen > limit:
+            return folders, False
+        folders.append((folder, entries))
+        pending.extend(
+            entry.path for entry in entries if entry.is_dir(follow_symlinks=False) and enter(entry)
+        )
+    return folders, True
 
 
-def _backend_path(backend: FilesystemBackend, disk: str) -> str:
+def as_backend_path(backend: FilesystemBackend, disk: str) -> str:
+    """The backend path of a file on a `FilesystemBackend`'s disk."""
     if not backend.virtual_mode:
         return disk
     return "/" + os.path.relpath(disk, str(backend.cwd)).replace(os.sep, "/")

@@ -386,21 +386,9 @@ class MemoryAssembler:
             return None, complete
         if len(directories_of(touched, self.rule_root)) > MAX_NESTED_DIRECTORIES:
             complete = False
-        return self._shadow_plan(touched), complete
-
-    def _shadow_plan(self, touched: Sequence[str]) -> Plan:
         # The layers are planned too (read again from the cache), so a folder holding a layer
         # file is left to its layer exactly as in the run's own load.
-        return discovery.plan(
-            list(self.layer_paths),
-            self._layer_access,
-            touched=touched,
-            nested_names=self.nested,
-            nested_access="writable" if self.nested_writable else "read-only",
-            root=self.rule_root,
-            follow_imports=bool(self.follow_imports),
-            import_scope=self._import_scope,
-        )
+        return self._plan((), touched), complete
 
     def _nested_beyond(self, snapshot: MemorySnapshot, io: Any) -> tuple[Discovered | None, bool]:
         plan, complete = self._nested_plan(snapshot, io)

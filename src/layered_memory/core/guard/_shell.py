@@ -40,7 +40,14 @@ from typing import Any
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory.core._disk_cache import read_cache_for
-from layered_memory.core._run_start import RunStart, identity_of, text_digest, walk_nested
+from layered_memory.core._run_start import (
+    RunStart,
+    as_backend_path,
+    identity_of,
+    scan,
+    text_digest,
+    walk_nested,
+)
 from layered_memory.core._unrestored import Unrestored, entries, fingerprint, place_of, record
 from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk, disk_path
 from layered_memory.core.loading import decode_content, download_files_safely, download_texts
@@ -352,29 +359,13 @@ def _listing(io: Any, where: Any, folder: str) -> list[str] | None:
 
 
 def _walk_files(backend: FilesystemBackend, top: str) -> list[str]:
-    found: list[str] = []
-    pending = [top]
-    while pending:
-        folder = pending.pop()
-        try:
-            with os.scandir(folder) as entries:
-                listed = list(entries)
-        except OSError:
-            continue  # missing, or not a folder: nothing listed there
-        for entry in listed:
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                pending.append(entry.path)
-            else:
-                found.append(_as_backend_path(backend, entry.path))
-    return found
-
-
-def _as_backend_path(backend: FilesystemBackend, disk: str) -> str:
-    if not backend.virtual_mode:
-        return disk
-    return "/" + os.path.relpath(disk, str(backend.cwd)).replace(os.sep, "/")
+    folders, _complete = scan(top, lambda entry: not entry.name.startswith("."))
+    return [
+        as_backend_path(backend, entry.path)
+        for _folder, entries in folders
+        for entry in entries
+        if not entry.name.startswith(".") and not entry.is_dir(follow_symlinks=False)
+    ]
 
 
 def _root_of(where: Any) -> str:
