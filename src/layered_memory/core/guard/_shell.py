@@ -119,8 +119,8 @@ class Outcome:
         if self.failed:
             lost = _failures(self.failed)
             parts.append(
-                f"read-only memory it changed could NOT be put back and is left out of memory "
-                f"until the user fixes it: {lost}"
+                f"read-only memory it changed could NOT be put back (no prompt shows the "
+                f"changed text; later runs leave the file out until the user fixes it): {lost}"
             )
         return (
             f"\n[layered-memory: {'; '.join(parts)}. Do not modify read-only memory; tell the "
