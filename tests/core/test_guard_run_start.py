@@ -379,11 +379,17 @@ def subagent_rewrites_memory(*more: Any) -> list[Any]:
     ]
 
 
-def test_the_plain_backend_subagent_cannot_change_a_read_only_layer(project: Path) -> None:
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_the_plain_backend_subagent_cannot_change_a_read_only_layer(
+    project: Path, use_async: bool
+) -> None:
     """The wiring deepagents' docs teach: `create_deep_agent(backend=backend, ...)`."""
     backend = LocalShellBackend(root_dir=project, virtual_mode=True)
     memory = memory_of(backend)
-    result, model = run(memory, backend, subagent_rewrites_memory())
+    model = ScriptedChatModel(script=subagent_rewrites_memory(), default="done")
+    agent = create_deep_agent(model=model, backend=backend, memory=[], middleware=[memory])
+    payload = {"messages": [{"role": "user", "content": "go"}]}
+    result = await agent.ainvoke(payload) if use_async else agent.invoke(payload)
 
     assert (project / "AGENTS.md").read_text() == ORIGINAL
     assert not (project / ".agents" / "rules" / "zz.md").exists()
