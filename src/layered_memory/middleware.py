@@ -6,9 +6,11 @@ The hooks only move data between the graph state and a `MemoryAssembler`:
   state, fire `PIPELINE_START`.
 - `wrap_tool_call`: refuse changes to read-only memory; run the tool; return the paths it
   named and whether it edited memory as a state update beside the tool's message (so they are
-  checkpointed with it); after a shell command, put back read-only memory it changed.
+  checkpointed with it); after a shell command or a `task` subagent, put read-only memory back
+  as the run started with it.
 - `wrap_model_call`: reload when a tool edited memory (the very next model call sees the edit),
-  then append the memory block (cached, byte-identical while unchanged) to the system message.
+  pinned to the run-start snapshot for read-only memory, then append the memory block
+  (cached, byte-identical while unchanged) to the system message.
 - `after_agent`: fire `PIPELINE_END` with the final state, for write-back handlers.
 
 Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
@@ -48,6 +50,7 @@ from layered_memory.core._memory_state import (
     match_keys_of,
     merge_paths,
     needs_reload,
+    run_start_of,
     session_of,
     snapshot_update,
     tool_notes,
@@ -55,6 +58,7 @@ from layered_memory.core._memory_state import (
 )
 from layered_memory.core._nested import directories_of
 from layered_memory.core._run_data import context_strings, current_config, run_data, thread_id
+from layered_memory.core._run_start import Pinned, RunStart
 from layered_memory.core._system_message import (
     append_block,
     is_anthropic_model,
@@ -66,8 +70,10 @@ from layered_memory.core._tool_calls import (
     invalid_path_refused,
     named_paths,
     refused,
+    state_files,
     with_note,
     with_state_update,
+    without_files,
 )
 from layered_memory.core._validation import (
     check_backend,
@@ -89,8 +95,13 @@ from layered_memory.core.guard import (
     unreadable_message,
     writes_memory,
 )
-from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk
-from layered_memory.core.guard._shell import drifted_from_loaded, loaded_snapshot, put_back
+from layered_memory.core.guard._shell import (
+    Outcome,
+    during_run,
+    read_only_changes,
+    restore,
+    run_start_in_context,
+)
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
@@ -304,7 +315,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         runtime: Runtime[ContextT],
         config: Optional[RunnableConfig] = None,  # noqa: UP045 (LangGraph matches this spelling)
     ) -> dict[str, Any] | None:
-        """Fire PIPELINE_START and load memory (each invocation, so disk changes are seen).
+        """Fire PIPELINE_START, load memory (each invocation, so disk changes are seen) and
+        take the run-start snapshot of read-only memory.
 
         Callable as LangChain calls it, `(state, runtime)`, and as deepagents' own class is
         called, `(state, runtime, config)`; LangGraph passes the node's config.
@@ -312,12 +324,15 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         config = current_config(config)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
+        backend = self._backend(state, runtime, config)
         snapshot = self.assembler.load(
             session_key=thread_id(config),
-            backend=self._backend(state, runtime, config),
+            backend=backend,
             touched=touched_of(state),
+            pinned=_outer_run(),
         )
-        update = self._loaded(state, snapshot, runtime, config)
+        run_start = self.assembler.run_start(snapshot, backend=backend)
+        update = self._loaded(state, snapshot, runtime, config, run_start)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.MEMORY_LOADED, _loaded_event(snapshot, config))
             if self.assembler.rule_folders:
@@ -334,12 +349,15 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         config = current_config(config)
         if self.hooks is not None:
             await self.hooks.atrigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
+        backend = self._backend(state, runtime, config)
         snapshot = await self.assembler.aload(
             session_key=thread_id(config),
-            backend=self._backend(state, runtime, config),
+            backend=backend,
             touched=touched_of(state),
+            pinned=_outer_run(),
         )
-        update = self._loaded(state, snapshot, runtime, config)
+        run_start = await self.assembler.arun_start(snapshot, backend=backend)
+        update = self._loaded(state, snapshot, runtime, config, run_start)
         if self.hooks is not None:
             await self.hooks.atrigger(HookEvent.MEMORY_LOADED, _loaded_event(snapshot, config))
             if self.assembler.rule_folders:
@@ -369,6 +387,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 session_key=thread_id(config),
                 backend=self._backend(request.state, request.runtime, config),
                 touched=touched_of(request.state),
+                pinned=Pinned(self._run_start(request.state)),
             )
             self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
             update = snapshot_update(
@@ -392,6 +411,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 session_key=thread_id(config),
                 backend=self._backend(request.state, request.runtime, config),
                 touched=touched_of(request.state),
+                pinned=Pinned(self._run_start(request.state)),
             )
             self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
             update = snapshot_update(
@@ -413,11 +433,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if refusal_message is not None:
             return refusal_message
         request, redaction = self._redacted(request)
-        result = note_redaction(handler(request), redaction)
+        if self._unguarded(request):
+            with during_run(self._run_start_later(request)):
+                result = note_redaction(handler(request), redaction)
+            result = self._put_back(request, result)
+        else:
+            result = note_redaction(handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
-        if request.tool_call.get("name") in SHELL_TOOLS:
-            result = self._after_shell(request, result)
         return with_state_update(result, notes)
 
     async def awrap_tool_call(
@@ -430,12 +453,15 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if refusal_message is not None:
             return refusal_message
         request, redaction = self._redacted(request)
-        result = note_redaction(await handler(request), redaction)
+        if self._unguarded(request):
+            with during_run(self._run_start_later(request)):
+                result = note_redaction(await handler(request), redaction)
+            # File checks either way; in a thread that carries the run's context along.
+            result = await asyncio.to_thread(self._put_back, request, result)
+        else:
+            result = note_redaction(await handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
-        if request.tool_call.get("name") in SHELL_TOOLS:
-            # File checks either way; in a thread that carries the run's context along.
-            result = await asyncio.to_thread(self._after_shell, request, result)
         return with_state_update(result, notes)
 
     # -- after_agent ----------------------------------------------------------------------------
@@ -472,10 +498,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         snapshot: MemorySnapshot,
         runtime: Any,
         config: RunnableConfig | None,
+        run_start: dict[str, Any],
     ) -> dict[str, Any]:
         keys = context_strings(self.match_keys, state, runtime, config)
         self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
-        return snapshot_update(state, snapshot, keys)
+        return snapshot_update(state, snapshot, keys, run_start)
 
     def _reports_rules(self, notes: Mapping[str, Any]) -> bool:
         """`RULES_MATCHED` fires when a tool call adds a match key (a new touched path)."""
@@ -596,66 +623,55 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 return reason
         return None
 
-    def _after_shell(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
-        """After a shell command: read-only memory back to what the run loaded.
+    def _unguarded(self, request: ToolCallRequest) -> bool:
+        """A call whose changes to files cannot be checked before it runs: a shell command,
+        or a `task` subagent (on the plain backend its own tools pass no guard)."""
+        name = request.tool_call.get("name")
+        return bool(self.protected_paths) and (name in SHELL_TOOLS or name == "task")
 
-        A shell cannot be checked before it runs, and a command may leave a process behind
-        that changes a file later: every shell call compares read-only memory with what the
-        run last loaded, and removes files that appeared in read-only folders. A change a
-        reload read first is the run's copy by then, and one made after the run's last shell
-        call stays (the README says so: only a sandbox stops a leftover process).
+    def _run_start(self, state: Mapping[str, Any]) -> RunStart:
+        """The run-start snapshot of read-only memory kept in `state`."""
+        return run_start_of(
+            state,
+            read_only=self._read_only_layer_paths,
+            rule_folders=() if self.rules_writable else self.assembler.rule_folders,
+            rule_index=self.assembler.folder_index,
+            nested=() if self.assembler.nested_writable else self.assembler.nested,
+        )
+
+    def _run_start_later(self, request: ToolCallRequest) -> Callable[[], RunStart]:
+        """The snapshot for the backend view inside the call, worked out once if asked."""
+        state = getattr(request, "state", None) or {}
+        found: list[RunStart] = []
+
+        def start() -> RunStart:
+            if not found:
+                found.append(self._run_start(state))
+            return found[0]
+
+        return start
+
+    def _put_back(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
+        """After a shell command or a subagent: read-only memory back to the run-start snapshot.
+
+        A command may also leave a process behind that changes a file later: every such call
+        compares with the snapshot again, so what that process changed by then is undone too.
         """
-        if not self.protected_paths:
-            return result
         backend = self._tool_backend(request)
         state = getattr(request, "state", None) or {}
-        protected = self.protected_paths
-        baseline = loaded_snapshot(
-            state,
-            list(protected.files),
-            self._folders_of(backend),
-            backend,
-            discovered=list(protected.all_files()),
-        )
-        for path in self._listed_in_folders(backend):
-            baseline.setdefault(path, None)  # not loaded: it appeared since
-        if not baseline:
-            return result
-        changed = drifted_from_loaded(baseline, backend.download_files(list(baseline)))
-        if not changed:
-            return result
-        before = {
-            path: None if text is None else text.encode("utf-8") for path, text in baseline.items()
-        }
-        outcome = put_back(
-            backend,
-            before,
-            changed,
-            delete=backend.delete,
-            clear=lambda path: clear_swapped_on_disk(backend, path),
-        )
-        return with_note(result, outcome.note())
-
-    def _folders_of(self, backend: Any) -> list[str]:
-        return [
-            where
-            for folder in self.protected_paths.folders
-            if (where := backend_path(backend, folder))
-        ]
-
-    def _listed_in_folders(self, backend: Any) -> list[str]:
-        found: list[str] = []
-        for folder in self._folders_of(backend):
-            try:
-                listing = backend.glob("**/*", path=folder)
-            except Exception:  # a listing failure leaves that folder's new files unchecked
-                continue
-            found.extend(
-                str(info["path"])
-                for info in getattr(listing, "matches", None) or []
-                if not info.get("is_dir")
-            )
-        return found
+        # Inside an outer run's tool call (a subagent's own middleware), the outer snapshot
+        # is the truth: this run started later, maybe after a change.
+        start = run_start_in_context() or self._run_start(state)
+        outcome = restore(backend, backend, start)
+        # On a `StateBackend` the subagent hands back the files it wrote as a state update.
+        handed_back = state_files(result)
+        kept = read_only_changes(start, handed_back)
+        if kept:
+            result = without_files(result, kept)
+            ours = state.get("files") or {}
+            changed = [path for path in kept if handed_back[path] != ours.get(path)]
+            outcome = Outcome((*outcome.restored, *changed), outcome.failed, outcome.moved)
+        return with_note(result, outcome.note()) if outcome else result
 
     def _backend(
         self, state: Mapping[str, Any], runtime: Any, config: RunnableConfig | None
@@ -763,6 +779,14 @@ class LeanMemoryMiddleware(MemoryMiddleware[Any, Any]):
     def name(self) -> str:
         """Same name as `MemoryMiddleware`: deepagents replaces its memory slot by name."""
         return "MemoryMiddleware"
+
+
+def _outer_run() -> Pinned | None:
+    """A run started inside another run's tool call (a subagent with its own middleware)
+    holds read-only memory to the outer run's snapshot: the files may have been changed
+    since the outer run started."""
+    start = run_start_in_context()
+    return None if start is None else Pinned(start)
 
 
 def _loaded_event(snapshot: MemorySnapshot, config: RunnableConfig | None) -> dict[str, Any]:

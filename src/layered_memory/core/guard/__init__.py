@@ -10,19 +10,21 @@
   holds protected memory (up to `delete /`);
 - (in the view) a whole-file `write` / `upload_files` over a *writable* memory file, under
   any alias, that exists but cannot be read: what it holds would be lost unseen;
-- `execute` (a shell) cannot be checked before it runs: the protected files and folders are
-  read before the command and after it; a changed, created or deleted file is put back as it
-  was (a symlink or folder swapped in is removed first), the result is read again, and the
-  command's output tells the model what was put back and what could not be.
+- `execute` (a shell) cannot be checked before it runs: after the command, read-only memory
+  is compared with the running agent's run-start snapshot (outside a run: with a snapshot the
+  view takes just before the command); what changed, appeared or was swapped in is put back,
+  the result is read again, and the command's output tells the model what was put back and
+  what could not be.
 
-Pass the view to the agent (`create_deep_agent(backend=memory.protected_backend, ...)`): the
-parent's tools, deepagents' own `general-purpose` subagent and every custom subagent all use
-that backend, so none of them can bypass the guard. The middleware's tool hook asks the same
-`refusal()` for the parent's calls, so a run that forgot the view still protects the parent,
-and after every shell call it also compares read-only memory with what the run loaded.
+Pass the view to the agent (`create_deep_agent(backend=memory.protected_backend, ...)`) to
+refuse changes up front: the parent's tools, deepagents' own `general-purpose` subagent and
+every custom subagent all use that backend. The middleware's tool hook asks the same
+`refusal()` for the parent's calls, and after every `execute` and `task` call puts read-only
+memory back as the run started with it, so the plain backend is safe too: a subagent's change
+is undone after its call instead of refused.
 
-The places and relations are in `_guard_places`, the shell checks in `_guard_shell`, the view
-class in `_guard_view`.
+The places and relations are in `_places`, the put-back in `_shell`, the view class in
+`_view`.
 """
 
 from __future__ import annotations
