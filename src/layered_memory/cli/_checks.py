@@ -21,7 +21,7 @@ from layered_memory.core._defuse import defuse_attribute, defuse_name
 from layered_memory.core._imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
 from layered_memory.core.render import MemoryExtras
-from layered_memory.rules._set import RuleSet
+from layered_memory.rules import RuleSet
 from layered_memory.sessions.stores._urls import scrub
 
 Severity = Literal["error", "warning", "info"]
@@ -221,14 +221,16 @@ def file_match_findings(
     if rule_set is None:
         return [], []
     match = rule_set.match(files.keys, root=rule_root)
-    first_key = {hit.name: hit.key for hit in match.hits}
+    first_key = {hit.path: hit.key for hit in match.hits}
     dead = {
         dead.rule.path for dead in dead_globs(rule_set.rules, disk_root=disk_root) if dead.all_dead
     }
     findings = []
     for rule in rule_set.rules:
-        if rule.mode != "paths" or rule.name in first_key or rule.path in dead:
+        if rule.mode != "paths" or rule.path in first_key or rule.path in dead:
             continue
+        if not rule.paths:
+            continue  # every glob was invalid: `rule-invalid` says so
         if context_keys and not _path_only(rule.paths):
             continue
         if not files.complete:
