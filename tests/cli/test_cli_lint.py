@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -163,3 +164,40 @@ def test_a_fifo_is_refused_without_being_opened(rules: Path) -> None:
         "rules/pipe.md: error: is a FIFO, not a regular file\n"
         "notes: error: is a FIFO, not a regular file\n"
     )
+
+
+def test_explain_names_the_dialect_each_file_was_read_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path,
+        {
+            # Written for Claude Code and Copilot at once: read as Claude Code reads it.
+            ".claude/rules/py.md": "---\npaths: '**/*.py'\napplyTo: '**/*.py'\n---\nPy.",
+            ".cursor/rules/go.mdc": "Go.",
+            ".github/instructions/cs.instructions.md": "---\napplyTo: '*.cs'\n---\nCS.",
+        },
+    )
+    folders = [".claude/rules", ".cursor/rules", ".github/instructions"]
+    argv = ["lint", *folders, "--explain", "src/app.py", "--explain", "src/App.CS"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        ".claude/rules/py.md: warning: applyTo is a VS Code field, not read in Claude Code "
+        "files: ignored (Claude Code scopes a rule with paths)"
+    )
+    assert lines[-3:] == [
+        "applied: py (.claude/rules/py.md) [Claude Code]: key 'src/app.py' matched glob '**/*.py'",
+        "skipped: go (.cursor/rules/go.mdc) [Cursor]: no frontmatter (Cursor: Manual): injected "
+        "only when a match key names it ('go' or '@go')",
+        "applied: cs (.github/instructions/cs.instructions.md) [VS Code Copilot]: key "
+        "'src/App.CS' matched glob '*.cs' (as '**/*.cs'), ignoring case",
+    ]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(d["name"], d["dialect"]) for d in data["explain"]] == [
+        ("py", "claude"),
+        ("go", "cursor"),
+        ("cs", "copilot"),
+    ]

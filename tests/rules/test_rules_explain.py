@@ -71,7 +71,7 @@ def test_every_status_dialect_and_reason() -> None:
 def test_a_named_rule_says_which_key_named_it() -> None:
     found = {d.name: d for d in decisions(["@release", "deploy"])}
     assert (
-        found["release"].reason == "key '@release' names the rule (no frontmatter (Cursor: Manual))"
+        found["release"].reason == "key '@release' names the rule; no frontmatter (Cursor: Manual)"
     )
     assert (found["release"].status, found["release"].key) == ("applied", "@release")
     assert found["deploy"].status == "applied"

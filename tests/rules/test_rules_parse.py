@@ -62,7 +62,7 @@ def test_is_rule_file(path: str, expected: bool) -> None:
         ("/.claude/rules/a.md", "claude"),
         ("/home/me/.claude/rules/lang/go.md", "claude"),  # user-level rules
         (".claude/rules/a.md", "claude"),
-        ("/.claude/rules/py.instructions.md", "claude"),  # Claude Code reads every .md there
+        ("/.claude/rules/py.instructions.md", "copilot"),  # the name says who it was for
         ("/rules/a.md", "layered-memory"),
         ("/x.claude/rules/a.md", "layered-memory"),
         ("/.claude/rulesets/a.md", "layered-memory"),

@@ -3,8 +3,8 @@
 A rule file is any `*.md` or `*.mdc` below a rule folder. Its type and place pick the dialect
 it is read in (`dialect_of`): `.mdc` is Cursor's (Always / Auto Attached by `globs` / Agent
 Requested by `description` / Manual), `*.instructions.md` is VS Code Copilot's (`applyTo`, a
-string of comma-separated globs, relative ones at any depth, ignoring case), a `.md` below
-`.claude/rules/` is Claude Code's (`paths`; none loads it always), any other `.md` is this
+string of comma-separated globs, relative ones at any depth, ignoring case), another `.md`
+below `.claude/rules/` is Claude Code's (`paths`; none loads it always), any other `.md` is this
 package's own dialect (`paths`, `globs` or `applyTo`, `alwaysApply`, `description`). `name`
 (default: the file stem) is read in all: a later folder's rule replaces an earlier folder's
 rules of the same name.

@@ -490,7 +490,7 @@ class GlobIndex:
     def matches(self, key: str) -> set[int]:
         """Positions of the globs that match `key` (in NFC) entirely."""
         side = 1 if "/" in key else 0
-        folded = fold(key)
+        folded = key.lower() if key.isascii() else key.translate(_ASCII_FOLD)  # `fold`, inlined
         candidates: list[int] = list(self._always[side])
         prefix = self._prefix[side]
         for length in self._prefix_lengths[side]:

@@ -171,11 +171,12 @@ class RuleProblem:
 
 
 def dialect_of(path: str) -> Dialect:
-    """The tool a rule file was written for, by its type and place.
+    """The tool a rule file was written for: by its type, then by its place.
 
-    `.mdc` is Cursor's wherever it lies; a `.md` below a `.claude/rules/` folder is Claude
-    Code's (Claude Code reads every `.md` there, `*.instructions.md` included); any other
-    `*.instructions.md` is VS Code Copilot's; every other `.md` is this package's own dialect.
+    `.mdc` is Cursor's and `*.instructions.md` VS Code Copilot's wherever they lie (the name
+    says which tool the author wrote for, even in a `.claude/rules/` folder, where Claude Code
+    would load them as plain rules); any other `.md` below a `.claude/rules/` folder is Claude
+    Code's; every other `.md` is this package's own dialect.
 
     Example:
         `dialect_of("/.claude/rules/py.md")` -> `"claude"`
@@ -183,10 +184,10 @@ def dialect_of(path: str) -> Dialect:
     lowered = path.lower()
     if lowered.endswith(".mdc"):
         return "cursor"
-    if "/.claude/rules/" in f"/{path}":
-        return "claude"
     if lowered.endswith(".instructions.md"):
         return "copilot"
+    if "/.claude/rules/" in f"/{path}":
+        return "claude"
     return "layered-memory"
 
 

@@ -13,7 +13,7 @@ import logging
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from layered_memory.core._defuse import defuse_attribute, defuse_name
 from layered_memory.core._truncation import defuse_within, truncate_text
@@ -53,9 +53,12 @@ kept in every memo and tested at every model call."""
 RuleFileList = list[tuple[int, str]]
 
 
-@dataclass(frozen=True, slots=True)
-class RuleHit:
+class RuleHit(NamedTuple):
     """Why a rule applied although its mode alone would not inject it.
+
+    A named tuple, not a frozen dataclass: one is built per applied rule at every cold match,
+    and a frozen dataclass's `__init__` pays an `object.__setattr__` per field (measured: 680 ns
+    against 330 ns for this tuple; `make bench` scenario 4 builds ~140 per match).
 
     Attributes:
         name: The rule's name.
@@ -181,6 +184,7 @@ class RuleSet:
         "_globs",
         "_index",
         "_memo",
+        "_modes",
         "_named",
         "_rule_globs",
         "_warned_long_key",
@@ -202,6 +206,7 @@ class RuleSet:
         self.problems: tuple[RuleProblem, ...] = tuple(problems)
         self.replaced: tuple[tuple[Rule, Rule], ...] = tuple(replaced)
         self.invalid: tuple[tuple[str, str], ...] = tuple(invalid)
+        self._modes: tuple[RuleMode, ...] = tuple([rule.mode for rule in self.rules])
         # Each distinct (pattern, case) once, however many rules share it; a rule's ids are
         # in the order of its `paths`, so an id's position names the glob as written.
         glob_ids: dict[tuple[str, bool], int] = {}
@@ -324,8 +329,9 @@ class RuleSet:
         applied: list[Rule] = []
         requested: list[Rule] = []
         hits: list[RuleHit] = []
+        modes = self._modes
         for rule_pos, rule in enumerate(self.rules):
-            mode = rule.mode
+            mode = modes[rule_pos]
             if mode == "always":
                 applied.append(rule)
             elif mode == "paths":
@@ -392,7 +398,7 @@ class RuleSet:
             status, reason, key = "applied", f"always applies: {why}", None
         elif rule_pos in named:
             key = ordered[named[rule_pos]]
-            status, reason = "applied", f"key {key!r} names the rule ({why})"
+            status, reason = "applied", f"key {key!r} names the rule; {why}"
         elif mode == "requested":
             status, reason, key = "listed", f"{why}: listed by name, description and path", None
         elif mode == "manual":
