@@ -491,17 +491,18 @@ class GlobIndex:
         """Positions of the globs that match `key` (in NFC) entirely."""
         side = 1 if "/" in key else 0
         folded = key.lower() if key.isascii() else key.translate(_ASCII_FOLD)  # `fold`, inlined
+        size = len(folded)
         candidates: list[int] = list(self._always[side])
         prefix = self._prefix[side]
         for length in self._prefix_lengths[side]:
-            if length > len(folded):
+            if length > size:
                 break
             found = prefix.get(folded[:length])
             if found:
                 candidates.extend(found)
         suffix = self._suffix[side]
         for length in self._suffix_lengths[side]:
-            if length > len(folded):
+            if length > size:
                 break
             found = suffix.get(folded[-length:])
             if found:

@@ -263,7 +263,7 @@ class RuleSet:
         found = self._memo.get(form)
         if found is None:
             index, owners = self._index
-            found = frozenset(owners[pos] for pos in index.matches(form))
+            found = frozenset(map(owners.__getitem__, index.matches(form)))
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
             self._memo[form] = found
