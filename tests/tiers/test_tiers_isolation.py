@@ -155,7 +155,7 @@ def test_corrupt_records_are_a_logged_skip(make_memory, caplog):
     value["stm"] = [{"no": "id"}, *value["stm"]]
     memory.store.put(ns, "state", value)
     mid = dict(memory.store.get(ns, "mid_term").value)
-    mid["vectors"] = "not base64!"
+    mid["rows"] = ["not base64!"] * len(mid["rows"])
     memory.store.put(ns, "mid_term", mid)
     found = memory.retrieve("ada", "lisbon flat")
     assert [p.query for p in found.short_term] == ["filler"]
@@ -166,6 +166,9 @@ def test_corrupt_records_are_a_logged_skip(make_memory, caplog):
     memory.add_page("ada", "more", "ok")  # and the memory keeps working
     block = dict(memory.store.get((*ns, "index"), "0").value)
     block["rows"] = ["not base64!"] * len(block["rows"])
+    # The in-process index trusts revisions: a writer draws a new one (and says what it grew
+    # from, when it only appended).
+    block["rev"], block["grown_from"] = "edited by hand", None
     memory.store.put((*ns, "index"), "0", block)
     caplog.clear()
     found = memory.retrieve("ada", "lisbon flat")

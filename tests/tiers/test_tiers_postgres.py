@@ -128,7 +128,7 @@ async def test_nul_and_lone_surrogates_never_lose_a_page(conninfo: str, caplog) 
         ]
         assert dict(segment.pages[1].meta) == {"t\ufffd": "a\ufffd"}
         assert [p.query for p in await memory.ashort_term("ada")] == ["a pair 😀 split"]
-        found = await memory.aretrieve("ada", "pasted log line")
+        found = await memory.aretrieve("ada", "pasted log line with a NUL")
         assert found.pages[0].page.id == first.id
     assert "1 NUL or lone surrogate character(s) in the query replaced by U+FFFD" in caplog.text
 

@@ -209,9 +209,7 @@ def _read_blocks(ctx: Context, loaded: Loaded, numbers: Sequence[int] | range) -
     if missing:
         items = yield StoreBatch(tuple(GetOp(ctx.index, str(n)) for n in missing))
         for n, item in zip(missing, items, strict=True):
-            loaded.blocks[n] = IndexBlock.load(
-                _value(item), loaded.state.dim, where=ctx.where, number=n
-            )
+            loaded.blocks[n] = IndexBlock.load(_value(item), where=ctx.where, number=n)
 
 
 def _read_archive(ctx: Context, loaded: Loaded, numbers: Sequence[int] | range) -> Flow[None]:
@@ -349,7 +347,7 @@ def _state_puts(ctx: Context, loaded: Loaded, *, pages: bool = True) -> Puts:
             puts.append(PutOp(ctx.index, str(n), block.dump()))
     for n in sorted(loaded.changed_archive):
         if n < len(state.archive):
-            state.archive[n] = (uuid.uuid4().hex, len(loaded.archive[n].segments))
+            state.archive[n] = (uuid.uuid4().hex, len(loaded.archive[n]))
             puts.append(PutOp(ctx.archive, str(n), loaded.archive[n].dump()))
     if pages:
         puts += [PutOp(ctx.pages, page.id, page.dump()) for page in loaded.pages.values()]
@@ -553,7 +551,7 @@ def _archive(ctx: Context, loaded: Loaded, touched: set[str], report: _Report) -
             state.archive.append(("", 0))
             last += 1
             loaded.archive[last] = ArchiveBlock()
-        loaded.archive[last].segments.append(coldest)
+        loaded.archive[last].append(coldest)
         loaded.changed_archive.add(last)
         report.archived += 1
     if report.archived:
@@ -733,7 +731,7 @@ def _current_index(ctx: Context, state: UserState) -> Flow[_search.PageIndex | N
         if stale:
             items = yield StoreBatch(tuple(GetOp(ctx.index, str(n)) for n in stale))
             for n, item in zip(stale, items, strict=True):
-                block = IndexBlock.load(_value(item), state.dim, where=ctx.where, number=n)
+                block = IndexBlock.load(_value(item), where=ctx.where, number=n)
                 blocks[n] = block
                 revs[n] = block.rev or revs[n]
         index = _search.INDEXES.current(ctx.namespace, revs, state.dim, blocks)
@@ -926,8 +924,12 @@ def _rebuild(ctx: Context, loaded: Loaded, place: _Place) -> Flow[None]:
     numbers = sorted({page.block for page in pages if page.block is not None})
     yield from _read_blocks(ctx, loaded, [n for n in numbers if n < len(loaded.state.index)])
     wanted = set(shown)
+    dim = loaded.state.dim or 0
     rows = [
-        row for n in numbers if n in loaded.blocks for row in loaded.blocks[n].vectors_of(wanted)
+        row
+        for n in numbers
+        if n in loaded.blocks
+        for row in loaded.blocks[n].vectors_of(wanted, dim)
     ]
     previous = loaded.mid.vectors.get(segment.id)
     if rows:  # the centroid of the visible pages (their stored vectors have length 1)

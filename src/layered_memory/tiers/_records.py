@@ -588,10 +588,13 @@ class UserState:
 @dataclass(slots=True)
 class MidTerm:
     """The `mid_term` record: the mid-term segments and their vectors (the centroid of their
-    visible pages, or the embedded model-made summary)."""
+    visible pages, or the embedded model-made summary), one base64 row each (a consolidation
+    encodes the rows that changed only)."""
 
     segments: list[SegRec] = field(default_factory=list)
     vectors: dict[str, Vector] = field(default_factory=dict)
+    encoded: dict[str, tuple[Vector, str]] = field(default_factory=dict)
+    """The stored row of each vector, while the vector is that very object."""
 
     def segment(self, segment_id: str) -> SegRec | None:
         for segment in self.segments:
@@ -607,28 +610,38 @@ class MidTerm:
         if not isinstance(value, Mapping):
             warn(where, "mid_term record", "not an object; starting empty")
             return mid
+        rev = value.get("rev")
         mid.segments = _segments(value.get("segments"), where, "mid_term record")
         if not mid.segments or not dim:
             return mid
-        matrix = DECODED.get(value, len(mid.segments), dim)
+        rows = _strs(value.get("rows"))
+        matrix = DECODED.get_rows(_str(rev), rows, dim) if len(rows) == len(mid.segments) else None
         if matrix is None:
             warn(where, "mid_term record", "segment vectors unreadable; segments kept without them")
-        else:
-            mid.vectors = {seg.id: matrix[i] for i, seg in enumerate(mid.segments)}
+            return mid
+        for i, seg in enumerate(mid.segments):
+            mid.vectors[seg.id] = matrix[i]
+            mid.encoded[seg.id] = (mid.vectors[seg.id], rows[i])
         return mid
 
     def dump(self, dim: int | None) -> dict[str, Any]:
-        text, rev = "", uuid.uuid4().hex
+        rev = uuid.uuid4().hex
+        rows: list[str] = []
         if dim and self.segments:
             zero = zeros(dim)
-            rows = [self.vectors.get(segment.id, zero) for segment in self.segments]
-            rows = [row if row.shape == zero.shape else zero for row in rows]
-            text = DECODED.put(rev, np.stack(rows))
+            vectors = [self.vectors.get(segment.id, zero) for segment in self.segments]
+            vectors = [v if v.shape == zero.shape else zero for v in vectors]
+            for segment, vector in zip(self.segments, vectors, strict=True):
+                known = self.encoded.get(segment.id)
+                rows.append(
+                    known[1] if known is not None and known[0] is vector else encode(vector)
+                )
+            DECODED.put_rows(rev, rows, np.stack(vectors))
         return {
             "version": VERSION,
             "segments": [segment.dump() for segment in self.segments],
             "rev": rev,
-            "vectors": text,
+            "rows": rows,
         }
 
     def top_seq(self) -> int:
@@ -637,21 +650,43 @@ class MidTerm:
 
 @dataclass(slots=True)
 class ArchiveBlock:
-    """An `archive/<n>` record: segments moved out of the mid-term tier, oldest first."""
+    """An `archive/<n>` record: segments moved out of the mid-term tier, oldest first.
 
-    segments: list[SegRec] = field(default_factory=list)
+    Kept as stored until a segment of it is needed (listing, forgetting): archiving appends
+    one entry without parsing the others.
+    """
+
+    raw: list[Any] = field(default_factory=list)
+    where: str = ""
+    parsed: list[SegRec] | None = None
 
     @classmethod
     def load(cls, value: object, *, where: str) -> ArchiveBlock:
         if value is None:
-            return cls()
+            return cls(where=where)
         if not isinstance(value, Mapping):
             warn(where, "archive record", "not an object; read as empty")
-            return cls()
-        return cls(_segments(value.get("segments"), where, "archive record"))
+            return cls(where=where)
+        return cls(list(_list(value.get("segments"), where, "archive record", "segments")), where)
+
+    @property
+    def segments(self) -> list[SegRec]:
+        if self.parsed is None:
+            self.parsed = _segments(self.raw, self.where, "archive record")
+        return self.parsed
+
+    def append(self, segment: SegRec) -> None:
+        if self.parsed is None:
+            self.raw.append(segment.dump())
+        else:
+            self.parsed.append(segment)
+
+    def __len__(self) -> int:
+        return len(self.raw) if self.parsed is None else len(self.parsed)
 
     def dump(self) -> dict[str, Any]:
-        return {"version": VERSION, "segments": [segment.dump() for segment in self.segments]}
+        segments = self.raw if self.parsed is None else [s.dump() for s in self.parsed]
+        return {"version": VERSION, "segments": segments}
 
 
 @dataclass(slots=True)
@@ -659,9 +694,10 @@ class IndexBlock:
     """An `index/<n>` record: the searchable part of up to `INDEX_ROWS` pages (of any segment,
     mid-term or archived) in the order they left short-term memory.
 
-    Each page's vector (unit length, one base64 row, so appending a page encodes one row) and
-    content words (space-separated, repeated as often as they occur: BM25 needs the counts);
-    the page bodies stay in `pages/<id>`.
+    Each page's vector (unit length, one base64 row: appending a page encodes that row only,
+    and nothing is decoded until a search needs it) and content words (space-separated,
+    repeated as often as they occur: BM25 needs the counts); the page bodies stay in
+    `pages/<id>`.
     """
 
     ids: list[str] = field(default_factory=list)
@@ -670,62 +706,69 @@ class IndexBlock:
     rows: list[str] = field(default_factory=list)
     hidden: set[str] = field(default_factory=set)
     rev: str = ""
-    matrix: Vector | None = None
+    grown_from: str | None = None
+    """The revision this version only appended pages to (None: anything else changed); a
+    search's copy at that revision reads the new rows only."""
+    lineage: str | None = ""
+    """What `grown_from` becomes when this version is written."""
 
     @classmethod
-    def load(cls, value: object, dim: int | None, *, where: str, number: int) -> IndexBlock:
+    def load(cls, value: object, *, where: str, number: int) -> IndexBlock:
+        """The block (its shape checked; its vectors are checked by `vectors`)."""
         if value is None:
             return cls()
-        ids = _strs(value.get("ids")) if isinstance(value, Mapping) else []
-        rows = _strs(value.get("rows")) if isinstance(value, Mapping) else []
-        times = _nums(value.get("times"), len(ids)) if isinstance(value, Mapping) else None
-        terms = _strs(value.get("terms")) if isinstance(value, Mapping) else []
-        if not isinstance(value, Mapping) or not dim or times is None:
-            warn(where, f"index block {number}", "unreadable; its pages are not searched")
-            return cls()
-        assert isinstance(value, Mapping)
-        rev = _str(value.get("rev"))
-        matrix = DECODED.get_rows(rev, rows, dim)
-        if matrix is None or len(rows) != len(ids) or len(terms) != len(ids):
-            warn(where, f"index block {number}", "unreadable; its pages are not searched")
-            return cls()
-        return cls(ids, times, terms, rows, set(_strs(value.get("hidden"))), rev, matrix)
+        if isinstance(value, Mapping):
+            ids, rows = _strs(value.get("ids")), _strs(value.get("rows"))
+            times, terms = _nums(value.get("times"), len(ids)), _strs(value.get("terms"))
+            if times is not None and len(rows) == len(ids) == len(terms):
+                hidden = set(_strs(value.get("hidden")))
+                rev, grown_from = _str(value.get("rev")), value.get("grown_from")
+                grown = grown_from if isinstance(grown_from, str) and grown_from else None
+                return cls(ids, times, terms, rows, hidden, rev, grown, rev)
+        warn(where, f"index block {number}", "unreadable; its pages are not searched")
+        return cls()
+
+    def vectors(self, dim: int, start: int = 0) -> Vector | None:
+        """The vectors of its pages from `start` on, or None when one is not a vector of
+        `dim` finite values."""
+        if start == 0:
+            return DECODED.get_rows(self.rev, self.rows, dim)
+        decoded = [decode_matrix(row, 1, dim) for row in self.rows[start:]]
+        if any(row is None for row in decoded):
+            return None
+        if not decoded:
+            return np.zeros((0, max(dim, 1)), np.float32)
+        return np.vstack(decoded)  # type: ignore[arg-type]
 
     def append(self, page_id: str, timestamp: float, terms: Sequence[str], vector: Vector) -> None:
         """Add a page (its vector scaled to length 1: a retrieval then needs no row norms)."""
-        row = unit(vector).astype(np.float32)
         self.ids.append(page_id)
         self.times.append(float(timestamp))
         self.terms.append(" ".join(terms))
-        self.rows.append(encode(row))
-        base = self.matrix if self.matrix is not None else np.zeros((0, row.shape[0]), np.float32)
-        self._remember(np.vstack([base, row[None, :]]))
+        self.rows.append(encode(unit(vector).astype(np.float32)))
+        self.rev = uuid.uuid4().hex
 
     def remove(self, page_id: str) -> None:
-        if page_id in self.ids and self.matrix is not None:
+        if page_id in self.ids:
             index = self.ids.index(page_id)
             for column in (self.ids, self.times, self.terms, self.rows):
                 del column[index]
-            self._remember(np.delete(self.matrix, index, axis=0))
         self.hidden.discard(page_id)
+        self.rev, self.lineage = uuid.uuid4().hex, None
 
     def hide(self, page_id: str, *, hidden: bool) -> None:
         if hidden:
             self.hidden.add(page_id)
         else:
             self.hidden.discard(page_id)
-        if self.matrix is not None:
-            self._remember(self.matrix)  # a new revision: the search's copy must see it
+        # A new revision, not an extension: the search's copy must read the block again.
+        self.rev, self.lineage = uuid.uuid4().hex, None
 
-    def _remember(self, matrix: Vector) -> None:
-        self.rev = uuid.uuid4().hex
-        self.matrix = matrix
-        DECODED.put_rows(self.rev, self.rows, matrix)
-
-    def vectors_of(self, page_ids: set[str]) -> list[Vector]:
-        if self.matrix is None:
+    def vectors_of(self, page_ids: set[str], dim: int) -> list[Vector]:
+        matrix = self.vectors(dim)
+        if matrix is None:
             return []
-        return [self.matrix[i] for i, pid in enumerate(self.ids) if pid in page_ids]
+        return [matrix[i] for i, pid in enumerate(self.ids) if pid in page_ids]
 
     def dump(self) -> dict[str, Any]:
         return {
@@ -736,6 +779,7 @@ class IndexBlock:
             "terms": self.terms,
             "hidden": sorted(self.hidden),
             "rows": self.rows,
+            "grown_from": self.lineage,
         }
 
 

@@ -39,6 +39,7 @@ its record, and only blocks whose revision changed are read again (a new page: t
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import re
 import threading
@@ -50,6 +51,8 @@ from typing import Final
 import numpy as np
 
 from layered_memory.tiers._records import IndexBlock, Vector
+
+logger = logging.getLogger(__name__)
 
 K1: Final = 1.5
 B: Final = 0.75
@@ -204,12 +207,14 @@ class _Postings:
 @dataclass(slots=True)
 class PageIndex:
     """One user's index in memory: every indexed page's vector, time, length, visibility and
-    the postings of its words. Rows are appended block by block; a changed block truncates the
-    index to its first row and appends again from there."""
+    the postings of its words, block after block. A block that only grew (a new page) is
+    extended by its new rows; any other change truncates the index to that block's first row
+    and appends again from there."""
 
     dim: int
     revs: list[str] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
+    hidden: list[frozenset[str]] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     words: list[Counter[str]] = field(default_factory=list)
     matrix: Vector = field(default_factory=lambda: np.zeros((0, 1), np.float32))
@@ -228,7 +233,7 @@ class PageIndex:
         for number, rev in enumerate(revs):
             if number >= len(self.revs) or self.revs[number] != rev:
                 return number
-        return len(revs) if len(self.revs) == len(revs) else min(len(revs), len(self.revs))
+        return len(revs)
 
     def truncate(self, block: int) -> None:
         """Drop the rows of `block` and every later block."""
@@ -243,19 +248,38 @@ class PageIndex:
                 postings.counts.pop()
             if not postings.docs:
                 del self.postings[word]
-        del self.ids[start:], self.words[start:], self.revs[block:], self.starts[block:]
+        del self.ids[start:], self.words[start:]
+        del self.revs[block:], self.starts[block:], self.hidden[block:]
         self.times, self.lengths = self.times[:start], self.lengths[:start]
         self.visible, self.matrix = self.visible[:start], self.matrix[:start]
 
-    def append(self, block: IndexBlock) -> None:
-        """Append a block's pages (its vectors: `block.matrix`, of this index's width)."""
+    def grown(self, number: int, block: IndexBlock) -> bool:
+        """Whether `block` is this index's last block with pages appended, nothing else."""
+        if number != len(self.revs) - 1 or block.grown_from != self.revs[number]:
+            return False
+        count = self.n - self.starts[number]
+        return len(block.ids) > count and block.ids[:count] == self.ids[self.starts[number] :]
+
+    def add(self, number: int, block: IndexBlock, *, where: str) -> None:
+        """Append block `number` (or, when it only grew, its new rows)."""
+        if number < len(self.revs):
+            first = self.n - self.starts[number]
+            self.revs[number] = block.rev
+        else:
+            first = 0
+            self.revs.append(block.rev)
+            self.starts.append(self.n)
+            self.hidden.append(frozenset(block.hidden))
+        rows = block.vectors(self.dim, first)
+        if rows is None:
+            logger.warning(
+                "tiered memory %s: index block %d: unreadable; its pages are not searched",
+                where,
+                number,
+            )
+            return
         start = self.n
-        self.revs.append(block.rev)
-        self.starts.append(start)
-        rows = block.matrix if block.matrix is not None else np.zeros((0, self.dim), np.float32)
-        if rows.shape[0] != len(block.ids) or (len(block.ids) and rows.shape[1] != self.dim):
-            rows = np.zeros((len(block.ids), self.dim), np.float32)  # never searched densely
-        counts = [Counter(terms.split()) for terms in block.terms]
+        counts = [Counter(terms.split()) for terms in block.terms[first:]]
         for offset, words in enumerate(counts):
             for word, count in words.items():
                 postings = self.postings.get(word)
@@ -263,13 +287,14 @@ class PageIndex:
                     postings = self.postings[word] = _Postings()
                 postings.docs.append(start + offset)
                 postings.counts.append(count)
-        self.ids += block.ids
+        self.ids += block.ids[first:]
         self.words += counts
         self.matrix = np.concatenate([self.matrix.reshape(-1, self.dim), rows])
-        self.times = np.concatenate([self.times, np.asarray(block.times, dtype=np.float64)])
+        times = np.asarray(block.times[first:], dtype=np.float64)
+        self.times = np.concatenate([self.times, times])
         lengths = np.asarray([sum(c.values()) for c in counts], dtype=np.float32)
         self.lengths = np.concatenate([self.lengths, lengths])
-        shown = np.asarray([pid not in block.hidden for pid in block.ids], dtype=bool)
+        shown = np.asarray([pid not in block.hidden for pid in block.ids[first:]], dtype=bool)
         self.visible = np.concatenate([self.visible, shown])
 
 
@@ -309,9 +334,10 @@ class _Indexes:
             stale = index.first_stale(revs)
             if any(number not in blocks for number in range(stale, len(revs))):
                 return None
-            index.truncate(stale)
+            if stale < len(revs) and not index.grown(stale, blocks[stale]):
+                index.truncate(stale)
             for number in range(stale, len(revs)):
-                index.append(blocks[number])
+                index.add(number, blocks[number], where=namespace[-1])
         self._bound()
         return index
 
