@@ -21,7 +21,7 @@ time-aware, and a relevance cut calibrated per query.
   turn after. MemoryOS links pages into dialogue chains (`pre_page` / `next_page`) for this;
   on LoCoMo it is worth +4 points of evidence recall at both budgets.
 - **Time-aware.** A query naming a period ("in May 2023", "last week", "2023-05-08") adds
-  0.25 to the relevant pages within it; one asking about the present ("now", "currently",
+  0.25 to every page within it (relevant by its date alone); one asking about the present ("now", "currently",
   "latest") up to 0.25 to the newest relevant pages (a changed preference outranks the old
   one). Every rendered page carries its date.
 
@@ -63,8 +63,8 @@ CONTEXT_WEIGHT: Final = 0.6
 CONTEXT_GAP: Final = 2 * 3600.0
 """Pages further apart in time than this are not neighbours (another conversation)."""
 TIME_BONUS: Final = 0.25
-"""Added to a relevant page within the period a query names (or, for a query about the
-present, up to this much to the newest relevant page)."""
+"""Added to every page within the period a query names (or, for a query about the present,
+up to this much to the newest relevant page)."""
 MAX_INDEX_BYTES: Final = 256 * 2**20
 """The in-process index copies of all users together keep at most this many bytes of vectors
 (least recently used users are dropped first and rebuilt from the store when they return)."""
@@ -482,10 +482,11 @@ def search(
         # Short-term pages are not in the index's order: only indexed pages are neighbours.
         context = _context(score[:n], times[:n])
         score[:n] += CONTEXT_WEIGHT * np.where(index.visible, context, 0.0)
-    relevant = (score > 0) & visible
     if hint.start is not None and hint.end is not None:
-        inside = relevant & (times >= hint.start) & (times < hint.end)
-        score[inside] += TIME_BONUS
+        # A page from the period a query names is relevant by its date alone ("what did I
+        # do on March 14?" shares no word with what was done).
+        score[visible & (times >= hint.start) & (times < hint.end)] += TIME_BONUS
+    relevant = (score > 0) & visible
     if hint.present and relevant.any():
         first, last = float(times[relevant].min()), float(times[relevant].max())
         if last > first:
