@@ -141,8 +141,11 @@ def _samples(path: Path) -> list[dict[str, Any]]:
                     or (k.startswith("session_") and not k.endswith(("_observation", "_summary")))
                 }
                 samples.append(
-                    {"sample_id": f"conv-{Path(name).stem}", "conversation": conversation,
-                     "qa": flat["qa"]}  # fmt: skip
+                    {
+                        "sample_id": f"conv-{Path(name).stem}",
+                        "conversation": conversation,
+                        "qa": flat["qa"],
+                    }  # fmt: skip
                 )
         return samples
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -430,7 +433,10 @@ def table(scores: dict[tuple[str, int], Score], budgets: Sequence[int]) -> str:
     for method in methods:
         for budget in budgets:
             s = scores[method, budget]
-            cells = [f"{s.recall(c):.1f}" for c in CATEGORIES] + [f"**{s.recall():.1f}**", f"{s.per_question():.1f}"]
+            cells = [f"{s.recall(c):.1f}" for c in CATEGORIES] + [
+                f"**{s.recall():.1f}**",
+                f"{s.per_question():.1f}",
+            ]
             lines.append(f"| {method} | {budget:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -180,7 +180,9 @@ def conversation(sessions: int = 40, per_session: int = 15, seed: int = 24) -> C
     for _, new, question in PREFERENCES:
         questions.append(Question(question, "preference", (new,)))
     for event, _ in EVENTS:
-        questions.append(Question(f"What did I do on {_when(event_days[event])}?", "date", (event,)))
+        questions.append(
+            Question(f"What did I do on {_when(event_days[event])}?", "date", (event,))
+        )
     return Conversation(pages, questions, pages[-1].timestamp + DAY)
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections import Counter
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -675,7 +674,7 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
         )
     dense = q if q is not None and (index is None or q.shape[0] == index.dim) else None
     stm_docs = [
-        _search.ShortTermDoc(page.id, Counter(_text.tokens(page_text(page))), page.timestamp)
+        _search.ShortTermDoc(page.id, _text.word_counts(page_text(page)), page.timestamp)
         for page in short
     ]
     s = ctx.settings
@@ -743,17 +742,17 @@ def _current_index(ctx: Context, state: UserState) -> Flow[_search.PageIndex | N
 def _relevant_entries(
     found: _search.Found, facts: list[FactRec], lpm: LongTerm, q: Vector | None, top: int
 ) -> list[tuple[float, FactRec]]:
-    """Long-term entries that would rank among the returned pages (the same rankings and the
+    """Long-term entries that would rank among the returned pages (the same scores and the
     same relevance cut as the pages: no cosine cut of their own), best first."""
     if not top or not facts:
         return []
+    cosines: dict[str, float] = {}
+    if q is not None and lpm.matrix is not None and lpm.matrix.shape[1:] == q.shape:
+        every = _search.cosines(lpm.matrix, q).tolist()
+        cosines = {fact.id: c for fact, c in zip(lpm.facts, every, strict=True)}
     scored = []
     for fact in facts:
-        vector = lpm.vectors.get(fact.id)
-        cosine = None
-        if q is not None and vector is not None and vector.shape == q.shape:
-            cosine = float(_search.cosines(vector[None, :], q)[0])
-        score = _search.score_extra(found, Counter(_text.tokens(fact.text)), cosine)
+        score = _search.score_extra(found, _text.word_counts(fact.text), cosines.get(fact.id))
         if score > 0 and score >= found.last_score:
             scored.append((score, fact))
     scored.sort(key=lambda pair: (-pair[0], -pair[1].timestamp))

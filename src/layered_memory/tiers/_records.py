@@ -829,6 +829,8 @@ class LongTerm:
 
     facts: list[FactRec] = field(default_factory=list)
     vectors: dict[str, Vector] = field(default_factory=dict)
+    matrix: Vector | None = None
+    """The vectors as read, one row per entry in order (a retrieval scores them at once)."""
 
     @classmethod
     def load(cls, value: object, *, where: str) -> LongTerm:
@@ -865,6 +867,7 @@ class LongTerm:
         matrix = DECODED.get(value, len(lpm.facts), dim) if 0 < dim <= MAX_DIM else None
         if matrix is not None:
             lpm.vectors = {fact.id: matrix[i] for i, fact in enumerate(lpm.facts)}
+            lpm.matrix = matrix
         elif lpm.facts and (dim or value.get("vectors")):
             warn(where, "long_term record", "vectors unreadable; entries kept without them")
         return lpm

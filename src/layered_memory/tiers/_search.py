@@ -21,9 +21,9 @@ time-aware, and a relevance cut calibrated per query.
   turn after. MemoryOS links pages into dialogue chains (`pre_page` / `next_page`) for this;
   on LoCoMo it is worth +4 points of evidence recall at both budgets.
 - **Time-aware.** A query naming a period ("in May 2023", "last week", "2023-05-08") adds
-  0.25 to every page within it (relevant by its date alone); one asking about the present ("now", "currently",
-  "latest") up to 0.25 to the newest relevant pages (a changed preference outranks the old
-  one). Every rendered page carries its date.
+  0.25 to every page within it (relevant by its date alone); one asking about the present
+  ("now", "currently", "latest") up to 0.25 to the newest relevant pages (a changed
+  preference outranks the old one). Every rendered page carries its date.
 
 BM25 is written here, not taken from `bm25s`: bm25s scores eagerly (IDF and length
 normalization baked into a sparse matrix when indexing), so each new page would rebuild the

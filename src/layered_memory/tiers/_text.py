@@ -81,6 +81,13 @@ def tokens(text: str) -> list[str]:
     return [word for word in words if word not in STOPWORDS and len(word) > 1]
 
 
+@lru_cache(maxsize=8192)
+def word_counts(text: str) -> Counter[str]:
+    """How often each content word occurs in `text` (cached: short-term pages and long-term
+    entries are scored on every retrieval). Shared: never change the result."""
+    return Counter(tokens(text))
+
+
 def keywords(text: str, *, limit: int = MAX_KEYWORDS) -> list[str]:
     """The most frequent content words of `text` (ties: first seen first)."""
     counts = Counter(tokens(text))
