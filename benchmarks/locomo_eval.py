@@ -59,8 +59,20 @@ _DATE_RE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s
 _MONTHS = {
     m: i + 1
     for i, m in enumerate(
-        "january february march april may june july august september october november "
-        "december".split()
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        )
     )
 }
 
@@ -145,7 +157,7 @@ def _samples(path: Path) -> list[dict[str, Any]]:
                         "sample_id": f"conv-{Path(name).stem}",
                         "conversation": conversation,
                         "qa": flat["qa"],
-                    }  # fmt: skip
+                    }
                 )
         return samples
     data = json.loads(path.read_text(encoding="utf-8"))

@@ -12,7 +12,7 @@ import pytest
 # `benchmarks/` is not an installed package: make the repository root importable.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks import synthetic  # noqa: E402
+from benchmarks import synthetic
 
 BUDGET = 1500
 

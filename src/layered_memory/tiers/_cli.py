@@ -1,8 +1,9 @@
 """`layered-memory tiers --user ID --store URL`: inspect and edit one user's tiered memory.
 
 Prints the short-term pages, the mid-term segments with their heat and pages, the archived
-segments, and the long-term entries, each with the id that `--forget` / `--restore` take. Forgetting hides an
-item from retrieval and prompts (restorable); `--purge` deletes it for good.
+segments, and the long-term entries, each with the id that `--forget` / `--restore` take.
+Forgetting hides an item from retrieval and prompts (restorable); `--purge` deletes it for
+good.
 """
 
 from __future__ import annotations

@@ -653,7 +653,7 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
     )
     state_item, lpm_item, visits_item = (_value(item) for item in items)
     state = UserState.load(state_item, user_id=ctx.user_id, where=ctx.where)
-    lpm = LongTerm.load(lpm_item, where=ctx.where)
+    lpm = LongTerm.read(lpm_item, where=ctx.where)  # shared: never changed here
     short = [page for page in state.stm if not page.forgotten]
     base = Retrieval(short_term=tuple(page.public() for page in short))
     facts = [fact for fact in lpm.facts if fact.shown]

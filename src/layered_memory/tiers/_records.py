@@ -872,6 +872,44 @@ class LongTerm:
             warn(where, "long_term record", "vectors unreadable; entries kept without them")
         return lpm
 
+    @classmethod
+    def read(cls, value: object, *, where: str) -> LongTerm:
+        """`load` for a reader that changes nothing (a retrieval, every turn): the entries
+        parsed once per version of the record. The version is its revision plus each entry's
+        id, text length and flags, read in the same call: a new write, or an edit of what a
+        retrieval shows, is parsed again."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("facts"), list):
+            return cls.load(value, where=where)
+        vectors = value.get("vectors")
+        text = vectors if isinstance(vectors, str) else ""
+        key = (
+            value.get("rev"),
+            value.get("dim"),
+            (len(text), text[:32], text[-32:]),
+            tuple(
+                tuple(
+                    tuple(field) if isinstance(field, list) else field
+                    for field in map(raw.get, _FACT_FIELDS)
+                )
+                if isinstance(raw, Mapping)
+                else None
+                for raw in value["facts"]
+            ),
+        )
+        try:
+            hash(key)
+        except TypeError:  # an unhashable value where a string belongs: parse (and warn)
+            return cls.load(value, where=where)
+        with _READ_LOCK:
+            found = _READ.get(key)
+        if found is None:
+            found = cls.load(value, where=where)
+            with _READ_LOCK:
+                _READ[key] = found
+                while len(_READ) > 256:
+                    _READ.popitem(last=False)
+        return found
+
     def dump(self) -> dict[str, Any]:
         # The newest entry's dimension (the embeddings in use): after a change of embedding
         # model the older entries keep their text with a zero vector (never retrieved by
@@ -913,6 +951,11 @@ class LongTerm:
     def top_seq(self) -> int:
         """The highest `<n>` of its entries' ids."""
         return max((id_number(fact.id) for fact in self.facts), default=0)
+
+
+_FACT_FIELDS = ("id", "text", "kind", "timestamp", "source", "forgotten", "pages", "hidden_by")
+_READ: OrderedDict[tuple[Any, ...], LongTerm] = OrderedDict()
+_READ_LOCK = threading.Lock()
 
 
 def load_visits(value: object) -> dict[str, tuple[int, float]]:
