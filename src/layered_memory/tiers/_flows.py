@@ -132,6 +132,8 @@ class Context:
     now: float
     has_model: bool = False
     has_writer: bool = False
+    store: int = 0
+    """The store's `id`: with the namespace, the key of this process's copy of the index."""
 
     @property
     def pages(self) -> tuple[str, ...]:
@@ -725,7 +727,7 @@ def _current_index(ctx: Context, state: UserState) -> Flow[_search.PageIndex | N
         return None
     revs = [rev for rev, _ in state.index]
     for _ in range(3):
-        stale = _search.INDEXES.stale_blocks(ctx.namespace, revs, state.dim)
+        stale = _search.INDEXES.stale_blocks((ctx.store, ctx.namespace), revs, state.dim)
         blocks: dict[int, IndexBlock] = {}
         if stale:
             items = yield StoreBatch(tuple(GetOp(ctx.index, str(n)) for n in stale))
@@ -733,7 +735,7 @@ def _current_index(ctx: Context, state: UserState) -> Flow[_search.PageIndex | N
                 block = IndexBlock.load(_value(item), where=ctx.where, number=n)
                 blocks[n] = block
                 revs[n] = block.rev or revs[n]
-        index = _search.INDEXES.current(ctx.namespace, revs, state.dim, blocks)
+        index = _search.INDEXES.current((ctx.store, ctx.namespace), revs, state.dim, blocks)
         if index is not None:
             return index
     return None  # another thread kept changing it: this retrieval searches short-term only

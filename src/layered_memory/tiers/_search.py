@@ -299,14 +299,17 @@ class PageIndex:
 
 
 class _Indexes:
-    """Every user's `PageIndex` in this process, least recently used dropped past
-    `MAX_INDEX_BYTES`."""
+    """Every user's `PageIndex` in this process, by store (its `id`: two stores holding the
+    same namespace must not take turns rebuilding one copy) and namespace; least recently
+    used dropped past `MAX_INDEX_BYTES`."""
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[tuple[str, ...], PageIndex] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, tuple[str, ...]], PageIndex] = OrderedDict()
         self._lock = threading.Lock()
 
-    def stale_blocks(self, namespace: tuple[str, ...], revs: Sequence[str], dim: int) -> list[int]:
+    def stale_blocks(
+        self, namespace: tuple[int, tuple[str, ...]], revs: Sequence[str], dim: int
+    ) -> list[int]:
         """The blocks to read from the store so the index of `namespace` matches `revs`."""
         with self._lock:
             index = self._entries.get(namespace)
@@ -317,7 +320,7 @@ class _Indexes:
 
     def current(
         self,
-        namespace: tuple[str, ...],
+        namespace: tuple[int, tuple[str, ...]],
         revs: Sequence[str],
         dim: int,
         blocks: Mapping[int, IndexBlock],
@@ -337,7 +340,7 @@ class _Indexes:
             if stale < len(revs) and not index.grown(stale, blocks[stale]):
                 index.truncate(stale)
             for number in range(stale, len(revs)):
-                index.add(number, blocks[number], where=namespace[-1])
+                index.add(number, blocks[number], where=namespace[1][-1])
         self._bound()
         return index
 

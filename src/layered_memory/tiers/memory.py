@@ -281,6 +281,7 @@ class TieredMemory:
             now=float(now),
             has_model=self.model is not None,
             has_writer=self.memory_writer is not None,
+            store=id(self.store),
         )
 
     @contextmanager
