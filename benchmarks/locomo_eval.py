@@ -14,6 +14,7 @@ the rendered context. Baselines fill the same character budget:
 
 - last-N turns: the newest turns that fit;
 - BM25 over turns (`bm25s`, the package's tokenizer), best first, until the budget is full;
+- BM25 over pages, the same over the pages the tiers get (the strongest plain baseline);
 - flat dense over pages: cosine of the question with every page (the same embedding as the
   tiers), best first, until the budget is full.
 
@@ -315,6 +316,18 @@ def bm25_turns(conv: Conversation, budget: int) -> Callable[[Question], str]:
     return context
 
 
+def bm25_pages(conv: Conversation, budget: int) -> Callable[[Question], str]:
+    retriever = bm25s.BM25()
+    retriever.index([tokens(page_text(p)) for p in conv.pages], show_progress=False)
+
+    def context(question: Question) -> str:
+        scores = retriever.get_scores(tokens(question.text))
+        order = np.argsort(-scores, kind="stable")
+        return _fill((page_text(conv.pages[i]) for i in order), budget)
+
+    return context
+
+
 def dense_pages(conv: Conversation, budget: int, emb: Embeddings) -> Callable[[Question], str]:
     matrix = np.asarray(emb.embed_documents([page_text(p) for p in conv.pages]), np.float32)
     norms = np.linalg.norm(matrix, axis=1)
@@ -398,7 +411,7 @@ class Score:
         return 100.0 * self.hits.get(category, 0) / n if n else 0.0
 
 
-METHODS = ("last-N turns", "BM25 over turns", "flat dense over pages", "tiers")
+METHODS = ("last-N turns", "BM25 over turns", "BM25 over pages", "flat dense over pages", "tiers")
 
 
 def evaluate(
@@ -426,6 +439,8 @@ def evaluate(
                 builders["last-N turns"] = last_n(conv, budget)
             if "BM25 over turns" in methods:
                 builders["BM25 over turns"] = bm25_turns(conv, budget)
+            if "BM25 over pages" in methods:
+                builders["BM25 over pages"] = bm25_pages(conv, budget)
             if "flat dense over pages" in methods:
                 builders["flat dense over pages"] = dense_pages(conv, budget, emb)
             if run is not None:
