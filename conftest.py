@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -88,7 +88,9 @@ def private_state_dir(
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Iterator[None]:
+def pytest_collect_file(
+    file_path: Path,
+) -> Generator[None, list[pytest.Collector], list[pytest.Collector]]:
     """Markdown tests come from README.md and docs/ only: not from docstrings (the plugin
     imports every `.py` file it is given for them) nor from the real rule files kept as test
     data under tests/."""
