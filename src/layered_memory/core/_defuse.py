@@ -37,7 +37,7 @@ from html import escape
 
 from layered_memory.core._lookalikes import INVISIBLE, LOOKALIKES
 
-__all__ = ["GUARDED_NAMES", "defuse", "defuse_attribute", "defuse_name"]
+__all__ = ["GUARDED_NAMES", "ascii_skeleton", "defuse", "defuse_attribute", "defuse_name"]
 
 GUARDED_NAMES = (
     "agent_memory",
@@ -173,6 +173,15 @@ def defuse(text: str, *, names: tuple[str, ...] = ()) -> str:
         return text
     parts.append(text[start:])
     return "".join(parts)
+
+
+def ascii_skeleton(text: str) -> str:
+    """`text` as it reads: every look-alike as its ASCII character, ASCII letters in lower case,
+    invisible characters removed (`ıgnоre` with a dotless i and a Cyrillic o reads `ignore`).
+
+    For checks on what a text says; never shown (letters without an ASCII look-alike stay).
+    """
+    return text.translate(_TABLE).replace(_HIDDEN, "")
 
 
 @functools.lru_cache(maxsize=4096)
