@@ -223,7 +223,7 @@ class MemoryConsolidator:
             Exception: Whatever the model raised (the middleware logs it and goes on).
         """
         entries = self._entries(download_files_safely(self.backend, [self.path]))
-        reply = self._require_model().invoke(self._prompt(entries, messages))
+        reply = self._require_model().invoke(self._prompt(entries, messages), _OWN_RUN)
         proposals, rejected, provenance = self._read_reply(reply, thread_id)
         if not proposals:
             return self._report(ConsolidationResult(rejected=rejected))
@@ -235,7 +235,7 @@ class MemoryConsolidator:
     ) -> ConsolidationResult:
         """The async form of `consolidate` (same arguments, result and errors)."""
         entries = self._entries(await adownload_files_safely(self.backend, [self.path]))
-        reply = await self._require_model().ainvoke(self._prompt(entries, messages))
+        reply = await self._require_model().ainvoke(self._prompt(entries, messages), _OWN_RUN)
         proposals, rejected, provenance = self._read_reply(reply, thread_id)
         if not proposals:
             return self._report(ConsolidationResult(rejected=rejected))
@@ -539,6 +539,15 @@ class MemoryConsolidator:
             _failure(exc),
         )
 
+
+_OWN_RUN: Final[Any] = {
+    "callbacks": [],
+    "run_name": "layered-memory consolidation",
+    "tags": ["layered-memory:consolidation"],
+}
+"""The consolidating model's call is a run of its own, not a child of the agent's: inherited,
+the agent's callbacks would stream its tool call to the user (`stream_mode="messages"`) as if
+the agent had said it. Tracing (LangSmith) still records it, under this name."""
 
 _TOO_MANY: Final = f"more than {MAX_OPERATIONS} operations in one answer: the rest is ignored"
 
