@@ -191,10 +191,15 @@ class Lesson(NamedTuple):
     words: tuple[str, ...]
 
 
+def fold(text: str) -> str:
+    """An entry text folded: case, spacing and end punctuation do not count."""
+    return " ".join(text.casefold().split()).strip(" .!;:,\"'")
+
+
 def lesson(text: str) -> Lesson:
     """The comparable form of an entry text (case, spacing, end punctuation and filler words
     do not count; a plural `s` neither)."""
-    key = " ".join(text.casefold().split()).strip(" .!;:,\"'")
+    key = fold(text)
     words = tuple(
         word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
         for word in _WORD.findall(key)
@@ -248,7 +253,14 @@ class Entry:
     text: str
     lines: list[str]
     meta: dict[str, str]
-    lesson: Lesson
+    compared: Lesson | None = None
+    """`lesson(text)`, computed when first compared (listing entries for a prompt never is)."""
+
+    @property
+    def lesson(self) -> Lesson:
+        if self.compared is None:
+            self.compared = lesson(self.text)
+        return self.compared
 
 
 def is_bullet(line: str) -> bool:
@@ -274,7 +286,7 @@ def parse_entries(body: Sequence[str]) -> list[Entry | str]:
             text, meta = strip_html_comments(line[2:]).strip(), {}
         else:
             text, meta = parts[0], _parse_meta(parts[1])
-        items.append(Entry("", text, list(body[index:stop]), meta, lesson(text)))
+        items.append(Entry("", text, list(body[index:stop]), meta))
         index = stop
     _assign_ids([item for item in items if isinstance(item, Entry)])
     return items
@@ -297,7 +309,7 @@ def _assign_ids(entries: Sequence[Entry]) -> None:
 def derive_id(text: str, taken: Iterable[str]) -> str:
     """A short id from the text (4 characters, longer only on a collision with `taken`)."""
     used = set(taken)
-    digest = base64.b32encode(hashlib.blake2b(lesson(text).key.encode(), digest_size=10).digest())
+    digest = base64.b32encode(hashlib.blake2b(fold(text).encode(), digest_size=10).digest())
     spelled = digest.decode("ascii").lower()
     for length in range(_ID_LENGTH, len(spelled) + 1):
         if spelled[:length] not in used:
@@ -554,7 +566,7 @@ class Plan:
             old = self.entry(change.entry_id)
             assert old is not None
             new = self._new_entry(old.id, change.text, provenance)
-            old.text, old.lines, old.meta, old.lesson = new.text, new.lines, new.meta, new.lesson
+            old.text, old.lines, old.meta, old.compared = new.text, new.lines, new.meta, None
             self.applied.append(change)
         else:
             self._remove(change.entry_id)
@@ -628,7 +640,7 @@ class Plan:
         line = entry_line(entry_id, text, provenance)
         parts = learned_entry(line)
         assert parts is not None  # written just above
-        return Entry(entry_id, text, [line + self.newline], _parse_meta(parts[1]), lesson(text))
+        return Entry(entry_id, text, [line + self.newline], _parse_meta(parts[1]))
 
     def _insert(self, entry: Entry) -> None:
         first = next((i for i, item in enumerate(self.items) if isinstance(item, Entry)), None)
@@ -699,7 +711,7 @@ def carry_out(
     if change.op == "update":
         assert change.text is not None
         assert target is not None
-        if target.lesson.key == lesson(change.text).key:
+        if fold(target.text) == fold(change.text):
             plan.reject(change, f"no change: entry [{target.id}] says that already")
             return
     if seen is not None and target is not None and seen[target.id] != target.text:
