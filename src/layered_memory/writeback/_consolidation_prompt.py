@@ -120,7 +120,15 @@ def prompt_messages(
             kept.
     """
     system = INSTRUCTIONS.format(tool=TOOL_NAME, max_chars=max_entry_chars, max_entries=max_entries)
-    listed = "\n".join(f"[{entry_id}] {text}" for entry_id, text in entries) or "(none yet)"
+    # Bounded whatever the file holds (a section written by hand may be long, a line huge):
+    # the newest entries, each cut; an entry left out cannot be named, so it is not changed.
+    shown_entries = entries[: max_entries * 2]
+    listed = "\n".join(
+        f"[{entry_id}] {_cut(text, max_entry_chars * 2)}" for entry_id, text in shown_entries
+    )
+    if len(entries) > len(shown_entries):
+        listed += f"\n[{len(entries) - len(shown_entries)} older entries not shown]"
+    listed = listed or "(none yet)"
     lines, omitted = transcript(conversation, max_chars=max_conversation_chars)
     shown = len(lines)
     head = f"[{omitted} earlier messages not shown]\n" if omitted else ""
