@@ -9,14 +9,17 @@ import subprocess
 import sys
 import textwrap
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from deepagents.backends import FilesystemBackend
+from deepagents.backends import FilesystemBackend, StoreBackend
+from deepagents.backends.utils import create_file_data
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
 
 from layered_memory import Layer, LeanMemoryMiddleware, MemoryConsolidator, MemoryMiddleware
 from layered_memory.testing import PromptRecorder, ScriptedChatModel, tool_call
@@ -128,6 +131,46 @@ async def test_in_the_background_the_run_returns_first_and_the_lesson_still_land
 
     assert seen == [True]
     assert LESSON in (tmp_path / "MEMORY.md").read_text()
+    consolidator.close()
+
+
+@dataclass
+class UserContext:
+    user: str
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_a_per_user_store_namespace_is_the_runs_own_also_on_the_worker(background: bool) -> None:
+    """The worker carries the run's context: a namespace read from the run's runtime context
+    names the same user there."""
+    store = InMemoryStore()
+    for user in ("ada", "bob"):
+        store.put(("users", user), "/MEMORY.md", dict(create_file_data("# Memory\n")))
+    backend = StoreBackend(namespace=lambda rt: ("users", rt.context.user), store=store)
+    consolidator = MemoryConsolidator(
+        ScriptedChatModel(script=[lesson_call()]),
+        backend=backend,
+        consolidate_in_background=background,
+    )
+    memory = MemoryMiddleware(
+        backend=backend,
+        layers=[Layer("memory", "/MEMORY.md", writable=True)],
+        consolidator=consolidator,
+    )
+    agent = create_agent(
+        ScriptedChatModel(script=["ok"]), middleware=[memory], context_schema=UserContext
+    )
+
+    agent.invoke({"messages": [{"role": "user", "content": "hi"}]}, context=UserContext("ada"))
+    assert consolidator.flush(timeout=120)
+
+    def text(user: str) -> str:
+        item = store.get(("users", user), "/MEMORY.md")
+        assert item is not None
+        return str(item.value["content"])
+
+    assert LESSON in text("ada")
+    assert LESSON not in text("bob")
     consolidator.close()
 
 
