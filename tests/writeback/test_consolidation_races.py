@@ -11,18 +11,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from deepagents.backends import FilesystemBackend, StoreBackend
 from deepagents.backends.utils import create_file_data
 from langgraph.store.postgres import PostgresStore
-from psycopg.conninfo import make_conninfo
 
+from cli_store_helpers import schema_url
 from layered_memory import Layer, MemoryConsolidator, MemoryMiddleware, MemoryWriter
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.testing import ScriptedChatModel, tool_call
@@ -166,17 +164,10 @@ def test_consolidations_write_back_and_edits_on_local_files_lose_nothing(tmp_pat
 @pytest.fixture
 def conninfo(postgres_url: str) -> Iterator[str]:
     """A conninfo whose `search_path` is a fresh schema with the store's tables."""
-    schema = f"lm_consolidation_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    info = make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-    try:
+    with schema_url(postgres_url) as info:
         with PostgresStore.from_conn_string(info) as store:
             store.setup()
         yield info
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def test_consolidations_on_a_postgres_store_lose_nothing(conninfo: str, tmp_path: Path) -> None:

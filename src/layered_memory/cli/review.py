@@ -12,12 +12,17 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from layered_memory.cli._config import load_config, user_code
-from layered_memory.cli._source import LOAD_ERRORS, UsageError, backend_path
-from layered_memory.cli._store import open_store, parse_namespace
+from layered_memory.cli._source import (
+    LOAD_ERRORS,
+    UsageError,
+    backend_path,
+    folder_backend,
+    store_namespace,
+)
+from layered_memory.cli._store import open_store
 from layered_memory.cli._text import dumps_json, printable
 from layered_memory.errors import ReviewError
 from layered_memory.sessions.stores._common import redact_url
@@ -75,23 +80,11 @@ def _consolidator(args: Any) -> Iterator[tuple[MemoryConsolidator, dict[str, Any
         return
     path = backend_path(args.memory or "/MEMORY.md")
     section = args.section or "Learned"
-    if args.store is None:
-        if args.namespace is not None:
-            msg = "--namespace goes with --store, not --root"
-            raise UsageError(msg)
-        from deepagents.backends import FilesystemBackend
-
-        folder = Path(args.root or ".").expanduser().resolve()
-        if not folder.is_dir():
-            msg = f"--root {args.root}: no such folder"
-            raise UsageError(msg)
-        backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
+    parts = store_namespace(args.store, args.namespace)
+    if parts is None:
+        backend, folder = folder_backend(args.root)
         yield _reviewer(backend, path, section), {"kind": "folder", "root": str(folder)}
         return
-    if args.namespace is None:
-        msg = "--store needs --namespace (e.g. --namespace org/acme/project)"
-        raise UsageError(msg)
-    parts = parse_namespace(args.namespace)
     with open_store(args.store) as store:
         from deepagents.backends import StoreBackend
 
