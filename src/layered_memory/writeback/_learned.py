@@ -482,16 +482,16 @@ class Plan:
         self.files = files
         memory = texts[files.memory] or ""
         self._archive_before = texts[files.archive]
-        self._queue_before = texts[files.queue]
         self.newline = newline_of(memory)
         self.lines = split_lines(memory)
-        bounds = find_section(self.lines, files.heading)
-        self.bounds = bounds
+        self.bounds = find_section(self.lines, files.heading)
         self.items: list[Entry | str] = (
-            parse_entries(self.lines[bounds[0] + 1 : bounds[1]]) if bounds else []
+            parse_entries(self.lines[self.bounds[0] + 1 : self.bounds[1]]) if self.bounds else []
         )
+        """The section's lines after its heading: entries, and lines kept as they are."""
         self.fresh: list[Entry] = []
-        """New entries when the file had none in the section yet (inserted at the end)."""
+        """New entries while the section has none (or no section): `insert_at_top` places
+        them as write-back places its first insight."""
         self.queue = read_queue(texts[files.queue])
         self.memory_changed = False
         self.queue_changed = False
@@ -522,8 +522,8 @@ class Plan:
             None,
         )
 
-    def queued(self, change_id_: str) -> Change | None:
-        return next((change for change in self.queue.changes if change.id == change_id_), None)
+    def queued(self, wanted: str) -> Change | None:
+        return next((change for change in self.queue.changes if change.id == wanted), None)
 
     # -- decisions ---------------------------------------------------------------------------
 
