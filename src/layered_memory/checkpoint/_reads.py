@@ -23,7 +23,6 @@ epoch, so nothing cached before it is served again.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from layered_memory._logs import get_logger
 from layered_memory.checkpoint._codec import decode_payload, encode_payload, restore, snapshot
 from layered_memory.checkpoint._local import LocalTuples
 from layered_memory.checkpoint._redis_side import Read, RedisSide
@@ -38,7 +38,7 @@ from layered_memory.errors import CheckpointCacheError
 
 __all__ = ["ReadPath"]
 
-logger = logging.getLogger("layered_memory.checkpoint")
+logger = get_logger("layered_memory.checkpoint")
 
 
 def _target(config: RunnableConfig) -> tuple[str, str]:

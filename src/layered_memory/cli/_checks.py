@@ -19,9 +19,10 @@ from layered_memory.cli._measure import InspectReport, report_from
 from layered_memory.cli._source import Loaded
 from layered_memory.core._defuse import defuse_attribute, defuse_name
 from layered_memory.core._imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
+from layered_memory.core._unrestored import LEFT_OUT_START
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
 from layered_memory.core.render import MemoryExtras
-from layered_memory.rules._set import RuleSet
+from layered_memory.rules import RuleSet
 from layered_memory.sessions.stores._urls import scrub
 
 Severity = Literal["error", "warning", "info"]
@@ -30,11 +31,13 @@ CHECKS: dict[str, str] = {
     "no-memory": "no memory file and no rule folder: the agent gets no memory at all",
     "layer-file": "a layer file that is missing (read-only layer) or refused (a bad path)",
     "layer-unreadable": "a layer file that exists but cannot be read or decoded",
+    "unrestored": "read-only memory an agent changed in an earlier run that could not be put "
+    "back (a full disk, a permission): left out of the prompt until the file changes",
     "layer-absent": "a writable layer's file does not exist yet; the agent creates it (note)",
     "layer-empty": "a layer file holding only comments or blank lines: nothing is shown",
     "rules-folder": "a rule folder that is missing or is a file",
-    "rule-invalid": "a rule file skipped for errors",
-    "rule-warning": "a rule file used with a warning (unknown field, a never-injected rule)",
+    "rule-invalid": "a rule file with an error: skipped, or an invalid glob dropped",
+    "rule-warning": "a rule file used with a warning (a field its tool ignores, a Manual rule)",
     "rule-never-applies": "a rule glob no match key can ever match ('./src/**', a disk path)",
     "rule-matches-no-file": "a paths rule that none of the project's files matches",
     "budget-omits": "a layer file left out of the block by the budget",
@@ -96,7 +99,9 @@ def load_findings(loaded: Loaded) -> list[Finding]:
         ):
             continue  # `store_findings` pings the store and reports it (store-unreachable)
         reported.add(problem.path)
-        if problem.path in layer_paths and problem.path not in snapshot.files:
+        if problem.reason.startswith(LEFT_OUT_START):
+            check = "unrestored"
+        elif problem.path in layer_paths and problem.path not in snapshot.files:
             check = "layer-unreadable" if problem.unreadable else "layer-file"
         elif problem.path in folders:
             check = "rules-folder"
@@ -221,14 +226,16 @@ def file_match_findings(
     if rule_set is None:
         return [], []
     match = rule_set.match(files.keys, root=rule_root)
-    first_key = {hit.name: hit.key for hit in match.hits}
+    first_key = {hit.path: hit.key for hit in match.hits}
     dead = {
         dead.rule.path for dead in dead_globs(rule_set.rules, disk_root=disk_root) if dead.all_dead
     }
     findings = []
     for rule in rule_set.rules:
-        if rule.mode != "paths" or rule.name in first_key or rule.path in dead:
+        if rule.mode != "paths" or rule.path in first_key or rule.path in dead:
             continue
+        if not rule.paths:
+            continue  # every glob was invalid: `rule-invalid` says so
         if context_keys and not _path_only(rule.paths):
             continue
         if not files.complete:

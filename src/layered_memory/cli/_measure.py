@@ -18,7 +18,7 @@ from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.files import LEARNED_MARK
 from layered_memory.core.layers import Layer
 from layered_memory.core.render import PieceReport, RenderedMemory
-from layered_memory.rules._types import RuleDecision
+from layered_memory.rules import RuleDecision
 from layered_memory.writeback.consolidation import learned_entries
 
 Shown = Literal["full", "truncated", "lines-capped", "omitted", "empty", "absent"]

@@ -17,9 +17,9 @@ byte as the server writes it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
+from layered_memory._logs import get_logger
 from layered_memory.graph._format import GraphSnapshot
 from layered_memory.graph._types import (
     Entity,
@@ -29,7 +29,7 @@ from layered_memory.graph._types import (
 )
 from layered_memory.writeback.redaction import redact
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def stored(text: str, path: str, what: str) -> str:

@@ -26,7 +26,6 @@ Everything a later step needs is in the state (digest, focus context) or in the 
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -46,6 +45,7 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.types import Command
 
+from layered_memory._logs import get_logger
 from layered_memory.core._run_data import context_strings, current_config
 from layered_memory.core._system_message import append_block
 from layered_memory.core._validation import check_int, check_match_keys
@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.runtime import Runtime
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _RENDER_CACHE_SIZE = 256
 

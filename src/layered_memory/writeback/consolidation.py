@@ -36,7 +36,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import datetime as dt
-import logging
 import posixpath
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 
+from layered_memory._logs import get_logger
 from layered_memory.core._run_data import is_dry_run, thread_id_of
 from layered_memory.core._validation import check_backend
 from layered_memory.core.files import Texts, learned_entry, strategy_for
@@ -73,7 +73,6 @@ from layered_memory.writeback._learned import (
     section_entries,
 )
 from layered_memory.writeback.insights import archive_path_for
-from layered_memory.writeback.redaction import redact
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -87,7 +86,7 @@ __all__ = [
     "pending_path_for",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MAX_OPERATIONS: Final = 50
 """Operations carried out per consolidation; more are rejected (a runaway answer)."""
@@ -703,7 +702,8 @@ def _unreadable(problem: str) -> str:
 
 
 def _failure(exc: BaseException) -> str:
-    """`Type: first line`, short and without secrets: a provider's error may quote a key."""
+    """`Type: first line`, short (the logger redacts secrets: a provider's error may quote a
+    key)."""
     lines = str(exc).strip().splitlines()
     detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    return redact(detail[:300])[0]
+    return detail[:300]

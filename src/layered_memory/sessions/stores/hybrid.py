@@ -44,13 +44,13 @@ merges with) are L2's, atomic when L2 has them (every built-in store); L1 follow
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
+from layered_memory._logs import get_logger
 from layered_memory.errors import SessionDataError, SessionStoreError, StoreUnavailableError
 from layered_memory.sessions.stores._breaker import CircuitBreaker
 from layered_memory.sessions.stores._common import (
@@ -83,7 +83,7 @@ from layered_memory.sessions.stores.base import (
 
 __all__ = ["MARKER_KEY", "RESERVED_PREFIX", "HybridSessionStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _T = TypeVar("_T")
 

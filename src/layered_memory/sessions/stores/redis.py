@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import math
 import re
 import threading
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from layered_memory._logs import get_logger
 from layered_memory.errors import SessionStoreError, StoreUnavailableError, StoreURLError
 from layered_memory.sessions.stores._common import (
     JsonDict,
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_REDIS_PREFIX", "RedisSessionStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DEFAULT_REDIS_PREFIX = "layered_memory:session:"
 _INSTALL_HINT = "RedisSessionStore needs the redis package: pip install 'layered-memory[redis]'"
