@@ -29,6 +29,7 @@ class Plan:
     scale_rules: tuple[int, ...] = (10, 100, 1000)
     scale_calls: int = 500
     scale_load_rounds: int = 7
+    consolidation_rounds: int = 60
 
 
 FULL = Plan("full")
@@ -44,6 +45,7 @@ QUICK = Plan(
     e2e_reps=2,
     scale_calls=100,
     scale_load_rounds=3,
+    consolidation_rounds=15,
 )
 TINY = Plan(
     "tiny",
@@ -66,5 +68,6 @@ TINY = Plan(
     scale_rules=(2, 6),
     scale_calls=10,
     scale_load_rounds=1,
+    consolidation_rounds=2,
 )
 """For the smoke test: every code path, no meaningful timing."""

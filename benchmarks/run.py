@@ -29,6 +29,7 @@ from benchmarks._report import Row, ScenarioResult, results_markdown, table
 from benchmarks.scenarios import (
     checkpoint,
     cold_load,
+    consolidation,
     end_to_end,
     graph,
     nested,
@@ -57,6 +58,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "checkpoint": ("11. Checkpoint cache", checkpoint.run),
     "redaction": ("12. Redaction", redaction.run),
     "nested": ("13. Nested memory and imports", nested.run),
+    "consolidation": ("14. Consolidation", consolidation.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -42,3 +42,7 @@ def test_every_scenario_runs_and_reports_numbers() -> None:
     write_back = results["write_back"].rows
     if write_back[0].verdict != "unavailable":
         assert write_back[-1].facts["lost"] == 0
+
+    consolidation = results["consolidation"].rows
+    assert consolidation[-1].verdict == "PASS", consolidation[-1].facts  # the oracle's history
+    assert consolidation[-1].facts["stored_injections"] == 0

@@ -13,6 +13,7 @@ import pytest
 from test_quickstart import EXAMPLES, load_example
 
 EXAMPLES_WITH_MODEL = [
+    "consolidation",
     "debate",
     "knowledge_graph",
     "learning_loop",

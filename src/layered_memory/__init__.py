@@ -9,6 +9,7 @@ from layered_memory.errors import (
     LayeredMemoryError,
     MemorySourceError,
     MemoryWriteError,
+    ReviewError,
     RuleFileError,
     SessionKeyError,
     SessionStoreError,
@@ -24,6 +25,7 @@ from layered_memory.sessions.stores import (
     RedisSessionStore,
     SessionStore,
 )
+from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import HookEvent, HookRegistry
 from layered_memory.writeback.insights import MemoryWriter, register_write_back
 
@@ -39,6 +41,7 @@ __all__ = [
     "LayeredMemoryError",
     "LeanMemoryMiddleware",
     "MemoryAssembler",
+    "MemoryConsolidator",
     "MemoryMiddleware",
     "MemorySnapshot",
     "MemorySourceError",
@@ -46,6 +49,7 @@ __all__ = [
     "MemoryWriter",
     "PostgresSessionStore",
     "RedisSessionStore",
+    "ReviewError",
     "RuleFileError",
     "SessionKeyError",
     "SessionStore",

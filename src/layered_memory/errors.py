@@ -114,6 +114,24 @@ class MemoryWriteError(LayeredMemoryError):
         super().__init__(f"could not write memory file {path!r}: {reason}")
 
 
+class ReviewError(LayeredMemoryError):
+    """A review decision could not be made: no such change waits, or the queue is unreadable.
+
+    Nothing was written.
+
+    Attributes:
+        path: The review queue file's backend path.
+        change_id: The change asked for (None when the queue itself is the problem).
+        reason: What is wrong, in words fit for a log line or the CLI.
+    """
+
+    def __init__(self, path: str, reason: str, *, change_id: str | None = None) -> None:
+        self.path = path
+        self.change_id = change_id
+        self.reason = reason
+        super().__init__(f"review queue {path!r}: {reason}")
+
+
 class KnowledgeGraphError(LayeredMemoryError):
     """A knowledge-graph file or operation could not be used; the file is left as it was.
 

@@ -11,7 +11,8 @@ The hooks only move data between the graph state and a `MemoryAssembler`:
 - `wrap_model_call`: reload when a tool edited memory (the very next model call sees the edit),
   pinned to the run-start snapshot for read-only memory, then append the memory block
   (cached, byte-identical while unchanged) to the system message.
-- `after_agent`: fire `PIPELINE_END` with the final state, for write-back handlers.
+- `after_agent`: fire `PIPELINE_END` with the final state, for write-back handlers; then hand
+  the run to the `consolidator`, when one is given.
 
 Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 `MemoryMiddleware` (same state key, layout and options) that also reloads changed files.
@@ -109,6 +110,7 @@ from layered_memory.core.render import (
     MEMORY_SYSTEM_PROMPT,
     MemoryExtras,
 )
+from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import HookEvent, HookRegistry
 from layered_memory.writeback.redaction import Redaction
 from layered_memory.writeback.redaction.memory_edits import (
@@ -163,6 +165,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             of layer files outside it), `"anywhere"` any file the backend can read, `False`
             none. Default: `True` with `layers=`, `False` with `sources=` (as deepagents,
             which reads no imports).
+        consolidator: A `MemoryConsolidator` run after each run (`after_agent`), never on the
+            model-call path: a model merges what the run taught into the `## Learned` section
+            of a writable memory file (see `layered_memory.writeback.consolidation`).
 
     Attributes:
         protected_backend: The backend to give the agent
@@ -198,6 +203,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         nested: Sequence[str] = (),
         nested_writable: bool = False,
         imports: bool | Literal["anywhere"] | None = None,
+        consolidator: MemoryConsolidator | None = None,
     ) -> None:
         if system_prompt is not None:
             if not isinstance(system_prompt, str):
@@ -222,7 +228,17 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             parameter="hooks",
             hint="Build one with HookRegistry() and register handlers on it.",
         )
+        check_instance(
+            consolidator,
+            MemoryConsolidator,
+            parameter="consolidator",
+            hint="Build one with MemoryConsolidator(model, backend=..., path=...).",
+        )
+        if consolidator is not None and consolidator.model is None:
+            msg = "consolidator has no model (model=None): such a consolidator only reviews"
+            raise ValueError(msg)
         super().__init__()
+        self.consolidator = consolidator
         self.sources = source_list
         self.system_prompt = system_prompt
         self.hooks = hooks
@@ -249,6 +265,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
             follow_imports=(source_list is None) if imports is None else imports,
         )
+        if consolidator is not None:
+            _check_consolidated_file(self.assembler, consolidator)
         self._found_read_only = _FoundReadOnly()
         self._read_only_layer_paths = frozenset(
             path for layer in self.assembler.layers if not layer.writable for path in layer.paths
@@ -472,10 +490,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         runtime: Runtime[ContextT],
         config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
     ) -> dict[str, Any] | None:
-        """Fire PIPELINE_END with the final state (write-back handlers run here)."""
-        if self.hooks is not None:
+        """Fire PIPELINE_END with the final state (write-back handlers run here), then
+        consolidate the run."""
+        if self.hooks is not None or self.consolidator is not None:
             data = run_data(state, runtime, current_config(config))
-            self.hooks.trigger(HookEvent.PIPELINE_END, data)
+            if self.hooks is not None:
+                self.hooks.trigger(HookEvent.PIPELINE_END, data)
+            if self.consolidator is not None:
+                self.consolidator.after_run(data)
         return None
 
     async def aafter_agent(
@@ -485,9 +507,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
     ) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
-        if self.hooks is not None:
+        if self.hooks is not None or self.consolidator is not None:
             data = run_data(state, runtime, current_config(config))
-            await self.hooks.atrigger(HookEvent.PIPELINE_END, data)
+            if self.hooks is not None:
+                await self.hooks.atrigger(HookEvent.PIPELINE_END, data)
+            if self.consolidator is not None:
+                await self.consolidator.aafter_run(data)
         return None
 
     # -- pure helpers shared by both halves -----------------------------------------------------
@@ -767,10 +792,10 @@ class LeanMemoryMiddleware(MemoryMiddleware[Any, Any]):
     aafter_agent = AgentMiddleware.aafter_agent  # type: ignore[assignment]
 
     def __init__(self, **kwargs: Any) -> None:
-        if kwargs.get("hooks") is not None:
+        if kwargs.get("hooks") is not None or kwargs.get("consolidator") is not None:
             msg = (
-                "LeanMemoryMiddleware fires no hooks (it has no end-of-run node): "
-                "use MemoryMiddleware(hooks=...) for hooks and write-back"
+                "LeanMemoryMiddleware fires no hooks and consolidates nothing (it has no "
+                "end-of-run node): use MemoryMiddleware(hooks=..., consolidator=...)"
             )
             raise TypeError(msg)
         super().__init__(**kwargs)
@@ -779,6 +804,19 @@ class LeanMemoryMiddleware(MemoryMiddleware[Any, Any]):
     def name(self) -> str:
         """Same name as `MemoryMiddleware`: deepagents replaces its memory slot by name."""
         return "MemoryMiddleware"
+
+
+def _check_consolidated_file(assembler: MemoryAssembler, consolidator: MemoryConsolidator) -> None:
+    """The consolidator must write a writable layer file: read-only memory never changes, and a
+    file no layer loads would learn lessons no run reads."""
+    access, _layer = assembler.access_of(consolidator.path)
+    if access != "writable":
+        what = "read-only memory" if access is not None else "not a layer file of this middleware"
+        msg = (
+            f"consolidator writes {consolidator.path!r}, which is {what}: give it the path of "
+            "a writable layer (Layer(..., writable=True))"
+        )
+        raise ValueError(msg)
 
 
 def _outer_run() -> Pinned | None:

@@ -204,9 +204,10 @@ def test_json_schema_is_stable(demo: Path, capsys: pytest.CaptureFixture[str]) -
     data = json.loads(out)
     assert list(data) == [
         "version", "source", "keys", "budget", "layers", "rules", "extras", "session",
-        "overhead", "problems", "block",
+        "overhead", "problems", "learned", "block",
     ]  # fmt: skip
     assert data["session"] is None  # no session store: no session layer
+    assert data["learned"] == []  # no consolidation wrote here
     assert data["extras"] == []  # no nested memory, no @imports
     assert data["version"] == 1
     assert data["source"] == {"kind": "folder", "root": str(demo.resolve())}

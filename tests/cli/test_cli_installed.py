@@ -33,7 +33,7 @@ def test_the_package_comes_from_the_wheel(installed_cli: InstalledCli, bare_fold
     assert not Path(found).is_relative_to(ROOT)
     result = installed_cli.run(["--help"], cwd=bare_folder)
     assert result.returncode == 0
-    for name in ("demo", "doctor", "inspect", "lint", "sync", "graph", "tiers"):
+    for name in ("demo", "doctor", "inspect", "lint", "review", "sync", "graph", "tiers"):
         assert name in result.stdout
 
 
@@ -129,6 +129,25 @@ def test_graph(installed_cli: InstalledCli, bare_folder: Path) -> None:
     data = json.loads(result.stdout)
     assert (data["entities"], data["relations"]) == (2, 1)
     assert "Jane" in data["focus"]["names"]
+
+
+def test_review(installed_cli: InstalledCli, bare_folder: Path) -> None:
+    queue = {
+        "version": 1,
+        "changes": [
+            {"op": "add", "entry_id": None, "text": "Builds use uv.", "reason": "review=True"},
+        ],
+    }
+    write(bare_folder, {"MEMORY.md": "# Memory\n", "MEMORY.pending.json": json.dumps(queue)})
+    listed = installed_cli.run(["review", "--json"], cwd=bare_folder)
+    assert listed.returncode == 0, listed.stderr
+    (change,) = json.loads(listed.stdout)["pending"]
+    result = installed_cli.run(["review", "approve", change["id"]], cwd=bare_folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    memory = (bare_folder / "MEMORY.md").read_text()
+    assert "## Learned\n\n- Builds use uv. <!-- learned id=" in memory
+    result = installed_cli.run(["inspect", "--root", ".", "--json"], cwd=bare_folder)
+    assert [entry["text"] for entry in json.loads(result.stdout)["learned"]] == ["Builds use uv."]
 
 
 @pytest.mark.postgres

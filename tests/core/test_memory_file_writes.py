@@ -72,6 +72,49 @@ async def test_a_whole_file_write_that_would_drop_an_insight_is_refused(
 
 
 @USE_ASYNC
+async def test_a_whole_file_write_that_would_drop_a_learned_entry_is_refused(
+    tmp_path: Path, use_async: bool
+) -> None:
+    from layered_memory import MemoryConsolidator
+    from layered_memory.testing import ScriptedChatModel, tool_call
+
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    (tmp_path / "MEMORY.md").write_text(MEMORY)
+    view = _view(backend)
+    lesson = "The user prefers metric units."
+    model = ScriptedChatModel(
+        script=[tool_call("update_memory", operations=[{"op": "add", "text": lesson}])]
+    )
+    # A consolidation adds a lesson after the agent read the file ...
+    MemoryConsolidator(model, backend=backend).consolidate([])
+    learned = (tmp_path / "MEMORY.md").read_text()
+
+    # ... so the agent's whole-file write from its stale copy would erase it: refused.
+    stale = await _write(view, "/MEMORY.md", MEMORY + "\nA note of the agent.\n", use_async)
+
+    assert stale.error is not None
+    assert "would remove 1 learned entry" in stale.error
+    assert lesson in stale.error
+    assert (tmp_path / "MEMORY.md").read_text() == learned
+    kept = learned + "\nA note of the agent.\n"
+    assert (await _write(view, "/MEMORY.md", kept, use_async)).error is None
+
+
+def test_a_learned_entry_is_read_from_the_end_of_its_line() -> None:
+    assert files.learned_entry("- text <!-- learned id=abcd date=2025-06-01 -->") == (
+        "text",
+        "id=abcd date=2025-06-01",
+    )
+    assert files.learned_entry("* a <!-- x --> b <!-- learned id=abcd -->  ") == (
+        "a <!-- x --> b",
+        "id=abcd",
+    )
+    assert files.learned_entry("- text <!-- learned id=<b> -->") is None
+    assert files.learned_entry("  - indented <!-- learned id=abcd -->") is None
+    assert files.learned_entry("- text <!-- note -->") is None
+
+
+@USE_ASYNC
 async def test_write_back_after_a_whole_file_write_keeps_both(
     tmp_path: Path, use_async: bool
 ) -> None:

@@ -1,5 +1,5 @@
-"""The `layered-memory` console script: `demo`, `doctor`, `inspect`, `lint`, `sync`, `graph`,
-`tiers`.
+"""The `layered-memory` console script: `demo`, `doctor`, `inspect`, `lint`, `review`, `sync`,
+`graph`, `tiers`.
 
 Each subcommand is one `_add_<name>` function declaring its arguments and one `_run_<name>`
 function (or a module of its own) doing the work, so owners of different subcommands never edit
@@ -418,6 +418,72 @@ def _run_sync(args: argparse.Namespace) -> int:
     )
 
 
+# -- review ---------------------------------------------------------------------------------
+
+_REVIEW_DESCRIPTION = """\
+List, approve and reject the changes a MemoryConsolidator holds for review:
+every change with review=True, and always a lesson that reads as an
+instruction aimed at the agent (overriding its instructions, sending data
+somewhere, a URL carrying data). They wait in the review queue beside the
+memory file (MEMORY.pending.json), in the agent's own backend: a folder
+(--root DIR, default: this folder), a store namespace (--store URL
+--namespace NS) or your agent's consolidator (--config module:attribute).
+
+  layered-memory review                    list what waits (the default)
+  layered-memory review approve ID [ID...] apply changes to the Learned section
+  layered-memory review reject ID [ID...]  drop changes
+  (--all instead of IDs: every change that waits)
+
+An ID is a digest of what the change does: a text edited in the queue file
+gets another ID, so an approval applies exactly the text that was listed. An
+approved change still follows the rules on the section as it is now (an
+entry deleted since, a lesson already known: not applied, and dequeued).
+
+--json prints {"version": 1, "ok", "source", "memory", "queue", "section",
+"problem" (null, or why the queue is unreadable), "decisions": [{"id",
+"decision" ("approve" or "reject"), "outcome" ("applied", "rejected" or "not
+found"), "entry_id", "reason"}], "pending": [{"id", "op", "entry_id", "text",
+"reason", "thread_id", "model", "date", "entry_text"}]} ("pending": what still
+waits afterwards).
+
+Exit status: 0; 1 when an ID waits nowhere, an approval was not applied, or
+the queue is unreadable; 2 on a usage error, a --config that does not load or
+a store that does not answer."""
+
+
+def _add_review(subparsers: Subparsers) -> None:
+    parser = _subparser(
+        subparsers,
+        "review",
+        summary="list, approve and reject the lessons a consolidator holds for review",
+        description=_REVIEW_DESCRIPTION,
+    )
+    parser.add_argument("action", nargs="?", default="list", choices=("list", "approve", "reject"))
+    parser.add_argument("ids", nargs="*", metavar="ID", help="changes to approve or reject")
+    parser.add_argument("--all", action="store_true", help="every change that waits")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--config", metavar="MODULE:ATTR", help=_CONFIG_HELP)
+    where.add_argument("--root", metavar="DIR", help="the memory folder (default: this one)")
+    where.add_argument("--store", metavar="URL", help="PostgreSQL URL of a LangGraph PostgresStore")
+    parser.add_argument(
+        "--namespace", metavar="NS", help="with --store: namespace, components joined by '/'"
+    )
+    parser.add_argument(
+        "--memory", metavar="FILE", help="the memory file (default /MEMORY.md; not with --config)"
+    )
+    parser.add_argument(
+        "--section", metavar="NAME", help="the managed section (default Learned; not with --config)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the queue as JSON")
+    parser.set_defaults(run=_run_review)
+
+
+def _run_review(args: argparse.Namespace) -> int:
+    from layered_memory.cli.review import run_review
+
+    return run_review(args)
+
+
 # -- graph, tiers (their own folders) --------------------------------------------------------
 
 
@@ -456,6 +522,7 @@ SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     _add_doctor,
     _add_inspect,
     _add_lint,
+    _add_review,
     _add_sync,
     _add_graph,
     _add_tiers,

@@ -21,6 +21,8 @@ JSON (`--json`, `"version": 1`; keys are stable, new keys may be added):
 - `session`: `{"key", "chars", "tokens", "share"}` of the session layer, or null
 - `overhead`: `{"chars", "tokens", "share"}` (template, guidelines, preamble, separators)
 - `problems[]`: `{"path", "severity", "reason"}`
+- `learned[]`: entries a consolidator wrote into the layer files, with the provenance the block
+  does not show: `{"path", "id", "text", "thread", "date", "model", "reviewed"}`
 - `block`: the exact memory block, as a string
 
 Tokens are approximate: characters / 4, rounded up.
@@ -195,6 +197,27 @@ def _problems_section(report: InspectReport, paint: _Painter) -> list[str]:
     return lines
 
 
+def _learned_section(report: InspectReport, paint: _Painter) -> list[str]:
+    if not report.learned:
+        return []
+    lines = [
+        paint("LEARNED", "bold")
+        + " (written by consolidation; provenance from HTML comments the model never sees)"
+    ]
+    for entry in report.learned:
+        head = f"{printable(entry.path)} [{printable(entry.id or '?')}] {printable(entry.text)}"
+        lines.extend(_wrap(head, 2, 4))
+        origin = [
+            f"thread {entry.thread}" if entry.thread else "",
+            entry.date or "",
+            f"model {entry.model}" if entry.model else "",
+            f"reviewed {entry.reviewed}" if entry.reviewed else "",
+        ]
+        if any(origin):
+            lines.extend(_wrap(printable(", ".join(part for part in origin if part)), 6, 6))
+    return [*lines, ""]
+
+
 def _config_lines(source: dict[str, Any]) -> list[str]:
     given = source["input"]
     found = f"{printable(source['middleware'])} found in {printable(source['found'])}"
@@ -248,6 +271,7 @@ def render_text(report: InspectReport, *, colour: bool) -> str:
         "",
         *_problems_section(report, paint),
         "",
+        *_learned_section(report, paint),
         paint("MEMORY BLOCK", "bold") + " (exactly what the model receives)",
         paint("-" * 30 + " begin memory block " + "-" * 30, "dim"),
         # Escaped too (tabs and newlines kept): memory is data. --json gives the exact text.
@@ -343,6 +367,18 @@ def report_data(report: InspectReport) -> dict[str, Any]:
         "overhead": sized(report.overhead_chars),
         "problems": [
             {"path": p.path, "severity": p.severity, "reason": p.reason} for p in report.problems
+        ],
+        "learned": [
+            {
+                "path": entry.path,
+                "id": entry.id,
+                "text": entry.text,
+                "thread": entry.thread,
+                "date": entry.date,
+                "model": entry.model,
+                "reviewed": entry.reviewed,
+            }
+            for entry in report.learned
         ],
         "block": report.block,
     }

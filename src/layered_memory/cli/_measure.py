@@ -15,9 +15,11 @@ from typing import Any, Literal
 
 from layered_memory.core._imports import TOO_DEEP_REASON
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
+from layered_memory.core.files import LEARNED_MARK
 from layered_memory.core.layers import Layer
 from layered_memory.core.render import PieceReport, RenderedMemory
 from layered_memory.rules import RuleDecision
+from layered_memory.writeback.consolidation import learned_entries
 
 Shown = Literal["full", "truncated", "lines-capped", "omitted", "empty", "absent"]
 FileStatus = Literal["loaded", "missing", "skipped"]
@@ -76,6 +78,20 @@ class Problem:
 
 
 @dataclass(frozen=True, slots=True)
+class LearnedEntry:
+    """A learned entry of a layer file, with the provenance the block does not show (the
+    loader strips the HTML comment that keeps it)."""
+
+    path: str
+    id: str | None
+    text: str
+    thread: str | None
+    date: str | None
+    model: str | None
+    reviewed: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class InspectReport:
     """Everything `inspect` prints, in both the human and the JSON form."""
 
@@ -93,6 +109,8 @@ class InspectReport:
     session_block_chars: int = 0
     extras: tuple[PieceReport, ...] = ()
     """Nested memory files and `@path` imports, as the renderer placed them."""
+    learned: tuple[LearnedEntry, ...] = ()
+    """Entries consolidation wrote into the layer files, with their provenance."""
 
     @property
     def extras_block_chars(self) -> int:
@@ -181,6 +199,27 @@ def _layer_reports(
     )
 
 
+def _learned(layers: Sequence[Layer], snapshot: MemorySnapshot) -> tuple[LearnedEntry, ...]:
+    found: list[LearnedEntry] = []
+    for path in dict.fromkeys(path for layer in layers for path in layer.paths):
+        text = snapshot.files.get(path)
+        if text is None or LEARNED_MARK not in text:
+            continue
+        found.extend(
+            LearnedEntry(
+                path=path,
+                id=entry.get("id"),
+                text=entry["text"],
+                thread=entry.get("thread"),
+                date=entry.get("date"),
+                model=entry.get("model"),
+                reviewed=entry.get("reviewed"),
+            )
+            for entry in learned_entries(text)
+        )
+    return tuple(found)
+
+
 def _chars(rendered: RenderedMemory, kind: str) -> int:
     return sum(
         piece.shown_chars
@@ -236,4 +275,5 @@ def report_from(
         session_key=snapshot.session.key if snapshot.session else None,
         session_block_chars=_chars(rendered, "session"),
         extras=tuple(piece for piece in rendered.pieces if piece.kind in ("nested", "import")),
+        learned=_learned(assembler.layers, snapshot),
     )

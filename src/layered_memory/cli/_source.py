@@ -378,6 +378,38 @@ def _by_hand_keys(options: SourceOptions) -> list[str]:
     return [*options.paths, *([options.entity] if options.entity else []), *context.values()]
 
 
+def folder_backend(root: str | None) -> tuple[Any, Path]:
+    """The virtual-path backend on `--root` (default: this folder), and the folder.
+
+    Raises:
+        UsageError: No such folder.
+    """
+    from deepagents.backends import FilesystemBackend
+
+    folder = Path(root or ".").expanduser().resolve()
+    if not folder.is_dir():
+        msg = f"--root {root}: no such folder"
+        raise UsageError(msg)
+    return FilesystemBackend(root_dir=folder, virtual_mode=True), folder
+
+
+def store_namespace(store_url: str | None, namespace: str | None) -> tuple[str, ...] | None:
+    """The `--namespace` of a `--store` (None without `--store`).
+
+    Raises:
+        UsageError: One of the two options without the other, or a malformed namespace.
+    """
+    if store_url is None:
+        if namespace is not None:
+            msg = "--namespace goes with --store, not --root"
+            raise UsageError(msg)
+        return None
+    if namespace is None:
+        msg = "--store needs --namespace (e.g. --namespace org/acme/project)"
+        raise UsageError(msg)
+    return parse_namespace(namespace)
+
+
 @contextmanager
 def loaded_memory(options: SourceOptions) -> Iterator[Loaded]:
     """Load and render memory from the folder, the store or the `--config` middleware.
@@ -404,17 +436,9 @@ def loaded_memory(options: SourceOptions) -> Iterator[Loaded]:
                 else options.max_rules_chars
             ),
         }
-        if options.store_url is None:
-            if options.namespace is not None:
-                msg = "--namespace goes with --store, not --root"
-                raise UsageError(msg)
-            from deepagents.backends import FilesystemBackend
-
-            folder = Path(options.root or ".").expanduser().resolve()
-            if not folder.is_dir():
-                msg = f"--root {options.root}: no such folder"
-                raise UsageError(msg)
-            backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
+        parts = store_namespace(options.store_url, options.namespace)
+        if parts is None:
+            backend, folder = folder_backend(options.root)
             keys = [_virtual_key(key, folder) for key in keys]
             touched = [_tool_path(path, folder) for path in options.paths]
             assembler = build_assembler(backend, layers=layers, rule_folders=folders, **budgets)
@@ -424,10 +448,7 @@ def loaded_memory(options: SourceOptions) -> Iterator[Loaded]:
             report = report_from(assembler, snapshot, rendered, keys=keys, source=source)
             yield Loaded(assembler=assembler, snapshot=snapshot, report=report, backend=backend)
             return
-        if options.namespace is None:
-            msg = "--store needs --namespace (e.g. --namespace org/acme/project)"
-            raise UsageError(msg)
-        parts = parse_namespace(options.namespace)
+        assert options.store_url is not None  # a namespace comes with a store
         with open_store(options.store_url) as store:
             from deepagents.backends import StoreBackend
 

@@ -50,6 +50,7 @@ from layered_memory.core._lookalikes import INVISIBLE, LOOKALIKES
 __all__ = [
     "GUARDED_NAMES",
     "IGNORABLE",
+    "ascii_skeleton",
     "defuse",
     "defuse_attribute",
     "defuse_name",
@@ -301,6 +302,15 @@ def defuse(text: str, *, names: tuple[str, ...] = ()) -> str:
     # A joiner kept between an opener and a letter now stands after a backslash: gone too, so
     # that a second pass changes nothing.
     return drop_invisible("".join(parts))
+
+
+def ascii_skeleton(text: str) -> str:
+    """`text` as it reads: every look-alike as its ASCII character, ASCII letters in lower case,
+    invisible characters removed (`ıgnоre` with a dotless i and a Cyrillic o reads `ignore`).
+
+    For checks on what a text says; never shown (letters without an ASCII look-alike stay).
+    """
+    return text.translate(_TABLE).replace(_HIDDEN, "")
 
 
 @functools.lru_cache(maxsize=4096)

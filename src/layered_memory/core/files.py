@@ -29,10 +29,11 @@ put the memory file first, then what else the transaction writes (its archive).
 Write-back re-reads under the lock, so an insight added after an agent's `write_file` lands on
 the agent's new text, and one added before an `edit_file` is kept by the edit. A whole-file
 write replaces the file: the last writer wins, as the tool promises, except that it never
-removes a dated insight entry (`- YYYY-MM-DD: ...`, see `INSIGHT_ENTRY`) silently. Such an
-entry may have been written by write-back after the agent last read the file, so the write is
-refused with a message naming the entry; the agent reads the file again, or removes entries on
-purpose with `edit_file`.
+removes a dated insight entry (`- YYYY-MM-DD: ...`, see `INSIGHT_ENTRY`) or a learned entry
+(a bullet ending in `<!-- learned id=... -->`, see `learned_entry`) silently. Such an entry may
+have been written by write-back or consolidation after the agent last read the file, so the
+write is refused with a message naming the entry; the agent reads the file again, or removes
+entries on purpose with `edit_file`.
 
 ## Strategies, by where the first path lands (`strategy_for`)
 
@@ -113,6 +114,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSIGHT_ENTRY",
+    "LEARNED_MARK",
     "LOCK_POLL_SECONDS",
     "LOCK_TIMEOUT_SECONDS",
     "DiskTarget",
@@ -128,6 +130,7 @@ __all__ = [
     "aupload_memory_file",
     "awrite_memory_file",
     "edit_memory_file",
+    "learned_entry",
     "strategy_for",
     "transact",
     "upload_memory_file",
@@ -157,6 +160,34 @@ INSIGHT_ENTRY: Final = re.compile(
     r"^- (?P<date>\d{4}-\d{2}-\d{2}): (?:\[(?P<entity>[^\]\n]*)\] )?(?P<text>.*)$"
 )
 """A dated insight line, as write-back writes it (`- 2025-06-01: [acme] text`)."""
+
+LEARNED_MARK: Final = "<!-- learned "
+"""How the provenance comment of a learned entry starts."""
+
+
+def learned_entry(line: str) -> tuple[str, str] | None:
+    """`(text, provenance)` of a learned entry line, as consolidation writes it: one bullet,
+    its provenance in an HTML comment at its end, which the loader strips before the prompt
+    (`- text <!-- learned id=k3f9 date=2025-06-01 -->`); None for any other line.
+
+    Searched from the end rather than with a regex: a lazy pattern rescans the rest of a
+    hostile line from every `<!-- learned ` it holds.
+    """
+    if line[:2] not in _BULLETS:
+        return None
+    stripped = line.rstrip(" \t\r\n")
+    if not stripped.endswith("-->"):
+        return None
+    start = stripped.rfind(LEARNED_MARK)
+    if start < 2:
+        return None
+    meta = stripped[start + len(LEARNED_MARK) : -3].strip()
+    if "<" in meta or ">" in meta:
+        return None
+    return stripped[2:start].strip(), meta
+
+
+_BULLETS: Final = frozenset(("- ", "* ", "+ "))
 
 
 class WriteStrategy(Protocol):
@@ -961,14 +992,16 @@ def _whole_file(path: str, file: str, content: str) -> Transform[None]:
 
 
 def _dropped_entries(old: str | None, new: str) -> list[str]:
-    """The dated insight entries of `old` that `new` lacks, in file order."""
-    if not old or "\n- " not in f"\n{old}":
+    """The dated insight entries and learned entries of `old` that `new` lacks, in file order."""
+    if not old or ("\n- " not in f"\n{old}" and LEARNED_MARK not in old):
         return []
     kept = set(new.replace("\r\n", "\n").split("\n"))
     return [
         line
         for line in old.replace("\r\n", "\n").split("\n")
-        if line.startswith("- ") and line not in kept and INSIGHT_ENTRY.match(line)
+        if line[:2] in _BULLETS
+        and line not in kept
+        and (INSIGHT_ENTRY.match(line) or learned_entry(line))
     ]
 
 
@@ -977,10 +1010,13 @@ _SHOWN_ENTRY_CHARS = 200
 
 def _dropped_message(path: str, dropped: Sequence[str]) -> str:
     first = dropped[0][:_SHOWN_ENTRY_CHARS]
-    entries = "1 insight entry" if len(dropped) == 1 else f"{len(dropped)} insight entries"
+    learned = sum(1 for line in dropped if learned_entry(line))
+    kind = "learned" if learned == len(dropped) else "insight" if not learned else "memory"
+    entries = f"1 {kind} entry" if len(dropped) == 1 else f"{len(dropped)} {kind} entries"
     return (
         f"this write would remove {entries} the file holds now (the first: {first!r}); "
-        "write-back or another run may have added them after you last read it. Read "
+        "write-back, consolidation or another run may have added them after you last read it. "
+        "Read "
         f"{path} again and keep them, or remove entries on purpose with edit_file"
     )
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from layered_memory.core._defuse import defuse, defuse_name
+from layered_memory.core._defuse import ascii_skeleton, defuse, defuse_name
 from layered_memory.core._pieces import (
     EMPTY_WRITABLE_NOTE,
     UNREADABLE_NOTE,
@@ -57,6 +57,7 @@ __all__ = [
     "PieceReport",
     "RenderedMemory",
     "SessionEntry",
+    "ascii_skeleton",
     "cap_lines",
     "clean_memory_text",
     "defuse_within",

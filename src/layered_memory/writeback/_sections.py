@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from layered_memory.core.files import INSIGHT_ENTRY
 from layered_memory.core.layers import MEMORY_FILE_DEFAULT_MAX_LINES
+from layered_memory.writeback.redaction import redact
 
 INSIGHTS_HEADING: Final = "## Recent Insights"
 ARCHIVE_HEADING: Final = "## Archived Insights"
@@ -118,14 +119,14 @@ def plan_insight(
         the same day (for an insight without entity: the same text on the same day).
     """
     memory_text = memory or ""
-    newline = _newline_of(memory_text)
+    newline = newline_of(memory_text)
     lines = split_lines(memory_text)
     section = find_section(lines, INSIGHTS_HEADING)
     if section is not None:
         entries = parse_entries(lines, *section)
         if any(_same_slot(entry, insight) for entry in entries):
             return None
-    new_lines = _insert_at_top(lines, INSIGHTS_HEADING, [insight.line() + newline], newline)
+    new_lines = insert_at_top(lines, INSIGHTS_HEADING, [insight.line() + newline], newline)
 
     section = find_section(new_lines, INSIGHTS_HEADING)
     assert section is not None  # just inserted
@@ -136,12 +137,17 @@ def plan_insight(
 
     moved: list[str] = []
     for entry in overflow:
-        moved.extend(_with_newline(line, newline) for line in new_lines[entry.start : entry.end])
+        moved.extend(with_newline(line, newline) for line in new_lines[entry.start : entry.end])
     drop = {index for entry in overflow for index in range(entry.start, entry.end)}
     kept = [line for index, line in enumerate(new_lines) if index not in drop]
     return InsightPlan(
         memory="".join(kept),
-        archive=_archive_text(archive, moved, source_name),
+        archive=archive_text(
+            archive,
+            moved,
+            heading=ARCHIVE_HEADING,
+            preamble=ARCHIVE_PREAMBLE.format(source=source_name),
+        ),
         archived=len(overflow),
     )
 
@@ -219,9 +225,18 @@ def parse_entries(lines: Sequence[str], start: int, end: int) -> list[_Entry]:
     return entries
 
 
-def _first_entry(lines: Sequence[str], start: int, end: int) -> int | None:
+def is_insight_entry(line: str) -> bool:
+    """Whether `line` is a dated insight entry (`- 2025-06-01: ...`)."""
+    return line.startswith("- ") and INSIGHT_ENTRY.match(line.rstrip("\r\n")) is not None
+
+
+EntryCheck = Callable[[str], bool]
+"""Whether a line starts an entry of a section (`is_insight_entry`, a learned entry...)."""
+
+
+def _first_entry(lines: Sequence[str], start: int, end: int, is_entry: EntryCheck) -> int | None:
     for index in range(start + 1, end):
-        if lines[index].startswith("- ") and INSIGHT_ENTRY.match(lines[index].rstrip("\r\n")):
+        if is_entry(lines[index]):
             return index
     return None
 
@@ -234,8 +249,13 @@ def _same_slot(entry: _Entry, insight: Insight) -> bool:
     return entry.entity is not None and entry.entity.casefold() == insight.entity.casefold()
 
 
-def _insert_at_top(
-    lines: Sequence[str], heading: str, block: Sequence[str], newline: str
+def insert_at_top(
+    lines: Sequence[str],
+    heading: str,
+    block: Sequence[str],
+    newline: str,
+    *,
+    is_entry: EntryCheck = is_insight_entry,
 ) -> list[str]:
     """Insert `block` above the section's first entry, creating the section when missing."""
     result = list(lines)
@@ -243,13 +263,13 @@ def _insert_at_top(
     if section is None:
         at = _new_section_index(result)
         if result and at == len(result):
-            result[-1] = _with_newline(result[-1], newline)
+            result[-1] = with_newline(result[-1], newline)
         before = [newline] if at > 0 and result[at - 1].strip() else []
         after = [newline] if at < len(result) else []
         return [*result[:at], *before, heading + newline, newline, *block, *after, *result[at:]]
 
     start, end = section
-    first = _first_entry(result, start, end)
+    first = _first_entry(result, start, end, is_entry)
     if first is not None:
         return [*result[:first], *block, *result[first:]]
 
@@ -257,7 +277,7 @@ def _insert_at_top(
     insert_at = end
     while insert_at > start + 1 and not result[insert_at - 1].strip():
         insert_at -= 1
-    result[insert_at - 1] = _with_newline(result[insert_at - 1], newline)
+    result[insert_at - 1] = with_newline(result[insert_at - 1], newline)
     before = [] if not result[insert_at - 1].strip() else [newline]
     after = [newline] if insert_at < len(result) and result[insert_at].strip() else []
     return [*result[:insert_at], *before, *block, *after, *result[insert_at:]]
@@ -272,7 +292,7 @@ def _new_section_index(lines: Sequence[str]) -> int:
     the top. Never inside a code fence: a heading there is no heading, and a fence left open
     (say, by a hostile or half-written file) would swallow the section.
     """
-    fenced = _fenced_lines(lines)
+    fenced = fenced_lines(lines)
     for index, line in enumerate(lines):
         if line.startswith("## ") and index not in fenced:
             if _entry_is_shown(index):
@@ -295,7 +315,7 @@ def _entry_is_shown(at: int) -> bool:
     return at + _SECTION_HEAD_LINES < MEMORY_FILE_DEFAULT_MAX_LINES
 
 
-def _fenced_lines(lines: Sequence[str]) -> set[int]:
+def fenced_lines(lines: Sequence[str]) -> set[int]:
     """Indexes of the lines inside code fences, the fence lines included (one pass)."""
     inside: set[int] = set()
     fence: str | None = None
@@ -325,36 +345,83 @@ def _after_intro(lines: Sequence[str], start: int) -> int:
     return index if index - paragraph_start <= _MAX_INTRO_LINES else start
 
 
-def _archive_text(archive: str | None, moved: Sequence[str], source_name: str) -> str:
-    archive_text = archive if archive else ARCHIVE_PREAMBLE.format(source=source_name)
-    newline = _newline_of(archive_text)
-    lines = split_lines(archive_text)
-    # A retry after a crash between the two writes must not archive the same entries twice.
-    section = find_section(lines, ARCHIVE_HEADING)
+def archive_text(
+    archive: str | None,
+    moved: Sequence[str],
+    *,
+    heading: str,
+    preamble: str,
+    is_entry: EntryCheck = is_insight_entry,
+) -> str:
+    """The archive file with the `moved` entry lines at the top of its `heading` section.
+
+    `preamble` starts a new archive file. Entries the section already holds are not added
+    again: a retry after a crash between the two writes must not archive them twice.
+    """
+    text = archive if archive else preamble
+    newline = newline_of(text)
+    lines = split_lines(text)
+    section = find_section(lines, heading)
     present: set[str] = set()
     if section is not None:
         present = {line.rstrip("\r\n") for line in lines[section[0] : section[1]]}
-    fresh = _drop_present(moved, present)
-    block = [_with_newline(line.rstrip("\r\n"), newline) for line in fresh]
+    fresh = _drop_present(moved, present, is_entry)
+    block = [with_newline(line.rstrip("\r\n"), newline) for line in fresh]
     if not block:
-        return archive_text
-    return "".join(_insert_at_top(lines, ARCHIVE_HEADING, block, newline))
+        return text
+    return "".join(insert_at_top(lines, heading, block, newline, is_entry=is_entry))
 
 
-def _drop_present(moved: Sequence[str], present: set[str]) -> list[str]:
+def _drop_present(moved: Sequence[str], present: set[str], is_entry: EntryCheck) -> list[str]:
     kept: list[str] = []
     skipping = False
     for line in moved:
-        if INSIGHT_ENTRY.match(line.rstrip("\r\n")):
+        if is_entry(line):
             skipping = line.rstrip("\r\n") in present
         if not skipping:
             kept.append(line)
     return kept
 
 
-def _with_newline(line: str, newline: str) -> str:
+def with_newline(line: str, newline: str) -> str:
+    """`line` ending with a line break (`newline` when it has none)."""
     return line if line.endswith("\n") else line + newline
 
 
-def _newline_of(text: str) -> str:
+def newline_of(text: str) -> str:
+    """The line ending a text uses (`\\r\\n` when it has any, else `\\n`)."""
     return "\r\n" if "\r\n" in text else "\n"
+
+
+RESCAN_MARGIN: Final = 8192
+"""Characters past the stored length that the second pass still scans: more than any detector
+reads past a secret's start (a quoted value: two lines of 1,024), so a secret that begins
+inside the stored text is seen whole enough to be found."""
+
+
+def redacted_line(
+    text: str, normalize: Callable[[str], str | None], *, keep: int | None = None
+) -> tuple[str | None, list[str]]:
+    """`text` redacted, made one line by `normalize`, and redacted again as that line.
+
+    Redacted first as given (a key block spans lines, and is recognized by its line breaks),
+    then as the line that is stored: joining lines can complete a secret neither line showed
+    (`PASSWORD=` at the end of one line, the value on the next; `postgres://admin:` and
+    `...@host`), and the stored line is what later prompts read. `normalize` runs once more
+    when the second pass changed something, so a marker follows the line's own rules too
+    (no brackets in an entity). With `keep`, the line is cut to that many characters before
+    the second pass: the rest is never stored, and a huge text costs one full scan, not two.
+    """
+    first, kinds = redact(text)
+    normalized = normalize(first)
+    if normalized is None:
+        return None, kinds
+    if keep is not None:
+        normalized = normalized[:keep]
+    if normalized == first.strip():
+        return normalized, kinds  # already one line: nothing joined, nothing new to find
+    second, more = redact(normalized)
+    if more:
+        kinds = sorted({*kinds, *more})
+        second = normalize(second) or ""
+    return second, kinds

@@ -28,15 +28,16 @@ from layered_memory._logs import get_logger
 from layered_memory.core._run_data import is_dry_run, run_value, thread_id_of
 from layered_memory.core.files import Texts, strategy_for
 from layered_memory.writeback._sections import (
+    RESCAN_MARGIN,
     Insight,
     InsightPlan,
     cut_text,
     normalize_entity,
     one_line,
     plan_insight,
+    redacted_line,
 )
 from layered_memory.writeback.hooks import HookEvent, HookRegistry
-from layered_memory.writeback.redaction import redact
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -169,11 +170,11 @@ class MemoryWriter:
         if not isinstance(text, str):
             msg = f"insight text must be a str, got {type(text).__name__}"
             raise TypeError(msg)
-        clean_text, kinds = _redacted_line(
-            text, one_line, keep=self.max_insight_chars + _RESCAN_MARGIN
+        clean_text, kinds = redacted_line(
+            text, one_line, keep=self.max_insight_chars + RESCAN_MARGIN
         )
         clean_entity, entity_kinds = (
-            _redacted_line(entity, normalize_entity) if entity is not None else (None, [])
+            redacted_line(entity, normalize_entity) if entity is not None else (None, [])
         )
         kinds = sorted({*kinds, *entity_kinds})
         if kinds:
@@ -239,40 +240,6 @@ def archive_path_for(path: str) -> str:
     pure = PurePosixPath(path)
     name = f"{pure.stem}.archive{pure.suffix}" if pure.suffix else f"{pure.name}.archive"
     return str(pure.with_name(name))
-
-
-_RESCAN_MARGIN: Final = 8192
-"""Characters past the stored length that the second pass still scans: more than any detector
-reads past a secret's start (a quoted value: two lines of 1,024), so a secret that begins
-inside the stored text is seen whole enough to be found."""
-
-
-def _redacted_line(
-    text: str, normalize: Callable[[str], str | None], *, keep: int | None = None
-) -> tuple[str | None, list[str]]:
-    """`text` redacted, made one line by `normalize`, and redacted again as that line.
-
-    Redacted first as given (a key block spans lines, and is recognized by its line breaks),
-    then as the line that is stored: joining lines can complete a secret neither line showed
-    (`PASSWORD=` at the end of one line, the value on the next; `postgres://admin:` and
-    `...@host`), and the stored line is what later prompts read. `normalize` runs once more
-    when the second pass changed something, so a marker follows the line's own rules too
-    (no brackets in an entity). With `keep`, the line is cut to that many characters before
-    the second pass: the rest is never stored, and a huge insight costs one full scan, not two.
-    """
-    first, kinds = redact(text)
-    normalized = normalize(first)
-    if normalized is None:
-        return None, kinds
-    if keep is not None:
-        normalized = normalized[:keep]
-    if normalized == first.strip():
-        return normalized, kinds  # already one line: nothing joined, nothing new to find
-    second, more = redact(normalized)
-    if more:
-        kinds = sorted({*kinds, *more})
-        second = normalize(second) or ""
-    return second, kinds
 
 
 # --- PIPELINE_END data helpers ----------------------------------------------------------

@@ -207,3 +207,15 @@ def test_parsers_called_directly_never_raise(outcomes: dict[str, Any]) -> None:
     assert result["alias_bomb"] == ["alwaysApply must be true or false (got a list)"]
     assert result["huge"] == ["file longer than 1000000 characters"]
     assert not any(result[f"{name}_rule"] for name in ("deep_flow", "deep_map", "alias_bomb"))
+
+
+def test_a_hostile_consolidation_finishes_and_stores_nothing_bad(outcomes: dict[str, Any]) -> None:
+    found = outcome(outcomes, "hostile_consolidation")
+    assert found["applied"] == 1  # the secret, redacted and cut; everything else refused
+    assert found["pending"] == 0  # the queue is unreadable (nested 200,000 deep) ...
+    assert found["queue_problem"] is True  # ... so the held instruction is rejected, named
+    assert found["rejected"] == 1 + 10_000  # the instruction, and every unknown or extra id
+    assert found["prompt_chars"] < 10_000  # tool output and hostile entries cut
+    assert found["marks_line_parsed"] is True
+    assert found["stored_instruction"] is False
+    assert found["key_stored"] is False
