@@ -31,6 +31,7 @@ from benchmarks.scenarios import (
     cold_load,
     end_to_end,
     graph,
+    mcp,
     nested,
     per_call,
     redaction,
@@ -57,6 +58,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "checkpoint": ("11. Checkpoint cache", checkpoint.run),
     "redaction": ("12. Redaction", redaction.run),
     "nested": ("13. Nested memory and imports", nested.run),
+    "mcp": ("14. MCP read_graph", mcp.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -514,15 +515,33 @@ def mcp_server(graph: KnowledgeGraph, *, read_only: bool = False) -> Server[Any]
             content=[mcp_types.TextContent(type="text", text=defuse(text))], is_error=True
         )
 
+    # `read_graph`'s answer for the content version last read (digest -> text, value): the
+    # answer is a pure function of the content, so it is never stale; a file read again
+    # unchanged (its stat signature, `_source`) costs a lookup instead of building and
+    # writing the whole graph as JSON again (`make bench`, scenario 14).
+    last_graph: dict[str, tuple[str, Any]] = {}
+    last_graph_lock = threading.Lock()
+
+    def whole_graph() -> tuple[str, Any]:
+        snapshot = graph.snapshot()
+        with last_graph_lock:
+            found = last_graph.get(snapshot.digest)
+        if found is None:
+            found = defused_result(snapshot.data())
+            with last_graph_lock:
+                last_graph.clear()
+                last_graph[snapshot.digest] = found
+        return found
+
     def run(spec: ToolSpec, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         try:
-            result = _call(graph, spec, _undefused_arguments(spec, arguments))
+            if spec.name == "read_graph":
+                text, value = whole_graph()
+            else:
+                result = _call(graph, spec, _undefused_arguments(spec, arguments))
+                text, value = (spec.done, None) if spec.done else defused_result(result)
         except LayeredMemoryError as exc:
             return failure(_error_text(exc))
-        if spec.done is not None:
-            text, value = spec.done, None
-        else:
-            text, value = defused_result(result)
         return mcp_types.CallToolResult(
             content=[mcp_types.TextContent(type="text", text=text)],
             structured_content=spec.structured(value),
@@ -569,11 +588,11 @@ def mcp_server(graph: KnowledgeGraph, *, read_only: bool = False) -> Server[Any]
         if str(params.uri) != RESOURCE_URI:
             msg = f"Resource {params.uri} not found"
             raise ValueError(msg)
-        result = await anyio.to_thread.run_sync(graph.read_graph)
+        text, _value = await anyio.to_thread.run_sync(whole_graph)
         return mcp_types.ReadResourceResult(
             contents=[
                 mcp_types.TextResourceContents(
-                    uri=RESOURCE_URI, mime_type="application/json", text=defused_result(result)[0]
+                    uri=RESOURCE_URI, mime_type="application/json", text=text
                 )
             ]
         )
