@@ -64,3 +64,12 @@ def settled_files(monkeypatch: pytest.MonkeyPatch) -> None:
     import layered_memory.core._disk_cache as disk_cache
 
     monkeypatch.setattr(disk_cache, "_clock", lambda: time.time_ns() + 3_600 * 10**9)
+
+
+@pytest.fixture(autouse=True)
+def private_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test records unrestored read-only memory in a folder of its own, never in the
+    user's `~/.local/state` (`core._unrestored`)."""
+    monkeypatch.setenv("LAYERED_MEMORY_STATE_DIR", str(tmp_path_factory.mktemp("state")))

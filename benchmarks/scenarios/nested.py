@@ -7,7 +7,12 @@ folders, and memory files importing others three levels deep:
   (the target: one batched download, then one per import depth; no listing) and how long,
   against the same project loaded without nested discovery and imports;
 - warm: a second load and render with nothing changed: no import parsed, nothing rendered,
-  and its time against the plain configuration's warm load.
+  and its time against the plain configuration's warm load;
+- the run-start snapshot (issue 22): a cold `before_agent` with 1,000 rule files and 50 nested
+  files in folders not touched yet (each importing a note), which loads memory AND snapshots
+  read-only memory (a walk of the tree, digests of the nested files and their imports),
+  against the same cold load without the snapshot (what `before_agent` did before it): the
+  target is at most 1.2x.
 """
 
 from __future__ import annotations
@@ -17,14 +22,25 @@ from typing import Any
 
 import layered_memory.core._discovery as discovery_module
 import layered_memory.core.assembler as assembler_module
-from benchmarks._fixtures import CountingBackend, backdate, counting_calls
+from benchmarks._fixtures import (
+    RUNTIME,
+    SIX_SOURCES,
+    CountingBackend,
+    backdate,
+    build_project,
+    counting_calls,
+)
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, interleaved
-from layered_memory import Layer, MemoryAssembler
+from layered_memory import Layer, LeanMemoryMiddleware, MemoryAssembler
+from layered_memory.core._memory_state import snapshot_update
 
 SIZES = {"full": (6, 4, 9), "quick": (4, 3, 3), "tiny": (3, 2, 1)}
 """(folder depth, folders per level, rounds)."""
+
+SNAPSHOT_SIZES = {"full": (1000, 50, 9), "quick": (1000, 50, 3), "tiny": (12, 3, 1)}
+"""Run-start snapshot: (rule files, nested files, rounds)."""
 
 IMPORT_DEPTH = 3
 
@@ -61,6 +77,74 @@ def _assembler(backend: Any, *, extras: bool) -> MemoryAssembler:
         nested=("AGENTS.md", "CLAUDE.md") if extras else (),
         follow_imports=extras,
     )
+
+
+def build_snapshot_project(root: Path, n_rules: int, n_nested: int) -> None:
+    """Six sources, `n_rules` rule files and `n_nested` folders each holding an AGENTS.md that
+    imports a note."""
+    build_project(root, n_rules=n_rules)
+    for index in range(n_nested):
+        folder = root / "pkg" / f"module{index:02d}"
+        folder.mkdir(parents=True)
+        (folder / "AGENTS.md").write_text(f"Module {index}: small functions. See @notes.md\n" * 5)
+        (folder / "notes.md").write_text(f"Notes of module {index}.\n" * 3)
+        (folder / "code.py").write_text("x = 1\n")
+    backdate(root)
+
+
+def _snapshot_middleware(root: Path) -> LeanMemoryMiddleware:
+    """A fresh middleware in a cold process: nested memory on, rules read-only."""
+    assembler_module.clear_process_caches()
+    discovery_module._references.cache_clear()
+    return LeanMemoryMiddleware(
+        backend=CountingBackend(root),
+        layers=[
+            Layer(name, path, writable=path.endswith("MEMORY.md")) for name, path in SIX_SOURCES
+        ],
+        rules=["/rules"],
+        nested=("AGENTS.md",),
+    )
+
+
+def _snapshot_row(plan: Plan, workdir: Path) -> tuple[Row, str]:
+    n_rules, n_nested, rounds = SNAPSHOT_SIZES.get(plan.name, SNAPSHOT_SIZES["full"])
+    root = workdir / "snapshot"
+    build_snapshot_project(root, n_rules, n_nested)
+
+    def fresh() -> LeanMemoryMiddleware:
+        return _snapshot_middleware(root)
+
+    def load_only(middleware: LeanMemoryMiddleware) -> None:
+        # What `before_agent` did before the snapshot: load, then the state update.
+        snapshot_update({"messages": []}, middleware.assembler.load(), [])
+
+    samples = interleaved(
+        [
+            Case("snapshot", lambda mw: mw.before_agent({"messages": []}, RUNTIME), fresh),
+            Case("load", load_only, fresh),
+        ],
+        rounds=rounds,
+    )
+    counted = fresh()
+    update = counted.before_agent({"messages": []}, RUNTIME)  # type: ignore[arg-type]
+    calls = dict(counted.assembler.backend.calls)
+    start = (update or {}).get("memory_loaded", {}).get("run_start", {})
+    digests = len(start.get("digests", {}))
+    ratio = samples["snapshot"].median / samples["load"].median
+    row = Row(
+        f"13. run-start snapshot: cold before_agent, {n_rules} rule files + {n_nested} nested "
+        "files not yet touched, vs the same cold load without the snapshot",
+        samples["snapshot"].median,
+        samples["load"].median,
+        "<= 1.2x",
+        verdict(ratio <= 1.2),
+        facts={"calls": calls, "digests": digests},
+    )
+    note = (
+        f"Run-start snapshot: {digests} digests kept in state (nested files and their imports); "
+        f"backend calls of one cold before_agent: {dict(sorted(calls.items()))}."
+    )
+    return row, note
 
 
 def run(plan: Plan, workdir: Path) -> ScenarioResult:
@@ -128,9 +212,12 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
             facts={"parsed": parsed["find_imports"], "rendered": rendered["render_memory_report"]},
         ),
     ]
+    snapshot_row, snapshot_note = _snapshot_row(plan, workdir)
+    rows.append(snapshot_row)
     notes = [
         f"Cold load backend calls: {dict(sorted(cold_calls.items()))}; "
         f"{len(touched)} touched files in {depth}-deep folders, {width} per level.",
         "The baseline is the same assembler without `nested=` and with imports off.",
+        snapshot_note,
     ]
     return ScenarioResult("nested", "13. Nested memory and imports", rows, notes)

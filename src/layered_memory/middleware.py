@@ -6,9 +6,11 @@ The hooks only move data between the graph state and a `MemoryAssembler`:
   state, fire `PIPELINE_START`.
 - `wrap_tool_call`: refuse changes to read-only memory; run the tool; return the paths it
   named and whether it edited memory as a state update beside the tool's message (so they are
-  checkpointed with it); after a shell command, put back read-only memory it changed.
+  checkpointed with it); after a shell command or a `task` subagent, put read-only memory back
+  as the run started with it.
 - `wrap_model_call`: reload when a tool edited memory (the very next model call sees the edit),
-  then append the memory block (cached, byte-identical while unchanged) to the system message.
+  pinned to the run-start snapshot for read-only memory, then append the memory block
+  (cached, byte-identical while unchanged) to the system message.
 - `after_agent`: fire `PIPELINE_END` with the final state, for write-back handlers.
 
 Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
@@ -18,7 +20,6 @@ Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -40,6 +41,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from layered_memory._logs import get_logger
 from layered_memory.core import _backend_factory
 from layered_memory.core._memory_state import (
     LayeredMemoryState,
@@ -48,6 +50,7 @@ from layered_memory.core._memory_state import (
     match_keys_of,
     merge_paths,
     needs_reload,
+    run_start_of,
     session_of,
     snapshot_update,
     tool_notes,
@@ -55,6 +58,7 @@ from layered_memory.core._memory_state import (
 )
 from layered_memory.core._nested import directories_of
 from layered_memory.core._run_data import context_strings, current_config, run_data, thread_id
+from layered_memory.core._run_start import Pinned, RunStart
 from layered_memory.core._system_message import (
     append_block,
     is_anthropic_model,
@@ -66,8 +70,10 @@ from layered_memory.core._tool_calls import (
     invalid_path_refused,
     named_paths,
     refused,
+    state_files,
     with_note,
     with_state_update,
+    without_files,
 )
 from layered_memory.core._validation import (
     check_backend,
@@ -89,8 +95,13 @@ from layered_memory.core.guard import (
     unreadable_message,
     writes_memory,
 )
-from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk
-from layered_memory.core.guard._shell import drifted_from_loaded, loaded_snapshot, put_back
+from layered_memory.core.guard._shell import (
+    Outcome,
+    during_run,
+    read_only_changes,
+    restore,
+    run_start_in_context,
+)
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
@@ -115,7 +126,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LayeredMemoryState", "LeanMemoryMiddleware", "MatchKeySource", "MemoryMiddleware"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
 """A context name read from runtime.context / state / config, or a callable(state, runtime)."""
@@ -254,6 +265,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 else dict.fromkeys(self.assembler.nested, "nested memory (read-only)")
             ),
             discovered=self._found_read_only.get,
+            redacted_names=frozenset(self.assembler.nested if nested_writable else ()),
+            redacted_folders=frozenset(self.assembler.rule_folders if rules_writable else ()),
+            found_writable=self._found_read_only.writable,
         )
         self.protected_backend: Any = (
             _backend_factory.protecting(self._backend_factory, self.protected_paths)
@@ -301,7 +315,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         runtime: Runtime[ContextT],
         config: Optional[RunnableConfig] = None,  # noqa: UP045 (LangGraph matches this spelling)
     ) -> dict[str, Any] | None:
-        """Fire PIPELINE_START and load memory (each invocation, so disk changes are seen).
+        """Fire PIPELINE_START, load memory (each invocation, so disk changes are seen) and
+        take the run-start snapshot of read-only memory.
 
         Callable as LangChain calls it, `(state, runtime)`, and as deepagents' own class is
         called, `(state, runtime, config)`; LangGraph passes the node's config.
@@ -309,12 +324,15 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         config = current_config(config)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
+        backend = self._backend(state, runtime, config)
         snapshot = self.assembler.load(
             session_key=thread_id(config),
-            backend=self._backend(state, runtime, config),
+            backend=backend,
             touched=touched_of(state),
+            pinned=_outer_run(),
         )
-        update = self._loaded(state, snapshot, runtime, config)
+        run_start = self.assembler.run_start(snapshot, backend=backend)
+        update = self._loaded(state, snapshot, runtime, config, run_start)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.MEMORY_LOADED, _loaded_event(snapshot, config))
             if self.assembler.rule_folders:
@@ -331,12 +349,15 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         config = current_config(config)
         if self.hooks is not None:
             await self.hooks.atrigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
+        backend = self._backend(state, runtime, config)
         snapshot = await self.assembler.aload(
             session_key=thread_id(config),
-            backend=self._backend(state, runtime, config),
+            backend=backend,
             touched=touched_of(state),
+            pinned=_outer_run(),
         )
-        update = self._loaded(state, snapshot, runtime, config)
+        run_start = await self.assembler.arun_start(snapshot, backend=backend)
+        update = self._loaded(state, snapshot, runtime, config, run_start)
         if self.hooks is not None:
             await self.hooks.atrigger(HookEvent.MEMORY_LOADED, _loaded_event(snapshot, config))
             if self.assembler.rule_folders:
@@ -366,6 +387,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 session_key=thread_id(config),
                 backend=self._backend(request.state, request.runtime, config),
                 touched=touched_of(request.state),
+                pinned=Pinned(self._run_start(request.state)),
             )
             self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
             update = snapshot_update(
@@ -389,6 +411,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 session_key=thread_id(config),
                 backend=self._backend(request.state, request.runtime, config),
                 touched=touched_of(request.state),
+                pinned=Pinned(self._run_start(request.state)),
             )
             self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
             update = snapshot_update(
@@ -410,11 +433,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if refusal_message is not None:
             return refusal_message
         request, redaction = self._redacted(request)
-        result = note_redaction(handler(request), redaction)
+        if self._unguarded(request):
+            with during_run(self._run_start_later(request)):
+                result = note_redaction(handler(request), redaction)
+            result = self._put_back(request, result)
+        else:
+            result = note_redaction(handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
-        if request.tool_call.get("name") in SHELL_TOOLS:
-            result = self._after_shell(request, result)
         return with_state_update(result, notes)
 
     async def awrap_tool_call(
@@ -427,12 +453,15 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if refusal_message is not None:
             return refusal_message
         request, redaction = self._redacted(request)
-        result = note_redaction(await handler(request), redaction)
+        if self._unguarded(request):
+            with during_run(self._run_start_later(request)):
+                result = note_redaction(await handler(request), redaction)
+            # File checks either way; in a thread that carries the run's context along.
+            result = await asyncio.to_thread(self._put_back, request, result)
+        else:
+            result = note_redaction(await handler(request), redaction)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
-        if request.tool_call.get("name") in SHELL_TOOLS:
-            # File checks either way; in a thread that carries the run's context along.
-            result = await asyncio.to_thread(self._after_shell, request, result)
         return with_state_update(result, notes)
 
     # -- after_agent ----------------------------------------------------------------------------
@@ -469,10 +498,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         snapshot: MemorySnapshot,
         runtime: Any,
         config: RunnableConfig | None,
+        run_start: dict[str, Any],
     ) -> dict[str, Any]:
         keys = context_strings(self.match_keys, state, runtime, config)
         self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
-        return snapshot_update(state, snapshot, keys)
+        return snapshot_update(state, snapshot, keys, run_start)
 
     def _reports_rules(self, notes: Mapping[str, Any]) -> bool:
         """`RULES_MATCHED` fires when a tool call adds a match key (a new touched path)."""
@@ -593,66 +623,55 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 return reason
         return None
 
-    def _after_shell(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
-        """After a shell command: read-only memory back to what the run loaded.
+    def _unguarded(self, request: ToolCallRequest) -> bool:
+        """A call whose changes to files cannot be checked before it runs: a shell command,
+        or a `task` subagent (on the plain backend its own tools pass no guard)."""
+        name = request.tool_call.get("name")
+        return bool(self.protected_paths) and (name in SHELL_TOOLS or name == "task")
 
-        A shell cannot be checked before it runs, and a command may leave a process behind
-        that changes a file later: every shell call compares read-only memory with what the
-        run last loaded, and removes files that appeared in read-only folders. A change a
-        reload read first is the run's copy by then, and one made after the run's last shell
-        call stays (the README says so: only a sandbox stops a leftover process).
+    def _run_start(self, state: Mapping[str, Any]) -> RunStart:
+        """The run-start snapshot of read-only memory kept in `state`."""
+        return run_start_of(
+            state,
+            read_only=self._read_only_layer_paths,
+            rule_folders=() if self.rules_writable else self.assembler.rule_folders,
+            rule_index=self.assembler.folder_index,
+            nested=() if self.assembler.nested_writable else self.assembler.nested,
+        )
+
+    def _run_start_later(self, request: ToolCallRequest) -> Callable[[], RunStart]:
+        """The snapshot for the backend view inside the call, worked out once if asked."""
+        state = getattr(request, "state", None) or {}
+        found: list[RunStart] = []
+
+        def start() -> RunStart:
+            if not found:
+                found.append(self._run_start(state))
+            return found[0]
+
+        return start
+
+    def _put_back(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
+        """After a shell command or a subagent: read-only memory back to the run-start snapshot.
+
+        A command may also leave a process behind that changes a file later: every such call
+        compares with the snapshot again, so what that process changed by then is undone too.
         """
-        if not self.protected_paths:
-            return result
         backend = self._tool_backend(request)
         state = getattr(request, "state", None) or {}
-        protected = self.protected_paths
-        baseline = loaded_snapshot(
-            state,
-            list(protected.files),
-            self._folders_of(backend),
-            backend,
-            discovered=list(protected.all_files()),
-        )
-        for path in self._listed_in_folders(backend):
-            baseline.setdefault(path, None)  # not loaded: it appeared since
-        if not baseline:
-            return result
-        changed = drifted_from_loaded(baseline, backend.download_files(list(baseline)))
-        if not changed:
-            return result
-        before = {
-            path: None if text is None else text.encode("utf-8") for path, text in baseline.items()
-        }
-        outcome = put_back(
-            backend,
-            before,
-            changed,
-            delete=backend.delete,
-            clear=lambda path: clear_swapped_on_disk(backend, path),
-        )
-        return with_note(result, outcome.note())
-
-    def _folders_of(self, backend: Any) -> list[str]:
-        return [
-            where
-            for folder in self.protected_paths.folders
-            if (where := backend_path(backend, folder))
-        ]
-
-    def _listed_in_folders(self, backend: Any) -> list[str]:
-        found: list[str] = []
-        for folder in self._folders_of(backend):
-            try:
-                listing = backend.glob("**/*", path=folder)
-            except Exception:  # a listing failure leaves that folder's new files unchecked
-                continue
-            found.extend(
-                str(info["path"])
-                for info in getattr(listing, "matches", None) or []
-                if not info.get("is_dir")
-            )
-        return found
+        # Inside an outer run's tool call (a subagent's own middleware), the outer snapshot
+        # is the truth: this run started later, maybe after a change.
+        start = run_start_in_context() or self._run_start(state)
+        outcome = restore(backend, backend, start)
+        # On a `StateBackend` the subagent hands back the files it wrote as a state update.
+        handed_back = state_files(result)
+        kept = read_only_changes(start, handed_back)
+        if kept:
+            result = without_files(result, kept)
+            ours = state.get("files") or {}
+            changed = [path for path in kept if handed_back[path] != ours.get(path)]
+            outcome = Outcome((*outcome.restored, *changed), outcome.failed, outcome.moved)
+        return with_note(result, outcome.note()) if outcome else result
 
     def _backend(
         self, state: Mapping[str, Any], runtime: Any, config: RunnableConfig | None
@@ -681,18 +700,23 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
 
 class _FoundReadOnly:
-    """Read-only files the loads of this middleware found (nested files, imports of read-only
-    memory), for the guard: protection derived from the files on disk, never run state.
+    """Memory files the loads of this middleware found (nested files, imports), for the guard:
+    the read-only ones are protected, writes of the writable ones redacted. Derived from the
+    files on disk, never run state.
 
     Only ever grows while the process lives: a file once imported by read-only memory stays
-    protected, so a later edit of the importing file cannot free it for the agent's turn.
+    protected, so a later edit of the importing file cannot free it for the agent's turn; a
+    file once imported by writable memory keeps its writes redacted.
     """
 
     def __init__(self) -> None:
         self._files: dict[str, str] = {}
+        self._writable: frozenset[str] = frozenset()
         self._lock = threading.Lock()
 
     def remember(self, extras: MemoryExtras, read_only_layers: Collection[str] = ()) -> None:
+        if not extras.access and not extras.edges:
+            return  # no nested or imported file: nothing found
         found = {
             path: (
                 "nested memory (read-only)"
@@ -702,21 +726,30 @@ class _FoundReadOnly:
             for path, access in extras.access.items()
             if access == "read-only"
         }
-        # Every target a read-only file imports, found or not: a missing or unreadable one
-        # written by the agent would enter the prompt as read-only memory at the next load.
+        writable = {path for path, access in extras.access.items() if access == "writable"}
+        # Every target a file imports, found or not: a missing or unreadable one written by
+        # the agent would enter the prompt as memory of its importer's access at the next load.
         for importer, targets in extras.edges.items():
-            if extras.access.get(importer, "") == "read-only" or (
-                importer not in extras.access and importer in read_only_layers
-            ):
+            access = extras.access.get(importer)
+            if access is None:  # a layer file
+                access = "read-only" if importer in read_only_layers else "writable"
+            if access == "read-only":
                 for target in targets:
                     found.setdefault(target, "imported by read-only memory")
-        if found.keys() - self._files.keys():
+            else:
+                writable.update(targets)
+        if found.keys() - self._files.keys() or writable - self._writable:
             with self._lock:
                 self._files.update(found)
+                self._writable |= writable
 
     def get(self) -> Mapping[str, str]:
         with self._lock:
             return dict(self._files)
+
+    def writable(self) -> frozenset[str]:
+        """Writable memory files found (read-only ones found too are left out by the guard)."""
+        return self._writable
 
 
 class LeanMemoryMiddleware(MemoryMiddleware[Any, Any]):
@@ -746,6 +779,14 @@ class LeanMemoryMiddleware(MemoryMiddleware[Any, Any]):
     def name(self) -> str:
         """Same name as `MemoryMiddleware`: deepagents replaces its memory slot by name."""
         return "MemoryMiddleware"
+
+
+def _outer_run() -> Pinned | None:
+    """A run started inside another run's tool call (a subagent with its own middleware)
+    holds read-only memory to the outer run's snapshot: the files may have been changed
+    since the outer run started."""
+    start = run_start_in_context()
+    return None if start is None else Pinned(start)
 
 
 def _loaded_event(snapshot: MemorySnapshot, config: RunnableConfig | None) -> dict[str, Any]:

@@ -343,16 +343,16 @@ async def test_keys_of_the_wrong_type_are_replaced(
 async def test_tokens_with_planted_bytes_are_replaced_not_served(
     inner: CountingSaver, redis_url: str, prefix: str, use_async: bool, where: str
 ) -> None:
-    """A token that starts with the server's run_id but carries other bytes (not UTF-8, not
-    hex) is a miss: answered by the wrapped saver, then replaced by a fresh token."""
+    """A token that starts with the server's replication id but carries other bytes (not
+    UTF-8, not hex) is a miss: answered by the wrapped saver, then replaced by a fresh token."""
     saver = CachedCheckpointSaver(inner, redis_url=redis_url, prefix=prefix)
     await put(saver, "t", conversation(2), use_async)
     for _ in range(3):
         await read(saver, latest("t"), use_async)
     keys = Keys.of(prefix, "t")
     client = redis.Redis.from_url(redis_url)
-    run_id = client.info("server")["run_id"].encode()
-    planted = run_id + b":\xff\xfe"
+    replid = client.info("replication")["master_replid"].encode()
+    planted = replid + b":\xff\xfe"
     if where == "epoch":
         client.set(keys.epoch, planted)
     else:
@@ -364,7 +364,7 @@ async def test_tokens_with_planted_bytes_are_replaced_not_served(
     client.close()
     assert token != planted
     assert token is not None
-    assert token.decode("ascii").startswith(run_id.decode() + ":")
+    assert token.decode("ascii").startswith(replid.decode() + ":")
     assert not saver._redis_side.breaker.is_open
     await aclose(saver)
 

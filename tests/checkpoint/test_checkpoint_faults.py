@@ -1,4 +1,5 @@
-"""Faults: Redis killed, restarted from an older snapshot, frozen; two worker processes.
+"""Faults: Redis killed, restarted from an older snapshot, failed over and back, frozen; two
+worker processes.
 
 Each test that kills, freezes or restarts Redis owns its redis-server (`own_redis`). Nothing is
 timed: a frozen server is tested in a subprocess with a generous limit, so a hang fails the
@@ -7,10 +8,12 @@ test instead of stalling the suite.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +21,11 @@ import pytest
 from checkpoint_harness import RedisServer, aput_messages, conversation, latest, put_messages
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from layered_memory.checkpoint import CachedCheckpointSaver
 from layered_memory.checkpoint._codec import Keys
+from redis_replication import follow, promote, replicated
 
 pytestmark = pytest.mark.redis
 HANG_GUARD_SECONDS = 120  # only stops a hung scenario; nothing is timed
@@ -234,3 +239,109 @@ def test_two_processes_share_redis_and_postgres(
         assert other.returncode == 0, errors[-3000:]
         assert saver.get_tuple(latest("t")) is None  # deleted by the other process
         saver.close()
+
+
+FAILBACK_KEY = "failback-signing-key-0123456789abcdef"
+
+
+@contextlib.asynccontextmanager
+async def wrapped_saver(kind: str, use_async: bool, conninfo: str) -> AsyncIterator[Any]:
+    """The saver every worker writes through: in memory, or the real PostgreSQL one."""
+    if kind == "memory":
+        yield InMemorySaver()
+    elif use_async:
+        async with AsyncPostgresSaver.from_conn_string(conninfo) as saver:
+            await saver.setup()
+            yield saver
+    else:
+        with PostgresSaver.from_conn_string(conninfo) as saver:
+            saver.setup()
+            yield saver
+
+
+async def write(saver: Any, thread: str, messages: Any, use_async: bool) -> None:
+    if use_async:
+        await aput_messages(saver, thread, messages)
+        await saver._redis_side.settle()
+    else:
+        put_messages(saver, thread, messages)
+
+
+@pytest.mark.parametrize("kind", ["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_a_failback_to_the_old_primary_serves_nothing_older(
+    own_redis: RedisServer,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    kind: str,
+    use_async: bool,
+) -> None:
+    """The old primary acknowledged writes its replica never got; the replica is promoted;
+    the old primary is demoted, resynced from it (its own writes are gone) and promoted again,
+    keeping its run_id. Its data holds the tokens and the signed payload of checkpoint 1 again;
+    no worker, old or new, may serve them: the wrapped saver holds checkpoint 3."""
+    primary = own_redis
+    replica = RedisServer(tmp_path / "replica")
+    (tmp_path / "replica").mkdir()
+    replica.start()
+    options: dict[str, Any] = {"redis_url": primary.url, "signing_key": FAILBACK_KEY}
+    try:
+        conninfo = request.getfixturevalue("pg_conninfo") if kind == "postgres" else ""
+        async with wrapped_saver(kind, use_async, conninfo) as inner:
+            follow(replica.port, primary.port)
+            writer = CachedCheckpointSaver(inner, **options)
+            reader = CachedCheckpointSaver(inner, **options)
+            await write(writer, "t", conversation(2, tag="one"), use_async)
+            for _ in range(3):  # hot in the reader, and the signed payload is in Redis
+                assert (await read(reader, "t", use_async)).checkpoint["channel_values"]
+            assert any(f.startswith(b"d:") for f in tokens(primary, writer.prefix)[1])
+
+            replicated(primary.port, replica.port)
+            promote(replica.port)  # failover: the primary is cut off, not told
+            await write(writer, "t", conversation(4, tag="two"), use_async)  # only it has them
+            await write(writer, "t", conversation(6, tag="three"), use_async)
+            follow(primary.port, replica.port)  # demoted: a full resync from the new primary
+            promote(primary.port)  # failback, same process, same run_id
+
+            newcomer = CachedCheckpointSaver(inner, **options)
+            workers = {"reader": reader, "newcomer": newcomer, "writer": writer}
+            served = {name: [] for name in workers}  # the checkpoint number each read got
+            for name, worker in workers.items():
+                for _ in range(3):
+                    tup = await read(worker, "t", use_async)
+                    served[name].append(len(tup.checkpoint["channel_values"]["messages"]) // 2)
+            assert served == {name: [3, 3, 3] for name in workers}
+            for worker in workers.values():
+                assert not worker._redis_side.breaker.is_open  # answered through Redis
+                await worker.aclose()
+    finally:
+        replica.stop()
+
+
+def test_a_replica_is_refused_even_when_writable(
+    own_redis: RedisServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A replica shares its primary's replication id, and what a worker writes on a writable
+    replica never reaches the primary: tokens made there would be trusted by mistake. The
+    scripts refuse it; the wrapped saver answers, with one warning that says why."""
+    (tmp_path / "replica").mkdir()
+    replica = RedisServer(tmp_path / "replica")
+    replica.start()
+    try:
+        follow(replica.port, own_redis.port)
+        client = replica.client()
+        client.config_set("replica-read-only", "no")
+        client.close()
+        inner = InMemorySaver()
+        saver = CachedCheckpointSaver(inner, redis_url=replica.url, retry_after=0)
+        with caplog.at_level(logging.WARNING, logger="layered_memory.checkpoint"):
+            put_messages(saver, "t", conversation(2))
+            for _ in range(3):
+                assert saver.get_tuple(latest("t")) == inner.get_tuple(latest("t"))
+        assert saver._redis_side.breaker.is_open
+        assert len(warnings_of(caplog)) == 1
+        assert "is a replica" in warnings_of(caplog)[0]
+        assert tokens(replica, saver.prefix) == (None, {})  # nothing was written there
+        saver.close()
+    finally:
+        replica.stop()

@@ -319,3 +319,31 @@ def test_the_help_lists_every_check_and_the_exit_status(
         assert code in text
     assert "Exit status: 0 when clean" in text
     assert '"findings": [{"check", "severity"' in text
+
+
+def test_memory_an_agent_changed_and_the_guard_could_not_put_back(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose put-back failed (a full disk) recorded the file: the doctor reports it, as
+    long as the file holds what the failed put-back left there."""
+    from deepagents.backends import FilesystemBackend
+
+    from layered_memory.core._unrestored import Unrestored, fingerprint, place_of, record
+
+    write(folder, {"AGENTS.md": "", ".claude/rules/style.md": "Be brief.\n"})
+    backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
+    record(
+        {
+            place_of(backend, "/AGENTS.md"): Unrestored(
+                "/AGENTS.md", fingerprint(""), "No space left on device"
+            )
+        }
+    )
+    status, data = doctor(capsys)
+    assert status == 1
+    (finding,) = [f for f in data["findings"] if f["check"] == "unrestored"]
+    assert finding["path"] == "/AGENTS.md"
+    assert "No space left on device" in finding["message"]
+    write(folder, {"AGENTS.md": "Fixed by the user.\n"})
+    _status, data = doctor(capsys)
+    assert not [f for f in data["findings"] if f["check"] == "unrestored"]

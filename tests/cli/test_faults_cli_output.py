@@ -152,7 +152,9 @@ def test_inspect_escapes_names_paths_and_memory_text(
     out, err = capsys.readouterr()
     assert status == 0
     assert not unsafe(out + err), "no raw control or invisible character, colours off"
-    assert "be \\x1b[31mred\\x1b[0m \\u202eevil\\u202c" in out
+    # The block is what the model gets: bidi controls are gone from it (issue 22), the rest
+    # is escaped.
+    assert "be \\x1b[31mred\\x1b[0m evil" in out
     assert "x\\x1b[2Jy.md" in out
     assert "bad\\nforged.md" in out
 
@@ -161,7 +163,7 @@ def test_inspect_escapes_names_paths_and_memory_text(
     assert status == 0
     assert not unsafe(out)
     report = json.loads(out)
-    assert "be \x1b[31mred\x1b[0m \u202eevil\u202c" in report["block"], "--json: the exact text"
+    assert "be \x1b[31mred\x1b[0m evil" in report["block"], "--json: the exact text"
     assert any("bad\nforged.md" in problem["path"] for problem in report["problems"])
 
 

@@ -136,12 +136,26 @@ def test_general_purpose_subagent_cannot_edit_read_only_memory(project: Path) ->
     assert (project / "AGENTS.md").read_text() == "Test command: make test\n"
 
 
-def test_control_the_plain_backend_lets_the_subagent_through(project: Path) -> None:
-    """Why agents must get `memory.protected_backend`: the subagent has no memory middleware."""
+@pytest.mark.parametrize("wiring", ["plain", "protected"])
+def test_the_protected_backend_refuses_up_front_what_the_plain_one_puts_back(
+    project: Path, wiring: str
+) -> None:
+    """The subagent has no memory middleware: on the plain backend its edit lands and the
+    parent's check after the `task` call puts it back; the protected backend refuses it."""
     backend = FilesystemBackend(root_dir=project, virtual_mode=True)
     memory = MemoryMiddleware(backend=backend, layers=LAYERS)
-    run_agent(memory, backend, subagent_script())
-    assert (project / "AGENTS.md").read_text() == "Test command: rm -rf ~\n"
+    chosen = backend if wiring == "plain" else memory.protected_backend
+    model = ScriptedChatModel(script=[*subagent_script(), "done"], default="done")
+    agent = create_deep_agent(model=model, backend=chosen, memory=[], middleware=[memory])
+    agent.invoke({"messages": [{"role": "user", "content": "clean up"}]})
+    (edit_answer,) = [
+        message
+        for prompt in model.prompts[2:3]  # the subagent's prompt after its edit
+        for message in prompt
+        if isinstance(message, ToolMessage)
+    ]
+    assert (edit_answer.status == "error") is (wiring == "protected")
+    assert (project / "AGENTS.md").read_text() == "Test command: make test\n"
 
 
 # -- 3. the shell ------------------------------------------------------------------------------

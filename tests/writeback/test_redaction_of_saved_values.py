@@ -112,17 +112,18 @@ def test_keys_that_only_look_secret_keep_their_values() -> None:
     assert found.count == 0
 
 
-def test_the_reviewers_session_save_stores_neither_secret(tmp_path: Path) -> None:
+def _session_saved(tmp_path: Path, data: dict[str, Any]) -> FileSessionStore:
+    """A file store after `register_session_save` saved the final state `data`."""
     store = FileSessionStore(tmp_path)
     registry = HookRegistry()
     register_session_save(registry, store, strict=True)
-    registry.trigger(
-        HookEvent.PIPELINE_END,
-        {
-            "thread_id": "t",
-            "notes": (f"token {TOKEN}",),
-            "nested": {"k": ("x", {"password": PASSWORD})},
-        },
+    registry.trigger(HookEvent.PIPELINE_END, {"thread_id": "t", **data})
+    return store
+
+
+def test_the_reviewers_session_save_stores_neither_secret(tmp_path: Path) -> None:
+    store = _session_saved(
+        tmp_path, {"notes": (f"token {TOKEN}",), "nested": {"k": ("x", {"password": PASSWORD})}}
     )
 
     assert store.get("t") == {
@@ -148,3 +149,35 @@ def test_a_key_redacted_before_does_not_make_its_value_a_secret() -> None:
     }
     assert twice == once
     assert found.count == 0
+
+
+def test_a_number_under_a_secret_named_key_is_redacted(tmp_path: Path) -> None:
+    """An account password or a numeric API token saved as a JSON number (issue 22)."""
+    store = _session_saved(
+        tmp_path,
+        {
+            "api_token": 881239047123,
+            "nested": {"db_password": 20240917, "client_secret": 1234567890.5},
+            "max_tokens": 4096,
+            "token_count": 12345678,
+            "password_min_length": 12,
+            "token": 4000,
+            "verified": True,
+        },
+    )
+    assert store.get("t") == {
+        "api_token": "[REDACTED:secret_assignment]",
+        "nested": {
+            "db_password": "[REDACTED:password]",
+            "client_secret": "[REDACTED:secret_assignment]",
+        },
+        "max_tokens": 4096,
+        "token_count": 12345678,
+        "password_min_length": 12,
+        "token": 4000,
+        "verified": True,
+    }
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert "881239047123" not in path.read_text()
+            assert "20240917" not in path.read_text()

@@ -7,14 +7,15 @@ because writes made during the outage never reached Redis.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
 
+from layered_memory._logs import get_logger
+
 __all__ = ["Breaker"]
 
-logger = logging.getLogger("layered_memory.checkpoint")
+logger = get_logger("layered_memory.checkpoint")
 
 
 class Breaker:

@@ -37,7 +37,7 @@ _SEP = b"\n"
 
 
 def new_token() -> str:
-    """A random token suffix (the scripts prefix it with the server's run_id)."""
+    """A random token suffix (the scripts prefix it with the server's replication id)."""
     return secrets.token_hex(8)
 
 

@@ -3,8 +3,8 @@
 Read of a thread's latest checkpoint:
 
 1. One Redis script returns the thread's current ``epoch|version`` (made fresh, under the
-   server's run_id, when missing or left by another server run), or "busy" while a write is
-   in progress (then: the wrapped saver answers, nothing is cached).
+   server's replication id, when missing or left by another replication history), or "busy"
+   while a write is in progress (then: the wrapped saver answers, nothing is cached).
 2. A snapshot kept under exactly that version is restored: a hit.
 3. Otherwise a signed payload from Redis (when a signing key is set), else the wrapped saver.
 4. On the second read of one version in this process, the tuple is snapshotted (and its payload
@@ -23,7 +23,6 @@ epoch, so nothing cached before it is served again.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from layered_memory._logs import get_logger
 from layered_memory.checkpoint._codec import decode_payload, encode_payload, restore, snapshot
 from layered_memory.checkpoint._local import LocalTuples
 from layered_memory.checkpoint._redis_side import Read, RedisSide
@@ -38,7 +38,7 @@ from layered_memory.errors import CheckpointCacheError
 
 __all__ = ["ReadPath"]
 
-logger = logging.getLogger("layered_memory.checkpoint")
+logger = get_logger("layered_memory.checkpoint")
 
 
 def _target(config: RunnableConfig) -> tuple[str, str]:

@@ -5,10 +5,18 @@ of each namespace; a global *epoch* token covers what cannot be tied to one thre
 tuple is served only while ``epoch|version`` is exactly what it was when the tuple was read from
 the wrapped saver. Three rules make that safe:
 
-- Every token is ``<run_id>:<hex>`` (the ``run_id`` of the Redis server that made it); a
-  token of another shape or made by another server run is never trusted (it is replaced): a
-  Redis restarted from an older snapshot, or a replica promoted while lagging, brings back
-  old tokens under a new ``run_id``, so everything misses.
+- Every token is ``<replid>:<hex>``, made under the server's replication id (``master_replid``
+  of ``INFO replication``); a token of another shape or another replication id is never
+  trusted (it is replaced). Redis gives a server a new replication id whenever its data may
+  have lost writes it acknowledged: at every start (a restart from an older RDB; Redis 7 keeps
+  the old id only as ``master_replid2``), at every promotion of a replica (``REPLICAOF NO
+  ONE``, a Sentinel or cluster failover), and when a replica resyncs it takes its primary's.
+  So a failback (the old primary demoted, resynced and promoted again in the same process,
+  its ``run_id`` unchanged) brings back old tokens under a new id, and everything misses. The
+  scripts refuse a server that is not a primary (a replica shares its primary's id, and its
+  writes would never reach the primary): the call fails and the wrapped saver answers. The
+  id also changes, harmlessly (one cold cache), when a primary without a backlog gets its
+  first replica and when it frees its backlog (``repl-backlog-ttl`` after its last replica).
 - A writer marks the thread *pending* (with a lease) and drops its token before writing to the
   wrapped saver, and drops it again (clearing the mark) after; the next read makes a fresh
   random token, which no worker holds a snapshot under. While a mark is pending nothing
@@ -16,16 +24,33 @@ the wrapped saver. Three rules make that safe:
   the thread uncached until the lease runs out, never stale.
 - A fill is a compare-and-set on the token read *before* the wrapped saver was read.
 
-Scripts read the server's ``run_id`` with ``INFO server`` (about 15 µs) so no client-side state
-can be out of date. Keys of the wrong type (planted, or left by another program) are deleted.
+Scripts read the replication id with ``INFO replication`` (as cheap as ``INFO server``, the
+``run_id`` the tokens carried before: a ``run_id`` survives a failback) so no client-side state
+can be out of date, whatever the connection saw. Keys of the wrong type (planted, or left by
+another program) are deleted.
 """
 
 from __future__ import annotations
 
 __all__ = ["BEGIN_WRITE", "END_WRITE", "FILL", "READ", "REPAIR"]
 
-_PRELUDE = """
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+# The replication id every token is made under; refuses a server that is not a primary.
+_SERVER = """
+local info = redis.call('INFO', 'replication')
+local replid = string.match(info, 'master_replid:(%x+)')
+if not replid then
+  return redis.error_reply('INFO replication has no master_replid: the checkpoint cache needs '
+    .. 'Redis 4.0.2 or later (or a server that reports it)')
+end
+if not string.find(info, 'role:master', 1, true) then
+  return redis.error_reply('this Redis server is a replica: the checkpoint cache needs the '
+    .. 'primary (redis_url)')
+end
+"""
+
+_PRELUDE = (
+    _SERVER
+    + """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local function ensure_type(key, kind)
@@ -33,8 +58,8 @@ local function ensure_type(key, kind)
   if found ~= 'none' and found ~= kind then redis.call('DEL', key) end
 end
 local function current(token)
-  -- The whole token, not its start: bytes planted after a valid run_id are never served.
-  return token and string.match(token, '^' .. run .. ':%x+$') ~= nil
+  -- The whole token, not its start: bytes planted after a valid replication id are never served.
+  return token and string.match(token, '^' .. replid .. ':%x+$') ~= nil
 end
 local function pending(key)
   ensure_type(key, 'zset')
@@ -44,6 +69,7 @@ end
 ensure_type(KEYS[1], 'string')
 ensure_type(KEYS[2], 'hash')
 """
+)
 
 # KEYS: epoch, thread hash, thread pending zset, global pending zset.
 # ARGV: fresh epoch suffix, fresh version suffix, ttl ms, payload field ('' = none),
@@ -55,12 +81,12 @@ READ = (
 if pending(KEYS[3]) or pending(KEYS[4]) then return {} end
 local epoch = redis.call('GET', KEYS[1])
 if not current(epoch) then
-  epoch = run .. ':' .. ARGV[1]
+  epoch = replid .. ':' .. ARGV[1]
   redis.call('SET', KEYS[1], epoch, 'PX', ARGV[3])
 end
 local version = redis.call('HGET', KEYS[2], 'v')
 if not current(version) then
-  version = run .. ':' .. ARGV[2]
+  version = replid .. ':' .. ARGV[2]
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'v', version)
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
@@ -127,8 +153,12 @@ redis.call('ZREM', marks, ARGV[1])
     + _DROP_TOKEN
 )
 
-# KEYS: epoch. After an outage whatever was cached before is stale: drop the epoch.
-REPAIR = """
+# KEYS: epoch. After an outage whatever was cached before is stale: drop the epoch (on the
+# primary: a repair that reached a replica must not close the breaker).
+REPAIR = (
+    _SERVER
+    + """
 redis.call('DEL', KEYS[1])
 return 1
 """
+)

@@ -19,6 +19,7 @@ from layered_memory.cli._measure import InspectReport, report_from
 from layered_memory.cli._source import Loaded
 from layered_memory.core._defuse import defuse_attribute, defuse_name
 from layered_memory.core._imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
+from layered_memory.core._unrestored import LEFT_OUT_START
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
 from layered_memory.core.render import MemoryExtras
 from layered_memory.rules._set import RuleSet
@@ -30,6 +31,8 @@ CHECKS: dict[str, str] = {
     "no-memory": "no memory file and no rule folder: the agent gets no memory at all",
     "layer-file": "a layer file that is missing (read-only layer) or refused (a bad path)",
     "layer-unreadable": "a layer file that exists but cannot be read or decoded",
+    "unrestored": "read-only memory an agent changed in an earlier run that could not be put "
+    "back (a full disk, a permission): left out of the prompt until the file changes",
     "layer-absent": "a writable layer's file does not exist yet; the agent creates it (note)",
     "layer-empty": "a layer file holding only comments or blank lines: nothing is shown",
     "rules-folder": "a rule folder that is missing or is a file",
@@ -96,7 +99,9 @@ def load_findings(loaded: Loaded) -> list[Finding]:
         ):
             continue  # `store_findings` pings the store and reports it (store-unreachable)
         reported.add(problem.path)
-        if problem.path in layer_paths and problem.path not in snapshot.files:
+        if problem.reason.startswith(LEFT_OUT_START):
+            check = "unrestored"
+        elif problem.path in layer_paths and problem.path not in snapshot.files:
             check = "layer-unreadable" if problem.unreadable else "layer-file"
         elif problem.path in folders:
             check = "rules-folder"

@@ -8,18 +8,20 @@ Four keys, because every state key is a graph channel that each step of every ru
 
 - `memory_contents`: layer path -> text, the key deepagents' own class keeps (drop-in);
 - `memory_loaded`: everything else one load produced (rule texts, session layer, digest,
-  unreadable files, context strings), replaced as a whole;
+  unreadable files, context strings, what the run-start snapshot keeps besides the texts),
+  replaced as a whole;
 - `memory_touched_paths`: paths the agent's tools named; parallel tool calls add to it (union);
 - `memory_edits`: memory edits not yet reloaded; tool calls add 1 each, a load resets it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain.agents.middleware.types import AgentState, PrivateStateAttr
 
+from layered_memory.core._run_start import RunStart
 from layered_memory.core.assembler import MemorySnapshot
 from layered_memory.core.render import MemoryExtras, SessionEntry
 
@@ -55,6 +57,9 @@ class LoadedMemory(TypedDict):
     """Context strings for rule matching (entity name, task tag), fixed per invocation."""
     extras: NotRequired[dict[str, Any]]
     """Nested memory and `@path` imports (`MemoryExtras` as plain data)."""
+    run_start: NotRequired[dict[str, Any]]
+    """What the run-start snapshot keeps besides the texts above (`run_start_of`): taken by
+    `before_agent`, carried unchanged by every later load of the run."""
 
 
 class LayeredMemoryState(AgentState):  # type: ignore[type-arg]
@@ -75,13 +80,25 @@ def loaded(state: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def snapshot_update(
-    state: Mapping[str, Any], snapshot: MemorySnapshot, context_keys: list[str]
+    state: Mapping[str, Any],
+    snapshot: MemorySnapshot,
+    context_keys: list[str],
+    run_start: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The keys to write after a load: the texts when they changed, the context strings when
-    they changed, and the reset of the pending edits the load has caught up with."""
+    they changed, and the reset of the pending edits the load has caught up with.
+
+    `run_start` is a new run's snapshot data (`before_agent`); a mid-run load passes None and
+    keeps the one its run started with.
+    """
     update: dict[str, Any] = {}
     previous = loaded(state)
-    if previous.get("digest") != snapshot.digest or "memory_contents" not in state:
+    start = (previous.get("run_start") if run_start is None else run_start) or None
+    if (
+        previous.get("digest") != snapshot.digest
+        or "memory_contents" not in state
+        or start != (previous.get("run_start") or None)
+    ):
         update["memory_contents"] = dict(snapshot.files)
         update["memory_loaded"] = LoadedMemory(
             rule_files=dict(snapshot.rule_files),
@@ -96,6 +113,8 @@ def snapshot_update(
         )
         if snapshot.extras:
             update["memory_loaded"]["extras"] = extras_to_state(snapshot.extras)
+        if start:
+            update["memory_loaded"]["run_start"] = start
     elif previous.get("match_context", []) != context_keys:
         update["memory_loaded"] = {**previous, "match_context": context_keys}
     if (state.get("memory_edits") or 0) > 0:
@@ -166,3 +185,58 @@ def extras_of(state: Mapping[str, Any]) -> MemoryExtras:
 def touched_of(state: Mapping[str, Any]) -> list[str]:
     """The paths the agent's tools named in this thread."""
     return list(state.get("memory_touched_paths") or ())
+
+
+def run_start_of(
+    state: Mapping[str, Any],
+    *,
+    read_only: Collection[str],
+    rule_folders: Sequence[str],
+    rule_index: Callable[[str], int],
+    nested: Sequence[str],
+) -> RunStart:
+    """The run-start snapshot kept in state: what read-only memory held when the run started.
+
+    Args:
+        state: The run's state.
+        read_only: The read-only layer files.
+        rule_folders: The read-only rule folders (empty when rules are writable).
+        rule_index: A rule file's folder precedence (as the load's listing gives it).
+        nested: The names of read-only nested memory files (empty when they are writable).
+    """
+    memory = loaded(state)
+    data = memory.get("run_start") or {}
+    extras = extras_of(state)
+    contents = state.get("memory_contents") or {}
+    unreadable = memory.get("unreadable") or {}
+    texts = {path: text for path, text in contents.items() if path in read_only}
+    for kind in (extras.nested, extras.imports):
+        texts.update((p, t) for p, t in kind.items() if extras.access.get(p) == "read-only")
+    left_out = {path: why for path, why in unreadable.items() if path in read_only}
+    left_out.update(data.get("left_out") or {})
+    listing: tuple[tuple[int, str], ...] | None = None
+    if rule_folders:
+        rules = memory.get("rule_files") or {}
+        texts.update(rules)
+        unread = data.get("unread_rules") or {}
+        left_out.update(unread)
+        listing = tuple(sorted((rule_index(path), path) for path in [*rules, *unread]))
+    # Read-only files looked for and not found: layer files, and what read-only files import.
+    absent = {path for path in read_only if path not in contents and path not in left_out}
+    for importer, targets in extras.edges.items():
+        if importer in read_only or extras.access.get(importer) == "read-only":
+            absent.update(t for t in targets if t not in texts and t not in extras.imports)
+    others = data.get("others")
+    return RunStart(
+        texts=texts,
+        absent=frozenset(absent - left_out.keys()),
+        left_out=left_out,
+        digests=data.get("digests") or {},
+        rules=listing,
+        rule_folders=tuple(rule_folders),
+        others=None if others is None else frozenset(others),
+        folders=(data.get("folders") or {}) if rule_folders else {},
+        complete=bool(data.get("complete")),
+        nested=tuple(nested),
+        unlisted=frozenset(data.get("unlisted") or ()),
+    )

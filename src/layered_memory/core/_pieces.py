@@ -20,9 +20,11 @@ from layered_memory.core._truncation import (
     clean_memory_text,
     defuse_within,
     omitted_marker,
+    redact_within,
     truncate_text,
 )
 from layered_memory.core.layers import Layer
+from layered_memory.writeback.redaction import redact_json
 
 UNREADABLE_NOTE = (
     "(present but unreadable: {reason}. Do not overwrite it with write_file: its content is "
@@ -197,8 +199,9 @@ def file_piece(
     source_chars = len(text)
     capped: list[str] = []
     line_cap = layer.line_cap(path)
-    lined = cap_lines(text, line_cap, path)
-    if lined is not text:
+    redacted = redact_within(text, available)
+    lined = cap_lines(redacted, line_cap, path)
+    if lined is not redacted:
         capped.append(f"first {line_cap} lines kept (max_lines)")
     text = defuse_within(lined, available)
     if remaining is not None:
@@ -283,8 +286,9 @@ def _compat_piece(
 ) -> Piece:
     source_chars = len(text)
     line_cap = Layer(owner, path).line_cap(path)
-    lined = cap_lines(text, line_cap, path)
-    capped = () if lined is text else (f"first {line_cap} lines kept (max_lines)",)
+    redacted = redact_within(text, available)
+    lined = cap_lines(redacted, line_cap, path)
+    capped = () if lined is redacted else (f"first {line_cap} lines kept (max_lines)",)
     text = defuse_within(lined, available)
     head = f"{defuse_name(path)}\n\n"
 
@@ -316,9 +320,10 @@ def session_piece(session: SessionEntry, available: int) -> Piece:
     """The session layer: the store's data for this run as sorted JSON."""
     head = f'<layer name="session" key="{defuse_attribute(session.key)}" access="read-only">\n'
     tail = "\n</layer>"
+    # Redacted again (every store `set` redacts already): a store written another way.
+    data, _ = redact_json(dict(session.data))
     body = defuse_within(
-        json.dumps(dict(session.data), sort_keys=True, ensure_ascii=False, indent=1, default=str),
-        available,
+        json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1, default=str), available
     )
     frame = len(head) + len(tail)
 

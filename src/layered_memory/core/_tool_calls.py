@@ -79,7 +79,35 @@ def with_state_update(
 
 
 def with_note(result: ToolMessage | Command[Any], note: str) -> ToolMessage | Command[Any]:
-    """The tool's result with a note for the model appended (once)."""
-    if isinstance(result, ToolMessage) and note not in result.text:
+    """The tool's result with a note for the model appended (once): to its message, or to the
+    tool message a `Command` carries (a `task` subagent answers with one)."""
+    if isinstance(result, ToolMessage):
+        if note in result.text:
+            return result
         return result.model_copy(update={"content": f"{result.text}{note}"})
+    if isinstance(result, Command) and result.graph is None and isinstance(result.update, Mapping):
+        messages = list(result.update.get("messages") or ())
+        for index in range(len(messages) - 1, -1, -1):
+            if isinstance(messages[index], ToolMessage):
+                messages[index] = with_note(messages[index], note)
+                update = {**result.update, "messages": messages}
+                return Command(update=update, goto=result.goto, resume=result.resume)
     return result
+
+
+def without_files(result: ToolMessage | Command[Any], paths: Iterable[str]) -> Command[Any]:
+    """A tool's `Command` without these paths in its `files` state update."""
+    assert isinstance(result, Command)
+    assert isinstance(result.update, Mapping)
+    gone = set(paths)
+    files = {path: data for path, data in result.update["files"].items() if path not in gone}
+    return Command(update={**result.update, "files": files}, goto=result.goto, resume=result.resume)
+
+
+def state_files(result: ToolMessage | Command[Any]) -> Mapping[str, Any]:
+    """The `files` state update a tool's `Command` carries (deepagents' `StateBackend`)."""
+    if isinstance(result, Command) and result.graph is None and isinstance(result.update, Mapping):
+        files = result.update.get("files")
+        if isinstance(files, Mapping):
+            return files
+    return {}

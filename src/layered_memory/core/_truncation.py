@@ -7,8 +7,11 @@ agent always learns the same way that there is more to `read_file`.
 
 from __future__ import annotations
 
-from layered_memory.core._defuse import defuse, defuse_name
+import functools
+
+from layered_memory.core._defuse import defuse, defuse_name, drop_invisible
 from layered_memory.core.loading import strip_html_comments
+from layered_memory.writeback.redaction import redact_text
 
 
 def defuse_within(text: str, limit: int) -> str:
@@ -20,7 +23,27 @@ def defuse_within(text: str, limit: int) -> str:
     if len(text) <= limit:
         return defuse(text)
     head = max(limit, 0)
+    text = _visible_within(text, head)
     return defuse(text[:head]) + text[head:]
+
+
+_VISIBLE_MARGIN = 64
+"""Characters past the limit made visible too: defusing the head at the limit may shorten it
+by a few (a joiner or a flag cut in two), and what follows comes into view."""
+
+
+def _visible_within(text: str, limit: int) -> str:
+    """`drop_invisible(text)` as far as `limit` characters and a margin, the rest as it is.
+
+    Removed characters pull later ones into the part that can be shown, so the cleaned head
+    grows until it is long enough (doubling: linear in all).
+    """
+    end = limit + 2 * _VISIBLE_MARGIN
+    while True:
+        shown = drop_invisible(text[:end])
+        if len(shown) >= limit + _VISIBLE_MARGIN or end >= len(text):
+            return shown + text[end:]
+        end *= 2
 
 
 def truncate_text(text: str, limit: int, path: str) -> str:
@@ -72,6 +95,32 @@ def cap_lines(text: str, max_lines: int | None, path: str) -> str:
 def clean_memory_text(text: str) -> str:
     """File text as injected: HTML comments removed, outer blank lines trimmed."""
     return strip_html_comments(text).strip("\n").rstrip()
+
+
+REDACTION_MARGIN = 4096
+"""Characters past the shown part that are redacted too: a secret that starts in the shown
+part is recognized whole (vendor tokens, URLs and assignment values are far shorter; a key
+block cut short is recognized by its BEGIN line)."""
+
+
+def redact_within(text: str, limit: int) -> str:
+    """`text` with secrets redacted as far as `limit` characters (and `REDACTION_MARGIN`), the
+    part that can ever be shown.
+
+    Every write of memory the package sees is redacted already; this is the second line, for
+    what reached a file another way (a shell command, a subagent on the plain backend, the
+    user, a store written by other code): no secret in memory reaches the prompt. Remembered
+    by text, so a render costs one lookup per unchanged file; a huge file costs its head only.
+    """
+    head = max(limit, 0) + REDACTION_MARGIN
+    if len(text) <= head:
+        return _redacted(text)
+    return _redacted(text[:head]) + text[head:]
+
+
+@functools.lru_cache(maxsize=256)
+def _redacted(text: str) -> str:
+    return redact_text(text).text
 
 
 def _cut_marker(path: str, cut_chars: int, cut_lines: int) -> str:

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from deepagents.backends.filesystem import FilesystemBackend
 
+from layered_memory._logs import get_logger
 from layered_memory.core import _discovery as discovery
 from layered_memory.core._discovery import Discovered, Plan
 from layered_memory.core._disk_cache import (
@@ -35,6 +37,17 @@ from layered_memory.core._disk_cache import (
     read_cache_for,
 )
 from layered_memory.core._imports import TOO_DEEP_REASON
+from layered_memory.core._nested import MAX_NESTED_DIRECTORIES, directories_of
+from layered_memory.core._run_start import (
+    Pinned,
+    RunStart,
+    folder_chains,
+    identity_of,
+    text_digest,
+    walk_nested,
+)
+from layered_memory.core._unrestored import Unrestored, left_out
+from layered_memory.core._unrestored import entries as recorded_unrestored
 from layered_memory.core.layers import Layer, check_unique_layer_names, normalize_backend_path
 from layered_memory.core.loading import (
     DownloadResult,
@@ -58,6 +71,7 @@ from layered_memory.core.render import (
 )
 from layered_memory.errors import SessionStoreError
 from layered_memory.rules import (
+    PARTIAL_LISTING,
     Rule,
     RuleMatch,
     RuleSet,
@@ -73,7 +87,7 @@ if TYPE_CHECKING:
 
     from layered_memory.sessions.stores import SessionStore
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 PathAccess = Literal["writable", "read-only", "rule"]
 
@@ -130,6 +144,8 @@ class MemorySnapshot:
             read (a directory, binary, not UTF-8, a backend error): shown to the agent as
             present-but-unreadable, and never overwritten by a whole-file `write_file`.
         extras: Nested memory files and `@path` imports found by this load.
+        rule_listing: Every rule file listed, `(folder index, path)`, read or not.
+        other_files: The other files the rule folders hold (not rule files).
     """
 
     files: Mapping[str, str]
@@ -139,6 +155,8 @@ class MemorySnapshot:
     digest: str = ""
     unreadable: Mapping[str, str] = field(default_factory=dict)
     extras: MemoryExtras = field(default_factory=MemoryExtras)
+    rule_listing: tuple[tuple[int, str], ...] = ()
+    other_files: tuple[str, ...] = ()
 
 
 class MemoryAssembler:
@@ -207,6 +225,16 @@ class MemoryAssembler:
         self.nested_writable = nested_writable
         self.follow_imports = follow_imports
         self.layer_paths = tuple(dict.fromkeys(p for layer in self.layers for p in layer.paths))
+        self._read_only_paths = frozenset(
+            path for layer in self.layers if not layer.writable for path in layer.paths
+        )
+        self._layer_set = frozenset(self.layer_paths)
+        self._layer_access: dict[str, discovery.Access] = {
+            path: ("writable" if layer.writable else "read-only")
+            for layer in self.layers
+            for path in layer.paths
+        }
+        self._chains: tuple[Any, list[str]] | None = None
         self._access = self._index_paths()
         self.rule_root = _rule_root(backend)
         """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
@@ -236,6 +264,7 @@ class MemoryAssembler:
         session_key: str | None = None,
         backend: BackendProtocol | None = None,
         touched: Sequence[str] = (),
+        pinned: Pinned | None = None,
     ) -> MemorySnapshot:
         """Read every layer, rule file, nested file and import, and the session entry: one
         batched download for the first three, then one per import depth.
@@ -245,22 +274,42 @@ class MemoryAssembler:
             backend: The backend to read through this time (a backend factory's product);
                 default: the assembler's own.
             touched: Paths the agent's tools named (where nested memory is looked for).
+            pinned: A mid-run load held to the run-start snapshot: read-only memory comes from
+                it, and a nested or imported file new to the run must match its digest.
         """
         io = backend if backend is not None else self.backend
-        rule_paths, listing_problems = self._cached_listing()
-        if rule_paths is None:
+        listing = (
+            self._pinned_listing(pinned.start)
+            if pinned is not None and self._lists_as(pinned.start)
+            else self._cached_listing()
+        )
+        if listing is None:
             taken, started = self._listing_signatures()
-            rule_paths, listing_problems = list_rule_files(io, self.rule_folders)
-            self._remember_listing(taken, (rule_paths, listing_problems), started)
+            others: list[str] = []
+            files, problems = list_rule_files(io, self.rule_folders, others=others)
+            listing = (files, problems, tuple(others))
+            self._remember_listing(taken, listing, started)
+        rule_paths, listing_problems, other_files = listing
         probe = self._folders_to_probe(rule_paths)
         if probe:
             listing_problems = [*listing_problems, *_probe_rule_folders(io, probe)]
         session, session_problem = self._read_session(session_key)
         cache = self._cache_for(io)
-        found = discovery.run(
-            self._plan(rule_paths, touched), lambda paths: download_texts(io, paths, cache=cache)
-        )
-        return self._snapshot(found, rule_paths, listing_problems, session, session_problem)
+
+        def download(paths: list[str]) -> DownloadResult:
+            return download_texts(io, paths, cache=cache)
+
+        plan = self._plan(rule_paths, touched)
+        if pinned is None:
+            found = discovery.run(plan, download)
+            # What an agent changed in an earlier run and the guard could not put back stays
+            # out (a pinned load holds what the run started with instead).
+            earlier = self._left_out_since_earlier_runs(io, found, rule_paths)
+        else:
+            found = pinned.verified(discovery.run(plan, pinned.download(download)))
+            earlier = {}
+        listing = (rule_paths, listing_problems, other_files)
+        return self._snapshot(found, listing, session, session_problem, earlier=earlier)
 
     async def aload(
         self,
@@ -268,14 +317,22 @@ class MemoryAssembler:
         session_key: str | None = None,
         backend: BackendProtocol | None = None,
         touched: Sequence[str] = (),
+        pinned: Pinned | None = None,
     ) -> MemorySnapshot:
         """Async twin of `load`."""
         io = backend if backend is not None else self.backend
-        rule_paths, listing_problems = self._cached_listing()
-        if rule_paths is None:
+        listing = (
+            self._pinned_listing(pinned.start)
+            if pinned is not None and self._lists_as(pinned.start)
+            else self._cached_listing()
+        )
+        if listing is None:
             taken, started = self._listing_signatures()
-            rule_paths, listing_problems = await alist_rule_files(io, self.rule_folders)
-            self._remember_listing(taken, (rule_paths, listing_problems), started)
+            others: list[str] = []
+            files, problems = await alist_rule_files(io, self.rule_folders, others=others)
+            listing = (files, problems, tuple(others))
+            self._remember_listing(taken, listing, started)
+        rule_paths, listing_problems, other_files = listing
         probe = self._folders_to_probe(rule_paths)
         if probe:
             listing_problems = [*listing_problems, *await _aprobe_rule_folders(io, probe)]
@@ -285,17 +342,162 @@ class MemoryAssembler:
         async def download(paths: list[str]) -> DownloadResult:
             return await adownload_texts(io, paths, cache=cache)
 
-        found = await discovery.arun(self._plan(rule_paths, touched), download)
-        return self._snapshot(found, rule_paths, listing_problems, session, session_problem)
+        plan = self._plan(rule_paths, touched)
+        if pinned is None:
+            found = await discovery.arun(plan, download)
+            earlier = await asyncio.to_thread(
+                self._left_out_since_earlier_runs, io, found, rule_paths
+            )
+        else:
+            found = pinned.verified(await discovery.arun(plan, pinned.adownload(download)))
+            earlier = {}
+        listing = (rule_paths, listing_problems, other_files)
+        return self._snapshot(found, listing, session, session_problem, earlier=earlier)
+
+    # -- the run-start snapshot -------------------------------------------------------------
+
+    def run_start(
+        self, snapshot: MemorySnapshot, *, backend: BackendProtocol | None = None
+    ) -> dict[str, Any]:
+        """What a run-start snapshot keeps besides the texts already in the run's state (see
+        `core._run_start`): digests of the nested files of untouched folders and of what they
+        import, the rule folders' other files and, on disk, their identities."""
+        io = backend if backend is not None else self.backend
+        found = self._nested_beyond(snapshot, io) if self.nested else (None, True)
+        return self._run_start_data(snapshot, io, found)
+
+    async def arun_start(
+        self, snapshot: MemorySnapshot, *, backend: BackendProtocol | None = None
+    ) -> dict[str, Any]:
+        """Async twin of `run_start` (the walk of the tree runs in a thread)."""
+        io = backend if backend is not None else self.backend
+        found = await self._anested_beyond(snapshot, io) if self.nested else (None, True)
+        if not (self.rule_folders or self.nested):
+            return self._run_start_data(snapshot, io, found)  # no file system work left
+        return await asyncio.to_thread(self._run_start_data, snapshot, io, found)
+
+    def _nested_plan(self, snapshot: MemorySnapshot, io: Any) -> tuple[Plan | None, bool]:
+        files, complete = walk_nested(io, self.nested, self.rule_root)
+        loaded = snapshot.extras.nested_dirs
+        # One file per folder, as the load picks it: folders already looked up are left out.
+        touched = [
+            f"{os.path.dirname(path)}/-" for path in files if os.path.dirname(path) not in loaded
+        ]
+        if not touched:
+            return None, complete
+        if len(directories_of(touched, self.rule_root)) > MAX_NESTED_DIRECTORIES:
+            complete = False
+        # The layers are planned too (read again from the cache), so a folder holding a layer
+        # file is left to its layer exactly as in the run's own load.
+        return self._plan((), touched), complete
+
+    def _nested_beyond(self, snapshot: MemorySnapshot, io: Any) -> tuple[Discovered | None, bool]:
+        plan, complete = self._nested_plan(snapshot, io)
+        if plan is None:
+            return None, complete
+        cache = self._cache_for(io)
+        return discovery.run(plan, lambda paths: download_texts(io, paths, cache=cache)), complete
+
+    async def _anested_beyond(
+        self, snapshot: MemorySnapshot, io: Any
+    ) -> tuple[Discovered | None, bool]:
+        plan, complete = await asyncio.to_thread(self._nested_plan, snapshot, io)
+        if plan is None:
+            return None, complete
+        cache = self._cache_for(io)
+
+        async def download(paths: list[str]) -> DownloadResult:
+            return await adownload_texts(io, paths, cache=cache)
+
+        return await discovery.arun(plan, download), complete
+
+    def _run_start_data(
+        self, snapshot: MemorySnapshot, io: Any, beyond: tuple[Discovered | None, bool]
+    ) -> dict[str, Any]:
+        found, complete = beyond
+        data: dict[str, Any] = {}
+        if found is not None:
+            known = {**snapshot.extras.nested, **snapshot.extras.imports, **snapshot.files}
+            texts = {
+                path: text
+                for kind in (found.nested, found.imports)
+                for path, text in kind.items()
+                if found.access.get(path) == "read-only"
+                and path not in known
+                and path not in snapshot.unreadable
+            }
+            earlier = left_out(io, texts)
+            data["digests"] = {
+                path: text_digest(text) for path, text in texts.items() if path not in earlier
+            }
+            if earlier:
+                data["left_out"] = {path: entry.reason() for path, entry in earlier.items()}
+        if snapshot.problems:
+            # Files that existed but were not used (unreadable, or left out since an earlier
+            # run): never restored, never removed.
+            listed = {path for _, path in snapshot.rule_listing}
+            unread = {
+                problem.path: problem.reason
+                for problem in snapshot.problems
+                if problem.unreadable and problem.path not in snapshot.rule_files
+            }
+            unread_rules = {path: why for path, why in unread.items() if path in listed}
+            skipped = {
+                path: why
+                for path, why in unread.items()
+                if path not in listed and path not in self._layer_set
+            }
+            if skipped:
+                data["left_out"] = {**skipped, **data.get("left_out", {})}
+            if unread_rules:
+                data["unread_rules"] = unread_rules
+            unlisted = [
+                folder
+                for folder in self.rule_folders
+                if any(
+                    problem.path == (folder.rstrip("/") or "/")
+                    and problem.reason.startswith(PARTIAL_LISTING)
+                    for problem in snapshot.problems
+                )
+            ]
+            if unlisted:
+                data["unlisted"] = unlisted
+        if self.nested:
+            data["complete"] = complete
+        if self.rule_folders:
+            data["others"] = list(snapshot.other_files)
+            identities = {
+                path: identity
+                for path in self._folder_chains(io)
+                if (identity := identity_of(path)) is not None
+            }
+            if identities:
+                data["folders"] = identities
+        return data
+
+    def _folder_chains(self, io: Any) -> list[str]:
+        """The rule folders on disk and the folders above them (worked out once per backend)."""
+        chains = self._chains
+        if chains is None or chains[0] is not io:
+            chains = self._chains = (io, folder_chains(io, self.rule_folders))
+        return chains[1]
+
+    def _lists_as(self, start: RunStart) -> bool:
+        """Whether the run-start snapshot's rule listing is this assembler's (the same read-only
+        folders: a subagent's own middleware may have others)."""
+        return start.rules is not None and start.rule_folders == self.rule_folders
+
+    @staticmethod
+    def _pinned_listing(
+        start: RunStart,
+    ) -> tuple[list[tuple[int, str]], list[Any], tuple[str, ...]]:
+        """A pinned load lists no folder: its rule files are those the run started with."""
+        return list(start.rules or ()), [], tuple(start.others or ())
 
     def _plan(self, rule_paths: Sequence[tuple[int, str]], touched: Sequence[str]) -> Plan:
         return discovery.plan(
             [*self.layer_paths, *[path for _, path in rule_paths]],
-            {
-                path: ("writable" if layer.writable else "read-only")
-                for layer in self.layers
-                for path in layer.paths
-            },
+            self._layer_access,
             touched=touched,
             nested_names=self.nested,
             nested_access="writable" if self.nested_writable else "read-only",
@@ -321,15 +523,17 @@ class MemoryAssembler:
         self._probed_folders.update(probe)
         return probe
 
-    def _cached_listing(self) -> tuple[list[tuple[int, str]] | None, list[Any]]:
+    def _cached_listing(
+        self,
+    ) -> tuple[list[tuple[int, str]], list[Any], tuple[str, ...]] | None:
         """The rule listing without a backend call when nothing can have changed it."""
         if not self.rule_folders:
-            return [], []
+            return [], [], ()
         if self._listing_cache is not None:
             cached = self._listing_cache.get(self._listing_cache.signatures())
             if cached is not None:
                 return cached  # type: ignore[no-any-return]
-        return None, []
+        return None
 
     def _listing_signatures(self) -> tuple[DirSignatures | None, int]:
         # Taken before listing: a folder changed while the backend lists it is re-listed later.
@@ -338,7 +542,10 @@ class MemoryAssembler:
         return self._listing_cache.signatures(), now_ns()
 
     def _remember_listing(
-        self, taken: DirSignatures | None, listing: tuple[list[Any], list[Any]], started: int
+        self,
+        taken: DirSignatures | None,
+        listing: tuple[list[Any], list[Any], tuple[str, ...]],
+        started: int,
     ) -> None:
         if self._listing_cache is not None and not listing[1]:
             self._listing_cache.put(taken, listing, started)
@@ -346,11 +553,13 @@ class MemoryAssembler:
     def _snapshot(
         self,
         found: Discovered,
-        rule_paths: Sequence[tuple[int, str]],
-        listing_problems: Iterable[Any],
+        listing: tuple[Sequence[tuple[int, str]], Iterable[Any], tuple[str, ...]],
         session: SessionEntry | None,
         session_problem: SourceProblem | None = None,
+        *,
+        earlier: Mapping[str, Unrestored],
     ) -> MemorySnapshot:
+        rule_paths, listing_problems, other_files = listing
         result = found.first
         layer_paths = set(self.layer_paths)
         configured = layer_paths | {path for _, path in rule_paths}
@@ -361,18 +570,32 @@ class MemoryAssembler:
             for problem in result.problems
             if problem.unreadable and problem.path in layer_paths
         }
+        nested, imports, access = dict(found.nested), dict(found.imports), dict(found.access)
+        for path, entry in earlier.items():
+            for kept in (files, rule_files, nested, imports, access):
+                kept.pop(path, None)
+            if path in layer_paths:
+                unreadable[path] = entry.reason()
         extras = MemoryExtras(
-            nested=dict(found.nested),
-            imports=dict(found.imports),
+            nested=nested,
+            imports=imports,
             edges=dict(found.edges),
-            access=dict(found.access),
+            access=access,
             missing=dict(found.missing),
             nested_dirs=found.nested_dirs,
             too_deep=found.too_deep,
         )
         problems = [
-            *(problem for problem in result.problems if problem.path in configured),
-            *found.problems,
+            *(
+                problem
+                for problem in result.problems
+                if problem.path in configured and problem.path not in earlier
+            ),
+            *(problem for problem in found.problems if problem.path not in earlier),
+            *(
+                SourceProblem(path, entry.reason(), unreadable=True)
+                for path, entry in earlier.items()
+            ),
             *(
                 SourceProblem(importer, f"imports @{ref}, which names no file", used=True)
                 for importer, refs in found.missing.items()
@@ -380,7 +603,11 @@ class MemoryAssembler:
             ),
             *(SourceProblem(path, TOO_DEEP_REASON, used=True) for path in found.too_deep),
             *(SourceProblem(problem.path, problem.reason) for problem in listing_problems),
-            *self._configuration_problems(result, bool(rule_files)),
+            *(
+                problem
+                for problem in self._configuration_problems(result, bool(rule_files))
+                if problem.path not in earlier
+            ),
         ]
         report_problems(problems, strict=self.strict, already_logged=self._logged)
         if session_problem is not None:  # logged when the read failed
@@ -393,8 +620,38 @@ class MemoryAssembler:
             digest = digest_texts(*parts)
         self._last_load = (parts, digest)
         return MemorySnapshot(
-            files, rule_files, session, tuple(problems), digest, unreadable, extras
+            files,
+            rule_files,
+            session,
+            tuple(problems),
+            digest,
+            unreadable,
+            extras,
+            rule_listing=tuple(rule_paths),
+            other_files=other_files,
         )
+
+    def _left_out_since_earlier_runs(
+        self, io: Any, found: Discovered, rule_paths: Sequence[tuple[int, str]]
+    ) -> dict[str, Unrestored]:
+        if not recorded_unrestored():
+            return {}  # the usual case: one `stat` of a file that does not exist
+        result = found.first
+        listed = {path for _, path in rule_paths}
+        texts: dict[str, str | None] = {
+            path: text
+            for path, text in result.texts.items()
+            if path in listed or path in self._read_only_paths
+        }
+        texts.update(found.nested)
+        texts.update(found.imports)
+        for problem in (*result.problems, *found.problems):
+            if problem.unreadable and (
+                problem.path in listed or problem.path in self._read_only_paths
+            ):
+                texts[problem.path] = None
+        missing = [path for path in self._read_only_paths if path in result.missing]
+        return left_out(io, texts, missing)
 
     def _configuration_problems(
         self, result: DownloadResult, found_rules: bool
@@ -560,7 +817,7 @@ class MemoryAssembler:
         rule_set = _RULE_SETS.get(key)
         if rule_set is None:
             parsed = [
-                _parse_rule(path, text, self._folder_index(path))
+                _parse_rule(path, text, self.folder_index(path))
                 for path, text in sorted(rule_files.items())
             ]
             rule_set = build_rule_set(parsed, log=False)
@@ -622,7 +879,7 @@ class MemoryAssembler:
                 level, "rule file %s: %s: %s", problem.path, problem.severity, problem.reason
             )
 
-    def _folder_index(self, path: str) -> int:
+    def folder_index(self, path: str) -> int:
         """Precedence of a rule file: the highest listed folder containing it (as the listing)."""
         containing = [
             index

@@ -106,7 +106,6 @@ from layered_memory.core._internals import (
     store_select_sql,
     sync_store_connection,
 )
-from layered_memory.core.guard import is_protected, refusal
 from layered_memory.errors import MemoryWriteError
 
 if TYPE_CHECKING:
@@ -233,6 +232,10 @@ def _unguarded(
     routes memory files here): the transaction works on its base backend instead, asking the
     view's `refusal` what the view itself would have asked.
     """
+    # At call time: the guard's view writes memory files through this module, so this module
+    # sits below the guard and must not import it while loading.
+    from layered_memory.core.guard import is_protected, refusal
+
     if not is_protected(backend):
         return backend, {}
     base: BackendProtocol = backend._layered_memory_base  # type: ignore[attr-defined]

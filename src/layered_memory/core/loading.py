@@ -19,6 +19,7 @@ from typing import Any, cast
 from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FileDownloadResponse
 
+from layered_memory._logs import get_logger
 from layered_memory.core._disk_cache import (
     DiskReadCache,
     non_regular_files,
@@ -28,7 +29,7 @@ from layered_memory.core._disk_cache import (
 from layered_memory.core.layers import normalize_backend_path
 from layered_memory.errors import MemorySourceError
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 """Larger memory files are skipped: nothing that big belongs in a prompt."""

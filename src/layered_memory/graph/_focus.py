@@ -35,7 +35,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from layered_memory.core._defuse import defuse
+from layered_memory.core._defuse import IGNORABLE, defuse
 from layered_memory.graph._format import EntityRecord, GraphSnapshot
 
 MAX_NAME_TOKENS = 16
@@ -120,12 +120,11 @@ DEFAULT_MAX_OBSERVATION_CHARS = 1_000
 _NAME_IN_NOTE = 120
 
 # C0 are escaped by json.dumps already; these are the rest that a reader cannot see or that
-# break lines: DEL and C1, soft hyphen, bidi and zero-width marks, line/paragraph separators,
-# BOM, interlinear annotation, and the "tag" characters used to smuggle hidden ASCII.
-_INVISIBLE_RE = re.compile(
-    "[\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
-    "\ud800-\udfff\U000e0000-\U000e007f]"
-)
+# break lines: DEL and C1, line/paragraph separators, lone surrogates, and every character
+# `drop_invisible` knows (tag characters, variation selectors, zero-width and bidi controls,
+# Hangul fillers ...). Escaped, not dropped: the JSON value stays the entity's exact name, the
+# one `open_nodes` needs, and what was hidden is in plain sight.
+_INVISIBLE_RE = re.compile(f"[\x7f-\x9f\u2028\u2029\ud800-\udfff{IGNORABLE}]")
 
 
 def _escape_invisible(match: re.Match[str]) -> str:

@@ -18,7 +18,6 @@ right after (elsewhere), with an error naming the file, its size and the limit.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 import threading
@@ -30,12 +29,13 @@ from typing import Any
 from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FILE_NOT_FOUND, BackendProtocol
 
+from layered_memory._logs import get_logger
 from layered_memory.core._disk_cache import RACY_WINDOW_NS, disk_path, now_ns
 from layered_memory.core._internals import final_route
 from layered_memory.errors import KnowledgeGraphError
 from layered_memory.graph._format import GraphSnapshot, digest_of, parse
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 """Largest graph file read (64 MiB: a few hundred thousand entities)."""

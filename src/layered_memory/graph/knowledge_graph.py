@@ -36,13 +36,13 @@ secrets is written byte for byte as the server writes it.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from deepagents.backends.protocol import BackendProtocol
 
+from layered_memory._logs import get_logger
 from layered_memory.core.files import WriteStrategy, strategy_for
 from layered_memory.errors import EntityNotFoundError
 from layered_memory.graph import _source
@@ -66,7 +66,7 @@ from layered_memory.graph._format import (
 )
 from layered_memory.writeback.redaction import redact
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -448,7 +448,7 @@ def _with_relations(graph: GraphSnapshot, entities: Sequence[EntityRecord]) -> G
 
 # --- redaction: what a write stores, and names finding what was stored -----------------
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def _stored(text: str, path: str, what: str) -> str:

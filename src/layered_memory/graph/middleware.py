@@ -42,7 +42,6 @@ graph file lives (the functions at the end of this module):
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -64,6 +63,7 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
+from layered_memory._logs import get_logger
 from layered_memory.core._internals import final_route
 from layered_memory.core._run_data import context_strings, current_config
 from layered_memory.core._system_message import append_block
@@ -99,7 +99,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.runtime import Runtime
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _RENDER_CACHE_SIZE = 256
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from layered_memory.rules._glob import GlobError, compile_glob, split_glob_list
 from layered_memory.rules._listing import (
     LISTING_PATTERN,
+    PARTIAL_LISTING,
     alist_rule_files,
     aload_rule_set,
     list_rule_files,
@@ -58,6 +59,7 @@ __all__ = [
     "LISTING_PATTERN",
     "MAX_FRONTMATTER_CHARS",
     "MAX_RULE_FILE_CHARS",
+    "PARTIAL_LISTING",
     "DecisionStatus",
     "GlobError",
     "Rule",

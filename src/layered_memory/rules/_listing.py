@@ -3,10 +3,10 @@ batched download. Only the I/O call differs between the sync and async halves.""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from layered_memory._logs import get_logger
 from layered_memory.core.loading import DownloadResult, adownload_texts, download_texts
 from layered_memory.rules._parse import is_rule_file, parse_rule_file
 from layered_memory.rules._set import RuleSet, build_rule_set
@@ -15,7 +15,7 @@ from layered_memory.rules._types import Rule, RuleProblem
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 LISTING_PATTERN = "**/*"
 """Every file below a folder. Per the backends' glob contract `**` does not descend into
@@ -23,15 +23,19 @@ dot-folders, so a `.git/` or `.obsidian/` inside a rule folder is never read as 
 
 RuleFileList = list[tuple[int, str]]
 
+PARTIAL_LISTING = ("cannot list rule folder", "rule folder listing truncated")
+"""How the problem of a folder listed only in part (or not at all) begins."""
+
 
 def _folder(folder: str) -> str:
     return folder.rstrip("/") or "/"
 
 
 def _collect(
-    results: Sequence[tuple[int, str, Any]],
+    results: Sequence[tuple[int, str, Any]], others: list[str] | None = None
 ) -> tuple[RuleFileList, list[RuleProblem]]:
-    """Turn `(folder_index, folder, GlobResult or exception)` into rule files and problems."""
+    """Turn `(folder_index, folder, GlobResult or exception)` into rule files and problems
+    (and the other files listed, into `others` when given)."""
     best: dict[str, int] = {}
     problems: list[RuleProblem] = []
     for folder_index, folder, result in results:
@@ -49,7 +53,11 @@ def _collect(
             problems.append(RuleProblem(folder, reason, "warning"))
         for info in result.matches or ():
             path = info.get("path", "")
-            if info.get("is_dir") or not is_rule_file(path):
+            if info.get("is_dir"):
+                continue
+            if not is_rule_file(path):
+                if others is not None:
+                    others.append(path)
                 continue
             # A file below two listed folders belongs to the higher one.
             best[path] = max(folder_index, best.get(path, folder_index))
@@ -58,7 +66,7 @@ def _collect(
 
 
 def list_rule_files(
-    backend: BackendProtocol, folders: Sequence[str]
+    backend: BackendProtocol, folders: Sequence[str], *, others: list[str] | None = None
 ) -> tuple[RuleFileList, list[RuleProblem]]:
     """List the rule files below each folder: one recursive `glob` call per folder.
 
@@ -68,6 +76,8 @@ def list_rule_files(
     Args:
         backend: Any deepagents backend.
         folders: Rule folders, lowest precedence first (index = `folder_index`).
+        others: Receives the paths of the other files the folders hold (not rule files):
+            the read-only guard leaves the user's own files alone.
 
     Returns:
         `(folder_index, path)` of each rule file, ordered by folder then path, and the problems.
@@ -79,11 +89,11 @@ def list_rule_files(
             results.append((folder_index, folder, backend.glob(LISTING_PATTERN, path=folder)))
         except Exception as exc:  # a backend is foreign code; one bad folder must not stop a run
             results.append((folder_index, folder, exc))
-    return _collect(results)
+    return _collect(results, others)
 
 
 async def alist_rule_files(
-    backend: BackendProtocol, folders: Sequence[str]
+    backend: BackendProtocol, folders: Sequence[str], *, others: list[str] | None = None
 ) -> tuple[RuleFileList, list[RuleProblem]]:
     """Async `list_rule_files`."""
     results: list[tuple[int, str, Any]] = []
@@ -95,7 +105,7 @@ async def alist_rule_files(
             )
         except Exception as exc:  # see list_rule_files
             results.append((folder_index, folder, exc))
-    return _collect(results)
+    return _collect(results, others)
 
 
 def parse_loaded(

@@ -19,6 +19,7 @@ import yaml
 from layered_memory.core.loading import strip_html_comments
 from layered_memory.rules._glob import CompiledGlob, GlobError, compile_glob, split_glob_list
 from layered_memory.rules._types import Rule, RuleProblem
+from layered_memory.writeback.redaction import redact_text
 
 if TYPE_CHECKING:
     pass
@@ -384,10 +385,12 @@ def parse_rule_file(
     rule = Rule(
         name=name or default_rule_name(path),
         path=path,
-        description=description or "",
+        # Redacted as memory files are when rendered (a rule reaches every prompt it
+        # matches); parsing is cached by content, so this costs once per changed file.
+        description=redact_text(description).text if description else "",
         paths=globs,
         always_apply=always_apply,
-        body=strip_html_comments(body).strip(),
+        body=redact_text(strip_html_comments(body)).text.strip(),
         folder_index=folder_index,
     )
     if rule.always_apply and rule.paths:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import functools
-import logging
 import posixpath
 from collections.abc import Iterable, Sequence
 
+from layered_memory._logs import get_logger
 from layered_memory.errors import RuleFileError
 from layered_memory.rules._glob import CompiledGlob, GlobIndex, nfc
 from layered_memory.rules._parse import cached_compile_glob, default_rule_name
 from layered_memory.rules._types import Rule, RuleDecision, RuleHit, RuleMatch, RuleProblem
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _MEMO_LIMIT = 16_384
 """Keys remembered per rule set; a thread touches far fewer paths, so this only caps abuse."""

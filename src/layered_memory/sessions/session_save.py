@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from layered_memory._logs import get_logger
 from layered_memory.core._run_data import is_dry_run, thread_id_of
 from layered_memory.errors import SessionStoreError
 from layered_memory.sessions.stores._common import JsonDict, check_ttl
@@ -37,7 +37,7 @@ __all__ = [
     "register_session_save",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 SESSION_SAVE_HANDLER_NAME = "session_save"
 

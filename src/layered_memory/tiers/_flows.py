@@ -12,7 +12,6 @@ the lexical path).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -20,6 +19,7 @@ from typing import Any, Literal, TypeVar
 from langchain_core.messages import BaseMessage
 from langgraph.store.base import GetOp, Item, PutOp
 
+from layered_memory._logs import get_logger
 from layered_memory.errors import TierItemError
 from layered_memory.tiers import _prompts, _text
 from layered_memory.tiers import _vectors as vec
@@ -55,7 +55,7 @@ from layered_memory.tiers._types import (
     Segment,
 )
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 T = TypeVar("T")
 

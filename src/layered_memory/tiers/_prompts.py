@@ -2,7 +2,9 @@
 extraction), and the checked parsing of their answers.
 
 Every answer is untrusted: it is parsed as one JSON object, its strings are flattened to one
-line and capped, and anything else falls back to the lexical path (never an exception).
+line and capped, and anything else falls back to the lexical path (never an exception). What
+these calls show the model goes through the package's `drop_invisible`, as every memory text
+the package puts in a prompt: no hidden text steers what is summarized or remembered.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from layered_memory.core._defuse import drop_invisible
 from layered_memory.tiers._text import keyword_tokens, one_line, storable
 
 MAX_EXCHANGE_CHARS: Final = 4000
@@ -41,7 +44,7 @@ PROMOTION_SYSTEM: Final = (
 
 
 def _exchange(query: str, response: str) -> str:
-    text = f"User: {query}\nAssistant: {response}"
+    text = drop_invisible(f"User: {query}\nAssistant: {response}")
     return text if len(text) <= MAX_EXCHANGE_CHARS else text[:MAX_EXCHANGE_CHARS] + " …"
 
 
@@ -61,7 +64,7 @@ def segment_messages(
         },
         ensure_ascii=False,
     )
-    return [SystemMessage(SEGMENT_SYSTEM), HumanMessage(body)]
+    return [SystemMessage(SEGMENT_SYSTEM), HumanMessage(drop_invisible(body))]
 
 
 def promotion_messages(exchanges: Sequence[tuple[str, str]]) -> list[BaseMessage]:

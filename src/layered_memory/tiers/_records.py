@@ -20,7 +20,6 @@ run: a malformed entry is skipped with a warning naming the namespace and the en
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import uuid
@@ -29,11 +28,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from layered_memory._logs import get_logger
 from layered_memory.tiers import _vectors as vec
 from layered_memory.tiers._text import top_keywords
 from layered_memory.tiers._types import Fact, FactKind, Page, Segment
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 VERSION = 1
 MAX_LINES = 5

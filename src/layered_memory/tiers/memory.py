@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import math
 import threading
 import time
@@ -21,6 +20,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langgraph.store.base import BaseStore
 
+from layered_memory._logs import get_logger
 from layered_memory.tiers import _flows
 from layered_memory.tiers._flows import Ask, Embed, Failed, Flow, Op, StoreBatch
 from layered_memory.tiers._settings import (
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 WriterFactory = Callable[[str], "MemoryWriter | None"]
 

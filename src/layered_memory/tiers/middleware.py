@@ -14,7 +14,6 @@ A run without a usable user id gets no memory and records nothing (one warning),
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
@@ -31,6 +30,7 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.config import get_config
 
+from layered_memory._logs import get_logger
 from layered_memory.core._run_data import context_value
 from layered_memory.core._system_message import append_block
 from layered_memory.errors import LayeredMemoryError
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.runtime import Runtime
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 BLOCK_KEY = "tiered_memory_block"
 

@@ -18,7 +18,6 @@ O(log n) lookups), so hostile layouts cannot make a view quadratic.
 
 from __future__ import annotations
 
-import logging
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
@@ -34,7 +33,9 @@ from langchain_core.messages import (
     ToolMessageChunk,
 )
 
-logger = logging.getLogger(__name__)
+from layered_memory._logs import get_logger
+
+logger = get_logger(__name__)
 
 ROUTE_KEY = "layered_memory_route"
 """Key in `additional_kwargs` holding `{"sender": str, "to": [str, ...] | None}`."""

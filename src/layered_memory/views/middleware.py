@@ -11,7 +11,6 @@ so a run resumed in another process behaves the same.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -29,6 +28,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from layered_memory._logs import get_logger
 from layered_memory.views._conversation import check_person
 from layered_memory.views._view import view_messages
 from layered_memory.views.settings import (
@@ -37,7 +37,7 @@ from layered_memory.views.settings import (
     resolve_settings,
 )
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 RUN_MARK_KEY = "message_view_run_mark"
 

@@ -38,15 +38,16 @@ import contextvars
 import enum
 import inspect
 import itertools
-import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from layered_memory._logs import get_logger
+
 __all__ = ["AsyncHookHandler", "HookEvent", "HookHandler", "HookRegistry"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 HookHandler: TypeAlias = Callable[["HookEvent", Any], object]
 """`handler(event, data)`: a plain function, or a coroutine function (its result awaited)."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import logging
 import posixpath
 import threading
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
+from layered_memory._logs import get_logger
 from layered_memory.core._run_data import is_dry_run, run_value, thread_id_of
 from layered_memory.core.files import Texts, strategy_for
 from layered_memory.writeback._sections import (
@@ -53,7 +53,7 @@ __all__ = [
     "register_write_back",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 WRITE_BACK_HANDLER_NAME: Final = "memory_write_back"
 DEFAULT_MAX_INSIGHT_CHARS: Final = 500

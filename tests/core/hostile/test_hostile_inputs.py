@@ -136,6 +136,17 @@ def test_unicode_normalization_tricks(outcomes: dict[str, Any]) -> None:
     assert result == {"nfd_matched": True, "raw_layer_close": 1}
 
 
+def test_hidden_characters_and_chat_tokens_in_bulk(outcomes: dict[str, Any]) -> None:
+    assert outcome(outcomes, "hidden_text_and_chat_tokens") == {
+        "visible": True,
+        "hidden_in_prompt": 0,
+        "raw_tokens": 0,
+        "joiners_kept": True,
+        "direct_hidden": 0,
+        "direct_raw_tokens": 0,
+    }
+
+
 def test_symlink_loops_become_skips_and_tool_errors(outcomes: dict[str, Any]) -> None:
     result = outcome(outcomes, "symlink_loops")
     # Virtual mode: the load's download answered for the loop ("invalid path"), so the layer

@@ -1,4 +1,4 @@
-"""A real Redis L1 that freezes, dies, and comes back from an older snapshot.
+"""A real Redis L1 that freezes, dies, comes back from an older snapshot, fails over and back.
 
 Each test runs its own redis-server on a free loopback port (see `faults_redis_server.py`) and
 breaks it by its PID: SIGSTOP (frozen), SIGKILL (crash) and a restart that loads an older
@@ -20,6 +20,7 @@ from faults_redis_server import RedisServer
 
 from layered_memory.errors import StoreUnavailableError
 from layered_memory.sessions.stores import FileSessionStore, HybridSessionStore, RedisSessionStore
+from redis_replication import follow, promote, replicated
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 PREFIX = "lm-faults:"
@@ -187,10 +188,105 @@ async def test_an_l1_restarted_from_an_older_snapshot_never_serves_older_values(
             assert await call(store, use_async, "get", "deleted") is None
             assert await call(store, use_async, "get", "same") == {"v": "old"}
             assert await call(store, use_async, "get", "added") == {"v": "new"}
-        assert "new server instance (run_id changed)" in caplog.text
+        assert "has a new replication history" in caplog.text
         assert l1_value(redis_server, "changed") == {"v": "new"}, "replaced in L1 as well"
         assert l1_value(redis_server, "deleted") is None
         assert store.l1_state == "closed"
+    finally:
+        await call(store, use_async, "close")
+
+
+@USE_ASYNC
+async def test_a_failback_to_the_old_l1_primary_never_serves_older_values(
+    redis_server: RedisServer, tmp_path: Path, use_async: bool
+) -> None:
+    """The old primary acknowledged L1 writes its replica never got; the replica is promoted;
+    the old primary is demoted, resynced from it and promoted again, keeping its run_id: its
+    data holds the envelope of ``{"v": 1}`` again, which no worker, old or new, may serve."""
+    primary = redis_server
+    (tmp_path / "replica").mkdir()
+    replica = RedisServer(tmp_path / "replica")
+    replica.start()
+    writer, reader = hybrid(primary, tmp_path / "l2"), hybrid(primary, tmp_path / "l2")
+    newcomer = None
+    try:
+        follow(replica.port, primary.port)
+        await call(writer, use_async, "set", "k", {"v": 1})
+        assert await call(reader, use_async, "get", "k") == {"v": 1}  # an L1 hit
+        replicated(primary.port, replica.port)
+        promote(replica.port)  # failover: the primary is cut off, not told
+        await call(writer, use_async, "set", "k", {"v": 2})  # only the old primary has them
+        await call(writer, use_async, "set", "k", {"v": 3})
+        follow(primary.port, replica.port)  # demoted: a full resync from the new primary
+        promote(primary.port)  # failback, same process, same run_id
+        assert l1_value(primary, "k") == {"v": 1}  # the old envelope is back
+
+        newcomer = hybrid(primary, tmp_path / "l2")
+        workers = {"reader": reader, "newcomer": newcomer, "writer": writer}
+        served = {name: [] for name in workers}
+        for name, worker in workers.items():
+            for _ in range(2):
+                served[name].append(await call(worker, use_async, "get", "k"))
+        assert served == {name: [{"v": 3}, {"v": 3}] for name in workers}
+        assert l1_value(primary, "k") == {"v": 3}, "replaced in L1 as well"
+        assert all(worker.l1_state == "closed" for worker in workers.values())
+    finally:
+        for store in (writer, reader, newcomer):
+            if store is not None:
+                await call(store, use_async, "close")
+        replica.kill()
+
+
+@USE_ASYNC
+async def test_split_brain_with_min_replicas_to_write_is_a_missed_write(
+    redis_server: RedisServer, tmp_path: Path, use_async: bool
+) -> None:
+    """A worker still writing through the old primary after a replica was promoted (split
+    brain) is not seen by workers on the new one, unless the old primary refuses writes
+    without a replica (``min-replicas-to-write 1``, the README's advice): then the write is
+    one L1 missed, told through L2, and the others read L2 within ``l1_check_interval``."""
+    primary = redis_server
+    (tmp_path / "replica").mkdir()
+    replica = RedisServer(tmp_path / "replica")
+    replica.start()
+    clock = Clock()
+    writer = hybrid(primary, tmp_path / "l2", clock=clock)
+    reader = hybrid(replica, tmp_path / "l2", clock=clock)
+    try:
+        follow(replica.port, primary.port)
+        primary.command("CONFIG", "SET", "min-replicas-to-write", "1")  # a replica acked: good
+        await call(writer, use_async, "set", "k", {"v": 1})
+        replicated(primary.port, replica.port)
+        promote(replica.port)
+        primary.command("CLIENT", "KILL", "TYPE", "replica")  # the old primary sees it now
+        assert await call(reader, use_async, "get", "k") == {"v": 1}  # cached on the new one
+        await call(writer, use_async, "set", "k", {"v": 2})  # refused by the old primary's L1
+        assert writer.l1_state == "open"
+        clock.advance(reader.l1_check_interval + 1)
+        assert await call(reader, use_async, "get", "k") == {"v": 2}
+    finally:
+        for store in (writer, reader):
+            await call(store, use_async, "close")
+        replica.kill()
+
+
+@USE_ASYNC
+async def test_an_acl_without_info_keeps_reads_working(
+    redis_server: RedisServer, use_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Entries are read by a script that also asks for the replication id; a user the ACL
+    denies INFO still reads them (no generation: one warning says detection is off)."""
+    redis_server.command("ACL", "SETUSER", "app", "on", "nopass", "~*", "&*", "+@all", "-info")
+    url = f"redis://app@127.0.0.1:{redis_server.port}/0"
+    store = RedisSessionStore.from_url(url, prefix=PREFIX)
+    try:
+        with caplog.at_level(logging.WARNING):
+            await call(store, use_async, "set", "k", {"v": 1}, ttl=60)
+            entry = await call(store, use_async, "get_entry", "k")
+            assert entry.value == {"v": 1}
+            assert entry.generation is None
+            assert store.generation is None
+        assert caplog.text.count("refused INFO") == 1
     finally:
         await call(store, use_async, "close")
 

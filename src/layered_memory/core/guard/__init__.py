@@ -10,19 +10,21 @@
   holds protected memory (up to `delete /`);
 - (in the view) a whole-file `write` / `upload_files` over a *writable* memory file, under
   any alias, that exists but cannot be read: what it holds would be lost unseen;
-- `execute` (a shell) cannot be checked before it runs: the protected files and folders are
-  read before the command and after it; a changed, created or deleted file is put back as it
-  was (a symlink or folder swapped in is removed first), the result is read again, and the
-  command's output tells the model what was put back and what could not be.
+- `execute` (a shell) cannot be checked before it runs: after the command, read-only memory
+  is compared with the running agent's run-start snapshot (outside a run: with a snapshot the
+  view takes just before the command); what changed, appeared or was swapped in is put back,
+  the result is read again, and the command's output tells the model what was put back and
+  what could not be.
 
-Pass the view to the agent (`create_deep_agent(backend=memory.protected_backend, ...)`): the
-parent's tools, deepagents' own `general-purpose` subagent and every custom subagent all use
-that backend, so none of them can bypass the guard. The middleware's tool hook asks the same
-`refusal()` for the parent's calls, so a run that forgot the view still protects the parent,
-and after every shell call it also compares read-only memory with what the run loaded.
+Pass the view to the agent (`create_deep_agent(backend=memory.protected_backend, ...)`) to
+refuse changes up front: the parent's tools, deepagents' own `general-purpose` subagent and
+every custom subagent all use that backend. The middleware's tool hook asks the same
+`refusal()` for the parent's calls, and after every `execute` and `task` call puts read-only
+memory back as the run started with it, so the plain backend is safe too: a subagent's change
+is undone after its call instead of refused.
 
-The places and relations are in `_guard_places`, the shell checks in `_guard_shell`, the view
-class in `_guard_view`.
+The places and relations are in `_places`, the put-back in `_shell`, the view class in
+`_view`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -48,6 +50,7 @@ from layered_memory.core.guard._places import (
 )
 from layered_memory.core.guard._view import make_view
 from layered_memory.core.layers import lexical_path
+from layered_memory.writeback.redaction import redact_text
 
 __all__ = [
     "SHELL_TOOLS",
@@ -82,6 +85,12 @@ class ProtectedPaths:
         names: File name -> owner: every file of that name is read-only (nested memory).
         discovered: Read-only files a load found (imports of read-only memory), asked at
             each check: path -> owner.
+        redacted_names: File names whose every file is writable memory (nested memory the
+            agent may edit): writes are redacted.
+        redacted_folders: Folders whose every file is writable memory (rule folders with
+            `rules_writable=True`): writes are redacted.
+        found_writable: Writable files a load found (nested files, imports of writable
+            memory, found or not), asked at each check: writes are redacted.
     """
 
     files: Mapping[str, str] = field(default_factory=dict)
@@ -89,13 +98,26 @@ class ProtectedPaths:
     redacted: frozenset[str] = frozenset()
     names: Mapping[str, str] = field(default_factory=dict)
     discovered: Callable[[], Mapping[str, str]] | None = None
+    redacted_names: frozenset[str] = frozenset()
+    redacted_folders: frozenset[str] = frozenset()
+    found_writable: Callable[[], Collection[str]] | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.folders or self.redacted or self.names or self.discovered)
+        return bool(
+            self.files
+            or self.folders
+            or self.redacted
+            or self.names
+            or self.discovered
+            or self.redacted_names
+            or self.redacted_folders
+            or self.found_writable
+        )
 
     def __or__(self, other: ProtectedPaths) -> ProtectedPaths:
         """Both sets of protections (protection is only ever added, never replaced)."""
         sources = [found for found in (self.discovered, other.discovered) if found is not None]
+        writable = [found for found in (self.found_writable, other.found_writable) if found]
         return ProtectedPaths(
             files={**other.files, **self.files},
             folders={**other.folders, **self.folders},
@@ -103,6 +125,11 @@ class ProtectedPaths:
             names={**other.names, **self.names},
             discovered=(lambda: {k: v for found in sources for k, v in found().items()})
             if sources
+            else None,
+            redacted_names=self.redacted_names | other.redacted_names,
+            redacted_folders=self.redacted_folders | other.redacted_folders,
+            found_writable=(lambda: {path for found in writable for path in found()})
+            if writable
             else None,
         )
 
@@ -258,11 +285,36 @@ def writes_memory(backend: Any, protected: ProtectedPaths, path: str) -> bool:
 
 
 def memory_file_of(backend: Any, protected: ProtectedPaths, path: str) -> str | None:
-    """The writable memory file `path` names under any alias (a symlink, a hard link, `..`),
-    as configured; None for any other path."""
-    return next(
+    """The writable memory file `path` names under any alias (a symlink, a hard link, `..`):
+    a configured one, one a load found (nested, imported: every file that reaches the prompt
+    as writable memory), or `path` itself when its name is writable nested memory's or it is
+    inside a writable rule folder; None for any other path. A found file that is also
+    read-only memory is not writable memory."""
+    configured = next(
         (file for file in sorted(protected.redacted) if is_same_file(backend, file, path)), None
     )
+    if configured is not None:
+        return configured
+    found = protected.found_writable() if protected.found_writable is not None else ()
+    if found:
+        read_only = protected.all_files()
+        for file in sorted(found):
+            if file in read_only or posixpath.basename(file) in protected.names:
+                continue
+            if is_same_file(backend, file, path):
+                return file
+    if protected.redacted_names:
+        name = posixpath.basename(lexical_path(path) or path)
+        if name in protected.redacted_names:
+            return path
+    if protected.redacted_folders:
+        target = locate(backend, path)
+        targets = {target} if target is not None else set()
+        top = None if is_host_backend(backend) else lexical_path(path)
+        for folder in sorted(protected.redacted_folders):
+            if relation(backend, targets, top, folder, deleting=False) in ("is", "inside"):
+                return path
+    return None
 
 
 def is_same_file(backend: Any, configured: str, path: str) -> bool:
@@ -275,22 +327,26 @@ def is_same_file(backend: Any, configured: str, path: str) -> bool:
 
 
 def refusal_message(operation: str, reason: str) -> str:
-    """The error text the model sees (the backend's error result, or the tool's message)."""
-    return (
+    """The error text the model sees (the backend's error result, or the tool's message).
+
+    Its paths are shown redacted (`/rules/[REDACTED:github_token].md`): the message is kept in
+    the conversation, and a path the agent chose may hold a secret.
+    """
+    return redact_text(
         f"Error: {operation} refused: {reason}, which cannot be changed by the agent. Nothing "
         "was modified. Save what you learned in a writable memory file instead, or tell the "
         "user what should change."
-    )
+    ).text
 
 
 def unreadable_message(operation: str, path: str, reason: str) -> str:
     """The error text for a whole-file write over a memory file nobody could read (the tool
     hook's refusal and the backend view's alike, so the model reads one story)."""
-    return (
+    return redact_text(
         f"Error: {operation} refused: {path} is a memory file that exists but could not be "
         f"read ({reason}), so writing it whole would destroy content nobody has seen. The "
         "file was not modified. Tell the user it needs fixing; save new notes elsewhere."
-    )
+    ).text
 
 
 def protected_paths_of(

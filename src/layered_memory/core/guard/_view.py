@@ -19,7 +19,6 @@ import asyncio
 import contextvars
 import copy
 import functools
-import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,12 +33,8 @@ from deepagents.backends.protocol import (
     execute_accepts_timeout,
 )
 
-from layered_memory.core.guard._places import (
-    MAX_FOLDER_ENTRIES,
-    backend_path,
-    clear_swapped_on_disk,
-)
-from layered_memory.core.guard._shell import Outcome, changed_paths, put_back, read_snapshot
+from layered_memory._logs import get_logger
+from layered_memory.core.guard._shell import Outcome, restore, run_start_in_context, taken_now
 from layered_memory.core.loading import (
     DownloadResult,
     adownload_texts,
@@ -50,7 +45,7 @@ from layered_memory.core.loading import (
 if TYPE_CHECKING:
     from layered_memory.core.guard import Operation, ProtectedPaths
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _BUSY: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "layered_memory_guard_busy", default=False
@@ -387,49 +382,23 @@ def _merge_uploads(
 def _guarded_run(
     view: Any, run: Callable[[], Any], output_of: Callable[[Any], ExecuteResponse]
 ) -> Any:
-    """Run a shell command (`run`) between a snapshot of read-only memory and a verified
-    put-back; `output_of` finds the `ExecuteResponse` in what `run` returns."""
+    """Run a shell command (`run`), then put read-only memory back as the running agent's
+    run-start snapshot has it (outside a run: as it was just before the command);
+    `output_of` finds the `ExecuteResponse` in what `run` returns."""
     if _BUSY.get():
         return run()  # the backend's own helper command, inside a guarded call
     own = _Own(view)
-    paths = _snapshot_paths(view, own)
-    before = read_snapshot(paths, own.download_files(paths)) if paths else {}
+    start = run_start_in_context()
+    raw = None
+    if start is None:
+        protected = view._layered_memory_protected
+        start, raw = taken_now(own, view, list(protected.all_files()), list(protected.folders))
     with _busy():
         result = run()
-    after_paths = list(dict.fromkeys([*before, *_snapshot_paths(view, own)]))
-    if not after_paths:
+    outcome = restore(own, view, start, raw=raw)
+    if not outcome:
         return result
-    changed = changed_paths(before, after_paths, own.download_files(after_paths))
-    if not changed:
-        return result
-    outcome = put_back(
-        own,
-        before,
-        changed,
-        delete=own.delete,
-        clear=lambda path: clear_swapped_on_disk(view, path),
-    )
     return _with_note(result, output_of(result), outcome)
-
-
-def _snapshot_paths(view: Any, own: _Own) -> list[str]:
-    """Every protected file: the configured files and what the protected folders hold now."""
-    protected = view._layered_memory_protected
-    paths = [where for path in protected.all_files() if (where := backend_path(view, path))]
-    for folder in protected.folders:
-        where = backend_path(view, folder)
-        if where is None:
-            continue
-        try:
-            listing = own.glob("**/*", path=where)
-        except Exception:  # a failed listing leaves that folder's new files unchecked
-            logger.warning("cannot list read-only folder %s around a shell command", folder)
-            continue
-        matches = getattr(listing, "matches", None) or []
-        paths.extend(
-            str(info["path"]) for info in matches[:MAX_FOLDER_ENTRIES] if not info.get("is_dir")
-        )
-    return list(dict.fromkeys(paths))
 
 
 def _with_note(result: Any, response: ExecuteResponse, outcome: Outcome) -> Any:

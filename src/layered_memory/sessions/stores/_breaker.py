@@ -8,14 +8,15 @@ warning per outage and a hook for the moment the tier comes back.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import Literal
 
+from layered_memory._logs import get_logger
+
 __all__ = ["CircuitBreaker"]
 
-logger = logging.getLogger("layered_memory.sessions.stores.hybrid")
+logger = get_logger("layered_memory.sessions.stores.hybrid")
 
 State = Literal["closed", "open", "half-open"]
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import logging
 import math
 import re
 import time
 from collections.abc import Callable
 from typing import Any, cast
 
+from layered_memory._logs import get_logger
 from layered_memory.errors import SessionDataError, SessionStoreError
 from layered_memory.sessions.stores._urls import driver_detail, password_hint, redact_url, scrub
 from layered_memory.writeback.redaction import redact_json, redact_text
@@ -31,7 +31,7 @@ __all__ = [
     "wall_clock",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 JsonDict = dict[str, Any]
 """A session value: a JSON-serializable dict."""

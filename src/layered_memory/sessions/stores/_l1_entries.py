@@ -1,10 +1,10 @@
 """What `HybridSessionStore` keeps in its L1, and when an L1 entry may be served.
 
 Every L1 value is an envelope stamped with the L1 *generation* it was written under (Redis:
-the server's ``run_id``) and the writer's wall-clock time::
+the server's replication id) and the writer's wall-clock time::
 
-    {"lm": {"g": "<run_id>", "t": 1700000000.123}, "value": {...}}       # a cached value
-    {"lm": {"g": "<run_id>", "t": 1700000000.123, "pending": "<nonce>"}}  # a write in progress
+    {"lm": {"g": "<replid>", "t": 1700000000.123}, "value": {...}}       # a cached value
+    {"lm": {"g": "<replid>", "t": 1700000000.123, "pending": "<nonce>"}}  # a write in progress
 
 An entry is *fresh* (served) when it was written under the current generation and after the
 last moment L1 is known to have missed a write (`trusted_after`); otherwise it is *suspect* and
@@ -88,7 +88,8 @@ def classify(stored: JsonDict, *, generation: str, trusted_after: float) -> L1Vi
 
     Args:
         stored: The value L1 returned.
-        generation: L1's current generation, read *after* the entry was fetched.
+        generation: L1's generation, read with the entry (atomically) or after it, never
+            before: a stale entry may be what a newer generation brought back.
         trusted_after: Entries stamped before this wall-clock time are suspect.
     """
     stamp = stored.get(STAMP)

@@ -56,10 +56,13 @@ class StoredSession:
     Attributes:
         value: The stored dict.
         ttl: Seconds until it expires, or None when it never does.
+        generation: The store's `GenerationalSessionStore.generation`, read atomically with
+            the value (None: the store does not say).
     """
 
     value: JsonDict
     ttl: float | None
+    generation: str | None = None
 
 
 @runtime_checkable
@@ -115,11 +118,14 @@ class ConditionalSessionStore(SessionStore, Protocol):
 class GenerationalSessionStore(Protocol):
     """A store whose server may come back with older data, and that can tell when it did.
 
-    ``generation`` names the server instance the store is connected to (Redis: the server's
-    ``run_id``, read on every new connection). It changes whenever the server restarts, is
-    restored from a snapshot or fails over to a replica, so an entry stamped with another
-    generation may be older than its source. None until the first connection, or when the
-    server does not say.
+    ``generation`` names the history of the data the store serves (Redis: the server's
+    replication id, ``master_replid``). It changes whenever that data may have lost writes it
+    acknowledged: the server restarted (possibly from an older snapshot), a replica was
+    promoted, or an old primary was demoted, resynced and promoted again (a failback; its
+    ``run_id`` stays, so the ``run_id`` is not enough). An entry stamped with another generation
+    may be older than its source. A connection survives a role change, so the store reports
+    the generation with each entry it reads (`StoredSession.generation`); the property is the
+    last one seen. None until the first connection, or when the server does not say.
     """
 
     @property

@@ -15,10 +15,13 @@ Faults, and what is guaranteed (the README's "Faults" paragraph says the same fo
   missed-writes marker (below) gets `StoreUnavailableError`, the operation fails with it
   instead of calling L2 again (a fresh L1 entry is still served).
 - **L1 never serves a value older than L2's** when L1 restarted (even from an older snapshot),
-  failed over, or missed a write while it was unreachable. Each L1 entry is stamped with the L1
-  generation it was written under (the Redis server's ``run_id``, read on every new
-  connection) and the write time; entries of another generation, or written before the last
-  write L1 is known to have missed, are checked against L2 before use and replaced atomically.
+  failed over, failed back (an old primary demoted, resynced and promoted again, its
+  ``run_id`` unchanged), or missed a write while it was unreachable. Each L1 entry is stamped
+  with the L1 generation it was written under (the Redis server's replication id, which Redis
+  renews at each of those events; L1 reports it with every entry it reads, since a connection
+  outlives a failback) and the write time; entries of another generation, or written before
+  the last write L1 is known to have missed, are checked against L2 before use and replaced
+  atomically.
   A writer puts a tombstone in L1 before writing L2, so a concurrent reader's backfill (an
   atomic add) can never overwrite its newer value, and a writer that dies between the two
   writes leaves L1 pointing readers to L2 rather than at the old value.
@@ -41,13 +44,13 @@ merges with) are L2's, atomic when L2 has them (every built-in store); L1 follow
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
+from layered_memory._logs import get_logger
 from layered_memory.errors import SessionDataError, SessionStoreError, StoreUnavailableError
 from layered_memory.sessions.stores._breaker import CircuitBreaker
 from layered_memory.sessions.stores._common import (
@@ -80,7 +83,7 @@ from layered_memory.sessions.stores.base import (
 
 __all__ = ["MARKER_KEY", "RESERVED_PREFIX", "HybridSessionStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _T = TypeVar("_T")
 
@@ -173,8 +176,14 @@ class HybridSessionStore:
             return self.l1_ttl
         return ttl if self.l1_ttl is None else min(ttl, self.l1_ttl)
 
-    def _generation(self) -> str:
-        return (self.l1.generation or "") if self._generational else ""  # type: ignore[attr-defined]
+    def _generation(self, read: StoredSession | None = None) -> str:
+        """L1's generation: the one L1 reported with ``read`` (atomically: a connection outlives
+        a failback), else the last one it reported."""
+        if not self._generational:
+            return ""
+        if read is not None and read.generation is not None:
+            return read.generation
+        return self.l1.generation or ""  # type: ignore[attr-defined]
 
     def _wrap(self, value: JsonDict) -> JsonDict:
         return wrap(value, generation=self._generation(), now=self._clock())
@@ -258,7 +267,7 @@ class HybridSessionStore:
             self._drop_corrupt(key, cached)
             cached = None
         if cached is not None:
-            view = self._trust.view(cached.value, generation=self._generation())
+            view = self._trust.view(cached.value, generation=self._generation(cached))
             if view.kind == "fresh" and view.value is not None:
                 return StoredSession(view.value, cached.ttl)
             entry = self._read_l2(key, down)
@@ -467,7 +476,7 @@ class HybridSessionStore:
             await self._al1_call(lambda: self.l1.adelete(key))
             cached = None
         if cached is not None:
-            view = self._trust.view(cached.value, generation=self._generation())
+            view = self._trust.view(cached.value, generation=self._generation(cached))
             if view.kind == "fresh" and view.value is not None:
                 return StoredSession(view.value, cached.ttl)
             entry = await self._aread_l2(key, down)

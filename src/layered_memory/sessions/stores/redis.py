@@ -6,15 +6,18 @@ on its own. The ``redis`` package is imported only when a store is built.
 Faults: every command waits at most ``socket_timeout`` (1 s by default) and is retried only
 when the connection broke (a restarted server), never after a timeout (a frozen server would
 not answer the retry either); failures raise `StoreUnavailableError` naming the URL without its
-password. Each new connection reads the server's ``run_id`` (`RedisSessionStore.generation`),
-so a server that restarted, possibly from an older snapshot, is recognised. The async methods
-keep one client per event loop, so the store works across ``asyncio.run`` calls.
+password. The server's replication id (`RedisSessionStore.generation`) is read on each new
+connection and with every `get_entry`, in the same script as the entry: it changes when the
+server restarts (possibly from an older snapshot) and when it is promoted (a failover, or a
+failback to an old primary that kept its ``run_id``), so a cache above it can tell entries
+written before. The async methods keep one client per event loop, so the store works across
+``asyncio.run`` calls.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import hashlib
 import math
 import re
 import threading
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from layered_memory._logs import get_logger
 from layered_memory.errors import SessionStoreError, StoreUnavailableError, StoreURLError
 from layered_memory.sessions.stores._common import (
     JsonDict,
@@ -43,11 +47,20 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_REDIS_PREFIX", "RedisSessionStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DEFAULT_REDIS_PREFIX = "layered_memory:session:"
 _INSTALL_HINT = "RedisSessionStore needs the redis package: pip install 'layered-memory[redis]'"
-_RUN_ID = re.compile(rb"^run_id:([0-9a-fA-F]+)\s*$", re.MULTILINE)
+_REPLID = re.compile(rb"^master_replid:([0-9a-fA-F]+)\s*$", re.MULTILINE)
+# One entry with its remaining lifetime and the server's replication id, read atomically (also
+# faster than MULTI GET PTTL EXEC through redis-py). INFO may be refused by an ACL: then no id.
+_READ_SCRIPT = """
+local info = redis.pcall('INFO', 'replication')
+local replid = false
+if type(info) == 'string' then replid = string.match(info, 'master_replid:(%x+)') or false end
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), replid}
+"""
+_READ_SHA = hashlib.sha1(_READ_SCRIPT.encode(), usedforsecurity=False).hexdigest()
 # Compare-and-set: replace (or delete, when ARGV[2] is empty) only if the value is unchanged.
 _REPLACE_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -177,11 +190,15 @@ class RedisSessionStore:
 
     @property
     def generation(self) -> str | None:
-        """The ``run_id`` of the Redis server instance last connected to (None: unknown).
+        """The replication id (``master_replid``) the server last reported (None: unknown).
 
-        It changes when the server restarts, is restored from a snapshot or fails over, which
-        lets `HybridSessionStore` distrust entries cached before. Known only for stores built
-        with `from_url` (the store reads it on each new connection).
+        Redis gives a server a new one when it restarts (from any snapshot), when a replica is
+        promoted, when a replica resyncs (it takes its primary's) and when a primary's backlog
+        is created or freed; so it changes whenever the data may have lost acknowledged writes
+        (a failback to an old primary too, whose ``run_id`` stays), which lets
+        `HybridSessionStore` distrust entries cached before. Read on each new connection (stores
+        built with `from_url`) and with every `get_entry`, which also returns it with the entry
+        (`StoredSession.generation`).
         """
         return self._generation
 
@@ -194,40 +211,43 @@ class RedisSessionStore:
     def _on_connect(self, connection: Any) -> None:
         connection.on_connect()
         try:
-            connection.send_command("INFO", "server")
+            connection.send_command("INFO", "replication")
             reply = connection.read_response()
         except self._redis.ResponseError as exc:  # INFO refused by the server's ACL
             self._generation_unavailable(exc)
             reply = None
-        self._note_generation(_run_id(reply))
+        self._note_generation(_replid(reply))
 
     async def _aon_connect(self, connection: Any) -> None:
         await connection.on_connect()
         try:
-            await connection.send_command("INFO", "server")
+            await connection.send_command("INFO", "replication")
             reply = await connection.read_response()
         except self._redis.ResponseError as exc:  # INFO refused by the server's ACL
             self._generation_unavailable(exc)
             reply = None
-        self._note_generation(_run_id(reply))
+        self._note_generation(_replid(reply))
 
     def _generation_unavailable(self, exc: Exception) -> None:
         if not self._generation_unknown_logged:
             self._generation_unknown_logged = True
             logger.warning(
-                "Redis at %s refused INFO (%s): a restart from an older snapshot cannot be "
-                "detected; grant the +info command to detect it",
+                "Redis at %s refused INFO (%s): a restart from an older snapshot or a failover "
+                "cannot be detected; grant the +info command to detect it",
                 self._where(),
                 exc,
             )
 
-    def _note_generation(self, run_id: str | None) -> None:
+    def _note_generation(self, replid: str | None) -> None:
+        if replid == self._generation:  # every read: no lock for the usual case
+            return
         with self._lock:
-            previous, self._generation = self._generation, run_id
-        if previous is not None and run_id is not None and run_id != previous:
+            previous, self._generation = self._generation, replid
+        if previous not in (None, replid) and replid is not None:
             logger.warning(
-                "Redis at %s is a new server instance (run_id changed): it restarted, was "
-                "restored from a snapshot or failed over",
+                "Redis at %s has a new replication history (replication id changed): it "
+                "restarted, was restored from a snapshot, was promoted or failed over, or its "
+                "backlog was reset; entries cached before are checked once",
                 self._where(),
             )
 
@@ -331,17 +351,17 @@ class RedisSessionStore:
         return self.prefix + check_key(key)
 
     def get_entry(self, key: str) -> StoredSession | None:
-        """Return the value and its remaining TTL, or None when missing or expired."""
+        """Return the value, its remaining TTL and the server's replication id read with it,
+        or None when missing or expired."""
         name = self._name(key)
 
-        def run() -> list[Any]:
-            pipe = self._client.pipeline(transaction=True)
-            pipe.get(name)
-            pipe.pttl(name)
-            return list(pipe.execute())
+        def run() -> Any:
+            try:
+                return self._client.evalsha(_READ_SHA, 1, name)
+            except self._redis.exceptions.NoScriptError:  # new server, or SCRIPT FLUSH
+                return self._client.eval(_READ_SCRIPT, 1, name)
 
-        raw, pttl = self._call(run, key)
-        return _entry(key, raw, pttl)
+        return self._entry(key, self._call(run, key))
 
     def get(self, key: str) -> JsonDict | None:
         """Return the value under ``key``, or None when missing or expired."""
@@ -405,14 +425,23 @@ class RedisSessionStore:
         """Async twin of `get_entry`."""
         name = self._name(key)
 
-        async def run(client: redis_async.Redis) -> list[Any]:
-            pipe = client.pipeline(transaction=True)
-            pipe.get(name)
-            pipe.pttl(name)
-            return list(await pipe.execute())
+        async def run(client: redis_async.Redis) -> Any:
+            try:
+                return await client.evalsha(_READ_SHA, 1, name)  # type: ignore[misc]
+            except self._redis.exceptions.NoScriptError:
+                return await client.eval(_READ_SCRIPT, 1, name)  # type: ignore[misc]
 
-        raw, pttl = await self._acall(run, key)
-        return _entry(key, raw, pttl)
+        return self._entry(key, await self._acall(run, key))
+
+    def _entry(self, key: str, reply: Any) -> StoredSession | None:
+        raw, pttl, replid = reply
+        generation = replid.decode("ascii") if isinstance(replid, bytes) else None
+        self._note_generation(generation)
+        # PTTL is -2 for a missing key and -1 for a key without expiry.
+        if raw is None or pttl == -2:
+            return None
+        ttl = None if pttl < 0 else pttl / 1000
+        return StoredSession(decode_value(key, raw), ttl, generation)
 
     async def aget(self, key: str) -> JsonDict | None:
         """Async twin of `get`."""
@@ -482,12 +511,12 @@ async def _close_with_loop(
         await client.aclose()
 
 
-def _run_id(reply: object) -> str | None:
+def _replid(reply: object) -> str | None:
     if isinstance(reply, str):
         reply = reply.encode()
     if not isinstance(reply, bytes):
         return None
-    match = _RUN_ID.search(reply)
+    match = _REPLID.search(reply)
     return match.group(1).decode("ascii") if match else None
 
 
@@ -500,13 +529,6 @@ def _expiry(seconds: float | None) -> tuple[int | None, int | None]:
     if seconds.is_integer():
         return int(seconds), None
     return None, math.ceil(seconds * 1000)
-
-
-def _entry(key: str, raw: bytes | None, pttl: int) -> StoredSession | None:
-    # PTTL is -2 for a missing key and -1 for a key without expiry.
-    if raw is None or pttl == -2:
-        return None
-    return StoredSession(decode_value(key, raw), None if pttl < 0 else pttl / 1000)
 
 
 def _retry(retries: int) -> Any:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from layered_memory.writeback.redaction._assignments import assignments, field_kind
+from layered_memory.writeback.redaction._credentials import credentials
 from layered_memory.writeback.redaction._normalize import scanning_view
 from layered_memory.writeback.redaction._tokens import TOKEN_DETECTORS
 from layered_memory.writeback.redaction._types import Detector, Finding
@@ -89,7 +90,7 @@ REDACTION_KINDS: Final[tuple[str, ...]] = (
 is reported under the earliest kind (``api_key=sk-proj-...`` is an `openai_api_key`)."""
 
 _PRECEDENCE: Final = {kind: index for index, kind in enumerate(REDACTION_KINDS)}
-_DETECTORS: Final[tuple[Detector, ...]] = (*TOKEN_DETECTORS, assignments)
+_DETECTORS: Final[tuple[Detector, ...]] = (*TOKEN_DETECTORS, assignments, credentials)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +245,13 @@ def _walk(value: Any, clean: Callable[[str], str], field: Callable[[str, str], s
                 # `clean` does not see it: one secret, counted once).
                 named = field(item, child) if keys is not None and isinstance(item, str) else None
                 done.append(clean(child) if named is None else named)
+            elif isinstance(child, int | float) and not isinstance(child, bool):
+                # A number under a secret-named key (`{"password": 20240917}`) is
+                # judged by its digits; any other number stays a number.
+                named = (
+                    field(item, str(child)) if keys is not None and isinstance(item, str) else None
+                )
+                done.append(child if named is None else named)
             elif _is_container(child):
                 stack.append((child, _keys(child), []))
             else:

@@ -23,7 +23,8 @@ __all__ = ["ASSIGNMENT_KINDS", "assignments", "field_kind", "is_placeholder"]
 
 _KEYWORDS: Final = (
     "password", "passwd", "passphrase", "passwort", "contrasena", "contrase\u00f1a", "pass",
-    "pwd", "pw", "secret", "token", "credentials", "credential", "key", "sig", "signature",
+    "pwd", "pw", "psk", "secret", "token", "credentials", "credential", "key", "sig",
+    "signature",
 )  # fmt: skip
 """The last word of a secret field's name; found with `str.find` on the case-folded text (a
 case-insensitive regex alternation would try every position of every text)."""
@@ -56,13 +57,16 @@ _COMPONENT: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _PASSWORD_WORDS: Final = frozenset(
     {"password", "passwd", "passphrase", "passwort", "contrasena", "contraseña"}
 )
-_WHOLE_WORDS: Final = frozenset({"pass", "pwd", "pw", "sig", "signature"})
+_WHOLE_WORDS: Final = frozenset({"pass", "pwd", "pw", "psk", "sig", "signature"})
+_PASS_COMPOUNDS: Final = ("storepass", "keypass")
+"""Java's `keytool -storepass x`, `-srckeypass x`: a `pass` that ends a longer word."""
 _KEY_QUALIFIERS: Final = frozenset(
     {
         "api", "auth", "access", "secret", "private", "priv", "client", "service", "account",
         "db", "database", "master", "signing", "sign", "encryption", "enc", "crypt", "session",
         "app", "application", "license", "subscription", "storage", "shared", "webhook", "hmac",
         "consumer", "ssh", "gpg", "pgp", "jwt", "cookie", "csrf", "admin", "root", "deploy",
+        "preshared", "psk", "wpa",
     }
 )  # fmt: skip
 _STOPWORDS: Final = frozenset(
@@ -115,9 +119,11 @@ def _family(name: str, keyword: str) -> str | None:
     if word in _PASSWORD_WORDS or word.startswith("contrase"):
         return "password"
     if word in _WHOLE_WORDS:
+        if word == "pass" and last.endswith(_PASS_COMPOUNDS):
+            return "password"
         if last != word:  # `bypass`, `compass`, `config_sig` inside a word
             return None
-        return "password" if word in {"pass", "pwd", "pw"} else "secret"
+        return "password" if word in {"pass", "pwd", "pw", "psk"} else "secret"
     if word == "key":
         qualified = last == "key" and len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS
         joined = last.endswith("key") and last[:-3] in _KEY_QUALIFIERS

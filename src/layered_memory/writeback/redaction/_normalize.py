@@ -54,8 +54,11 @@ _BREAK: Final = re.compile(r"(?<=[^\s:=,;(\[{])\\?\r?\n[ \t]*(?=\S)")
 # the password and `@host` on the next line). Only a view: the URL detector still decides
 # whether a password and a host follow. Starts with the literal `://` and is bounded: linear.
 _URL_USER_BREAK: Final = re.compile(r"://[^\s:/?#@\[\]\"'<>`]{0,128}:(?P<brk>\r?\n[ \t]*)(?=\S)")
-# `NAME=value`, `name: value`, `name = value`; not base64 padding (`...b3==`, `...==;k=v`).
-_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][\w.-]*(?:[ \t]+[=:]|:(?!//)|=(?!=|[ \t]*\Z))")
+# `NAME=value`, `name: value`, `name = value`; not base64 padding (`...b3==`, `...==;k=v`,
+# `...I="}}` closing a JSON string).
+_ASSIGNMENT: Final = re.compile(
+    r"[A-Za-z_][\w.-]*(?:[ \t]+[=:]|:(?!//)|=(?!=|[ \t]*\Z|[\"'][\s,;)\]}]*\Z))"
+)
 _WORD_LIKE: Final = re.compile(r"[a-z]+|[A-Z][a-z]+|[A-Z]+|[0-9]{1,5}")
 _LINE_WORD_LIKE: Final = re.compile(r"[a-z]+|[A-Z][a-z]+|[0-9]{1,5}")
 _FRAMING: Final = "()[]{}<>\"'*_`,.;:!?"

@@ -32,9 +32,13 @@ from layered_memory.writeback.redaction._types import Finding
 __all__ = ["TOKEN_DETECTORS", "TOKEN_KINDS"]
 
 _PEM_BEGIN: Final = re.compile(
-    r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?)-----"
+    r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?|OpenVPN Static key V[0-9])-----"
     r"|PuTTY-User-Key-File-[0-9]: "
 )
+# A key block base64-encoded as a whole (kubeconfig `client-key-data`, Kubernetes secrets,
+# environment variables): `-----BEGIN ` encodes to this at the start of the data.
+_PEM_B64: Final = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{16,}={0,2}")
+_PEM_B64_LABEL: Final = re.compile(rb"-----BEGIN [A-Za-z0-9 ]{0,40}(?:PRIVATE KEY|Static key)")
 # A key block cut short (no END line): armor headers (`Proc-Type: ...`, each may be followed by
 # one blank line) and base64 lines, up to the first line that is neither. Every repetition
 # consumes a whole line and each part of a line is bounded, so a hostile block stays linear.
@@ -67,8 +71,14 @@ _B64_RUN: Final = re.compile(r"[A-Za-z0-9/+]+(?P<padding>=*)")
 _BEARER: Final = re.compile(r"bearer[ \t]+(?P<secret>[a-z0-9._~+/-]{16,}=*)")
 _BASIC: Final = re.compile(r"basic[ \t]+(?P<secret>[a-z0-9+/]{8,}={0,2})(?![a-z0-9+/=])")
 _CURL_USER: Final = re.compile(
-    r"(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,128}:(?P<secret>[^\s\"'`]*[^\s\"'`.,;)])"
+    r"(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"'\[]{1,128}:(?P<secret>[^\s\"'`]*[^\s\"'`.,;)])"
 )
+# A registry login stored as base64 `user:password` (Docker's `config.json` `"auth"`, npm's
+# `_auth=`), on the lower-cased text; `_is_basic_credential` decodes the original.
+_AUTH_FIELD: Final = re.compile(
+    r"auth[\"']?[ \t]*[:=][ \t]*[\"']?(?P<secret>[a-z0-9+/]{12,}={0,2})(?![a-z0-9+/=])"
+)
+_NPM_AUTH_FIELD: Final = re.compile(r"_" + _AUTH_FIELD.pattern)
 _AUTHORIZATION: Final = re.compile(
     r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"(?:(?:basic|bearer|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|bot|dsn)[ \t]+)?"
@@ -105,6 +115,19 @@ def _private_keys(text: str) -> Iterator[Finding]:
         tail = _PEM_TAIL.match(text, match.end())
         if tail is not None and any(c.isalnum() for c in tail[0]):
             yield Finding(match.start(), match.end() + len(tail[0].rstrip()), "private_key")
+
+
+def _encoded_private_keys(text: str) -> Iterator[Finding]:
+    if "LS0tLS1CRUdJTi" not in text:
+        return
+    for match in _PEM_B64.finditer(text):
+        head = match[0][:88]
+        try:
+            decoded = base64.b64decode(head[: len(head) - len(head) % 4], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if _PEM_B64_LABEL.match(decoded):
+            yield Finding(match.start(), match.end(), "private_key")
 
 
 def _url_credentials(text: str) -> Iterator[Finding]:
@@ -201,10 +224,13 @@ _HEADERS: Final[tuple[tuple[str, re.Pattern[str], str, Check], ...]] = (
     ("basic", _BASIC, "basic_auth", _is_basic_credential),
     ("-u", _CURL_USER, "basic_auth", _not_a_reference),
     ("authorization", _AUTHORIZATION, "authorization_header", _credential_like),
+    ("auth", _AUTH_FIELD, "basic_auth", _is_basic_credential),
+    ("_auth", _NPM_AUTH_FIELD, "basic_auth", _is_basic_credential),
 )
 
 TOKEN_DETECTORS: Final = (
     _private_keys,
+    _encoded_private_keys,
     prefixed,
     _aws_secret_keys,
     _authorization,

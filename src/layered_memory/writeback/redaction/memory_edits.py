@@ -15,13 +15,13 @@ shows a path unredacted.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
+from layered_memory._logs import get_logger
 from layered_memory.writeback.redaction import Redaction, redact_text
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["REDACTED_ARGUMENTS", "note_redaction", "redact_memory_edit", "secret_path_refusal"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 REDACTED_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
     "write_file": ("content",),
