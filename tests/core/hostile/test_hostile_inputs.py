@@ -205,3 +205,8 @@ def test_parsers_called_directly_never_raise(outcomes: dict[str, Any]) -> None:
     ]
     assert result["huge"] == ["file longer than 1000000 characters"]
     assert not any(result[f"{name}_rule"] for name in ("deep_flow", "deep_map", "alias_bomb"))
+
+
+def test_a_hostile_graph_is_defused_and_named_back_in_linear_time(outcomes: dict[str, Any]) -> None:
+    result = outcome(outcomes, "graph_mcp_results")
+    assert result == {"defused": True, "deleted": True}
