@@ -63,7 +63,12 @@ def keys_for(run: int, n_paths: int, rng: random.Random) -> list[str]:
 
 def naive_ms(rule_set: RuleSet, keys: list[str], root: str) -> float:
     """The same work without the index: every compiled glob against every key form."""
-    regexes = [c.regex for rule in rule_set.rules for g in rule.paths for c in compile_glob(g)]
+    regexes = [
+        c.regex
+        for rule in rule_set.rules
+        for pattern in rule.patterns
+        for c in compile_glob(pattern, ignore_case=rule.ignore_case)
+    ]
     forms = [k for key in keys for k in (key, key.removeprefix(root + "/"))]
     start = time.perf_counter()
     for form in forms:

@@ -49,7 +49,12 @@ def fresh_keys(run: int, n_paths: int) -> list[str]:
 
 def naive_match_ns(rule_set: RuleSet, keys: list[str]) -> int:
     """Every compiled glob's regex against every key form: the work the index avoids."""
-    regexes = [c.regex for rule in rule_set.rules for g in rule.paths for c in compile_glob(g)]
+    regexes = [
+        c.regex
+        for rule in rule_set.rules
+        for pattern in rule.patterns
+        for c in compile_glob(pattern, ignore_case=rule.ignore_case)
+    ]
     forms = [form for key in keys for form in (key, key.removeprefix("/"))]
     start = time.perf_counter_ns()
     for form in forms:

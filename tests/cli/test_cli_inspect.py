@@ -29,7 +29,7 @@ DEMO = {
     ".claude/rules/lang/python.md": "---\nname: python-style\npaths: ['**/*.py']\n---\nUse ruff.",
     ".claude/rules/acme.mdc": "---\nglobs: '*acme*'\nalwaysApply: false\n---\nAcme bills in EUR.",
     ".claude/rules/web.md": "---\npaths: ['web/**']\n---\nTypeScript strict.",
-    ".claude/rules/deploy.md": "---\ndescription: How to deploy\nalwaysApply: false\n---\nX.",
+    ".claude/rules/deploy.mdc": "---\ndescription: How to deploy\nalwaysApply: false\n---\nX.",
     ".claude/rules/broken.md": "---\npaths: 'src/[abc'\n---\nBroken.",
     "rules/python.md": "---\nname: python-style\npaths: ['src/**/*.py']\n---\nTeam PEP 8.",
 }
@@ -121,7 +121,7 @@ def test_rules_say_which_key_matched_which_glob_and_why_others_were_skipped(
     assert "  match keys: 'src/billing/app.py', 'acme_corp'\n" in rules
     assert (
         "  applied   acme  /.claude/rules/acme.mdc\n"
-        "            key 'acme_corp' matched glob '*acme*'\n"
+        "            key 'acme_corp' matched glob '*acme*' (as '**/*acme*')\n"
     ) in rules
     assert (
         "  applied   python-style  /rules/python.md\n"
@@ -131,9 +131,10 @@ def test_rules_say_which_key_matched_which_glob_and_why_others_were_skipped(
         "  skipped   web  /.claude/rules/web.md\n            no key matched any of ['web/**']"
         in rules
     )
-    assert "  listed    deploy  /.claude/rules/deploy.md\n" in rules
+    assert "  listed    deploy  /.claude/rules/deploy.mdc\n" in rules
     assert "  replaced  python-style  /.claude/rules/lang/python.md\n" in rules
-    assert "  invalid   broken  /.claude/rules/broken.md\n" in rules
+    # its one glob is invalid: dropped, so the rule never applies (lint reports the glob)
+    assert "  skipped   broken  /.claude/rules/broken.md\n" in rules
     # an absolute path below --root is the path the agent's tools would name
     _, out, _ = run(capsys, "--root", str(demo), "--path", str(demo / "src/x/app.py"), "--json")
     hits = [d for d in json.loads(out)["rules"]["decisions"] if d["status"] == "applied"]

@@ -119,7 +119,7 @@ def test_lint_config_checks_the_middlewares_own_folders(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = write_project(folder)
-    write(folder, {".claude/rules/bad.md": "---\nalwaysApply: maybe\n---\nx"})
+    write(folder, {".claude/rules/bad.md": "---\npaths: [oops\n---\nx"})
     status, lines = lint(capsys, "--config", f"{name}:agent")
     assert status == 1
     assert lines[0].startswith("/.claude/rules/bad.md: error: ")

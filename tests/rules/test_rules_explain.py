@@ -1,95 +1,80 @@
-"""`RuleSet.explain`: for every rule file, applied or skipped, and why."""
+"""`RuleSet.explain`: for every rule file, its dialect, whether it applies, and the true reason."""
 
 from __future__ import annotations
 
 from layered_memory.rules import RuleDecision, build_rule_set, parse_rule_file
 
+FILES = [
+    ("/org/python.md", "---\npaths: ['**/*.py']\n---\nOrg python.", 0),
+    ("/team/python.md", "---\npaths: ['**/*.py', 'src/**']\n---\nTeam python.", 1),
+    ("/team/docs.md", "---\nglobs: docs/**, '*.rst'\n---\nDocs.", 1),
+    ("/team/acme.md", "---\npaths: '*acme*'\n---\nAcme.", 1),
+    ("/team/base.md", "Always.", 1),
+    ("/team/pinned.md", "---\nalwaysApply: true\n---\nPinned.", 1),
+    ("/team/deploy.md", "---\ndescription: Deploy\nalwaysApply: false\n---\nSteps.", 1),
+    ("/team/manual.md", "---\nalwaysApply: false\n---\nManual.", 1),
+    ("/team/broken.md", "---\npaths: [unclosed\n---\nBroken.", 1),
+    ("/team/ts.mdc", "---\nglobs: *.ts\n---\nTS.", 1),
+    ("/team/release.mdc", "Release.", 1),
+    ("/team/py.instructions.md", "---\napplyTo: ['**/*.py']\n---\nPY.", 1),
+    ("/team/cs.instructions.md", "---\napplyTo: '*.cs'\n---\nCS.", 1),
+    ("/.claude/rules/go.md", "---\nalwaysApply: false\n---\nGo.", 1),
+]
 
-def test_every_status_and_reason() -> None:
-    files = [
-        ("/org/python.md", "---\npaths: ['**/*.py']\n---\nOrg python.", 0),
-        ("/team/python.md", "---\npaths: ['**/*.py', 'src/**']\n---\nTeam python.", 1),
-        ("/team/docs.md", "---\nglobs: docs/**, '*.rst'\n---\nDocs.", 1),
-        ("/team/acme.md", "---\npaths: '*acme*'\n---\nAcme.", 1),
-        ("/team/base.md", "Always.", 1),
-        ("/team/pinned.md", "---\nalwaysApply: true\n---\nPinned.", 1),
-        ("/team/deploy.md", "---\ndescription: Deploy\nalwaysApply: false\n---\nSteps.", 1),
-        ("/team/manual.md", "---\nalwaysApply: false\n---\nManual.", 1),
-        ("/team/z-dup.md", "---\nname: base\n---\nDuplicate.", 1),
-        ("/team/broken.md", "---\npaths: 3\n---\nBroken.", 1),
-    ]
+
+def decisions(keys: list[str]) -> list[RuleDecision]:
     rule_set = build_rule_set(
-        [parse_rule_file(p, t, folder_index=i) for p, t, i in files], log=False
+        [parse_rule_file(p, t, folder_index=i) for p, t, i in FILES], log=False
     )
-    decisions = rule_set.explain(["README.md", "/src/app.py", "acme_corp"])
-    assert decisions == [
-        RuleDecision(
-            "acme",
-            "/team/acme.md",
-            "applied",
-            "key 'acme_corp' matched glob '*acme*'",
-            "paths",
-            "acme_corp",
-            "*acme*",
-        ),
-        RuleDecision("base", "/team/base.md", "applied", "always applies (no paths)", "always"),
-        RuleDecision(
-            "deploy",
-            "/team/deploy.md",
-            "listed",
-            "agent-requested: listed by name, description and path only",
-            "requested",
-        ),
-        RuleDecision(
-            "docs",
-            "/team/docs.md",
-            "skipped",
-            "no key matched any of ['docs/**', '*.rst']",
-            "paths",
-        ),
-        RuleDecision(
-            "manual",
-            "/team/manual.md",
-            "skipped",
-            "alwaysApply: false with no paths and no description: never injected",
-            "manual",
-        ),
-        RuleDecision(
-            "pinned", "/team/pinned.md", "applied", "always applies (alwaysApply: true)", "always"
-        ),
-        RuleDecision(
-            "python",
-            "/team/python.md",
-            "applied",
-            "key '/src/app.py' matched glob '**/*.py'",
-            "paths",
-            "/src/app.py",
-            "**/*.py",
-        ),
-        RuleDecision(
-            "python",
-            "/org/python.md",
-            "replaced",
-            "replaced by /team/python.md (same name 'python', higher folder)",
-            "paths",
-        ),
-        RuleDecision(
-            "base",
-            "/team/z-dup.md",
-            "replaced",
-            "duplicate name 'base' in the same folder: /team/base.md is used",
-            "always",
-        ),
-        RuleDecision(
-            "broken",
-            "/team/broken.md",
-            "invalid",
-            "paths must be a string or a list of strings (got int)",
-        ),
+    return rule_set.explain(keys)
+
+
+def test_every_status_dialect_and_reason() -> None:
+    found = decisions(["README.md", "/src/app.py", "acme_corp", "web/Main.ts", "/App/X.CS"])
+    assert [str(d) for d in found[:-1]] == [
+        "applied: acme (/team/acme.md) [layered-memory]: key 'acme_corp' matched glob '*acme*'",
+        "applied: base (/team/base.md) [layered-memory]: always applies: no paths",
+        "applied: cs (/team/cs.instructions.md) [VS Code Copilot]: key '/App/X.CS' matched "
+        "glob '*.cs' (as '**/*.cs'), ignoring case",
+        "listed: deploy (/team/deploy.md) [layered-memory]: alwaysApply: false, a description "
+        "and no paths: listed by name, description and path",
+        "skipped: docs (/team/docs.md) [layered-memory]: no key matched any of "
+        "['docs/**', '*.rst']",
+        "applied: go (/.claude/rules/go.md) [Claude Code]: always applies: no paths "
+        "(Claude Code loads it at session start)",
+        "skipped: manual (/team/manual.md) [layered-memory]: alwaysApply: false, no paths and no "
+        "description: injected only when a match key names it ('manual' or '@manual')",
+        "applied: pinned (/team/pinned.md) [layered-memory]: always applies: alwaysApply: true",
+        "listed: py (/team/py.instructions.md) [VS Code Copilot]: applyTo is a list, which "
+        "VS Code ignores: listed by name, description and path",
+        "applied: python (/team/python.md) [layered-memory]: key '/src/app.py' matched glob "
+        "'**/*.py'",
+        "skipped: release (/team/release.mdc) [Cursor]: no frontmatter (Cursor: Manual): "
+        "injected only when a match key names it ('release' or '@release')",
+        "applied: ts (/team/ts.mdc) [Cursor]: key 'web/Main.ts' matched glob '*.ts' (as '**/*.ts')",
+        "replaced: python (/org/python.md) [layered-memory]: replaced by /team/python.md "
+        "(same name 'python', later folder)",
     ]
-    assert str(decisions[0]) == (
-        "applied: acme (/team/acme.md): key 'acme_corp' matched glob '*acme*'"
+    assert str(found[-1]).startswith(
+        "invalid: broken (/team/broken.md) [layered-memory]: malformed YAML frontmatter: "
     )
+    acme = found[0]
+    assert (acme.status, acme.mode, acme.key, acme.glob, acme.dialect) == (
+        "applied",
+        "paths",
+        "acme_corp",
+        "*acme*",
+        "layered-memory",
+    )
+
+
+def test_a_named_rule_says_which_key_named_it() -> None:
+    found = {d.name: d for d in decisions(["@release", "deploy"])}
+    assert (
+        found["release"].reason == "key '@release' names the rule; no frontmatter (Cursor: Manual)"
+    )
+    assert (found["release"].status, found["release"].key) == ("applied", "@release")
+    assert found["deploy"].status == "applied"
 
 
 def test_explain_agrees_with_match() -> None:

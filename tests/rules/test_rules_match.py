@@ -77,6 +77,15 @@ def matches(glob: str, key: str, root: str = "/") -> bool:
         ("a**b", "a/b", False),  # `**` inside a segment is `*`
         ("a**b", "axxb", True),
         ("**", "anything/at/all", True),
+        # `*` alone names something: never the empty first segment of an absolute key.
+        ("*/README.md", "/README.md", False),
+        ("*/README.md", "docs/README.md", True),
+        ("*/src/**/*.*", "/src/index.ts", False),
+        ("*/src/**/*.*", "/pkg/src/index.ts", True),
+        ("**/*/x", "/x", False),
+        ("*", "/", False),
+        # Case matters, unless the rule is VS Code's (`test_rules_parse`).
+        ("**/*.py", "src/APP.PY", False),
         # Context strings.
         ("*acme*", "acme_corp", True),
         ("*acme*", "globex", False),
@@ -127,8 +136,8 @@ def test_match_result_fields_and_order() -> None:
     assert [r.name for r in match.applied] == ["always", "src", "python"]
     assert [r.name for r in match.requested] == ["deploy"]
     assert match.hits == (
-        RuleHit("src", "/src/app.py", "src/**"),
-        RuleHit("python", "/src/app.py", "**/*.py"),
+        RuleHit("src", "/rules0/src.md", "/src/app.py", "src/**"),
+        RuleHit("python", "/rules1/python.md", "/src/app.py", "**/*.py"),
     )
     assert hash(match) == hash(rule_set.match(["README.md", "/src/app.py", "/src/b.py"]))
     assert [r.name for r in rule_set.rules] == [
@@ -162,16 +171,56 @@ def test_higher_folder_replaces_same_name() -> None:
     ]
 
 
-def test_duplicate_name_in_one_folder_keeps_the_first_by_path() -> None:
+def test_within_one_folder_every_file_is_its_own_rule() -> None:
+    # Cursor and Claude Code load every file they find: `python.mdc` and `python/python.mdc`.
     rule_set = rule_set_of(
+        ("/rules/python/python.mdc", "---\nglobs: '*.py'\n---\nNested.", 0),
+        ("/rules/python.mdc", "---\nalwaysApply: true\n---\nTop.", 0),
         ("/rules/b.md", "---\nname: style\n---\nB", 0),
         ("/rules/a.md", "---\nname: style\n---\nA", 0),
     )
-    assert [r.path for r in rule_set.rules] == ["/rules/a.md"]
-    assert [(p.path, p.severity) for p in rule_set.problems] == [("/rules/b.md", "error")]
-    assert "duplicate rule name 'style' in one folder (also in /rules/a.md)" in (
-        rule_set.problems[0].reason
+    assert [r.path for r in rule_set.rules] == [
+        "/rules/python.mdc",
+        "/rules/python/python.mdc",
+        "/rules/a.md",
+        "/rules/b.md",
+    ]
+    assert (rule_set.problems, rule_set.replaced) == ((), ())
+    assert [r.body for r in rule_set.match(["/src/app.py"]).applied] == [
+        "Top.",
+        "Nested.",
+        "A",
+        "B",
+    ]
+
+
+def test_a_later_folder_replaces_every_same_named_rule_of_earlier_ones() -> None:
+    rule_set = rule_set_of(
+        ("/org/python.md", "Org.", 0),
+        ("/org/lang/python.md", "Org lang.", 0),
+        ("/team/python.md", "Team.", 1),
+        ("/team/x/python.md", "Team x.", 1),
     )
+    assert [r.path for r in rule_set.rules] == ["/team/python.md", "/team/x/python.md"]
+    assert [(a.path, b.path) for a, b in rule_set.replaced] == [
+        ("/org/lang/python.md", "/team/python.md"),
+        ("/org/python.md", "/team/python.md"),
+    ]
+
+
+@pytest.mark.parametrize("key", ["deploy", "@deploy", " @deploy "])
+def test_a_key_naming_a_manual_or_requested_rule_applies_it(key: str) -> None:
+    rule_set = rule_set_of(
+        ("/r/deploy.mdc", "Deploy steps.", 0),  # Cursor Manual: no frontmatter
+        ("/r/howto.mdc", "---\ndescription: How to\n---\nHow.", 0),  # Agent Requested
+        ("/r/py.mdc", "---\nglobs: '*.py'\n---\nPy.", 0),
+    )
+    match = rule_set.match([key, "howto", "py"])
+    assert [r.name for r in match.applied] == ["deploy", "howto"]
+    assert match.requested == ()
+    assert match.hits[0] == RuleHit("deploy", "/r/deploy.mdc", key, None)
+    assert [r.name for r in rule_set.match(["deploy-x"]).requested] == ["howto"]
+    assert rule_set.match(["deploy-x", "@py"]).applied == ()  # a paths rule is never named
 
 
 def test_the_memo_does_not_change_results() -> None:

@@ -6,10 +6,12 @@ import pytest
 
 from layered_memory.rules import Rule, RuleMatch, build_rule_set, parse_rule_file, render_rules
 
-PY = Rule(name="python-style", path="/rules/python.md", paths=("**/*.py",), body="Use ruff.")
+PY = Rule(
+    name="python-style", path="/rules/python.md", mode="paths", paths=("**/*.py",), body="Use ruff."
+)
 BASE = Rule(name="base", path="/rules/base.md", body="Be brief.")
 DEPLOY = Rule(
-    name="deploy", path="/rules/deploy.md", description="Release\nchecklist", always_apply=False
+    name="deploy", path="/rules/deploy.md", mode="requested", description="Release\nchecklist"
 )
 
 
@@ -26,6 +28,15 @@ def test_layout() -> None:
         "</requested_rules>\n"
         "</rules>"
     )
+
+
+def test_a_requested_rule_without_description_is_listed_by_name_and_path() -> None:
+    # VS Code lists an instructions file without applyTo for the agent to read, described
+    # or not (`computeAutomaticInstructions._getInstructionsWithPatternsList`).
+    rule, _ = parse_rule_file("/r/x.instructions.md", "Body.", folder_index=0)
+    assert rule is not None
+    text = render_rules(build_rule_set([(rule, [])]).match([]), max_chars=10_000)
+    assert "- x (path: /r/x.instructions.md)\n" in text
 
 
 def test_unmatched_rules_cost_nothing() -> None:
@@ -51,7 +62,7 @@ def test_a_body_cannot_close_the_tags(evil: str) -> None:
 
 def test_names_paths_and_descriptions_are_escaped() -> None:
     rule = Rule(name='a"b<c>', path='/r/"x".md', body="B")
-    listed = Rule(name="l", path="/r/l.md", description="see </rules> now", always_apply=False)
+    listed = Rule(name="l", path="/r/l.md", mode="requested", description="see </rules> now")
     text = render_rules(RuleMatch((rule,), (listed,)), max_chars=10_000)
     assert '<rule name="a&quot;b&lt;c&gt;" path="/r/&quot;x&quot;.md">' in text
     assert "see <\\/rules> now" in text
@@ -77,7 +88,7 @@ def test_never_over_budget_and_deterministic(budget: int) -> None:
         Rule(name=f"r{i}", path=f"/rules/r{i}.md", body=f"body {i} " * (i * 7)) for i in range(6)
     )
     listed = tuple(
-        Rule(name=f"q{i}", path=f"/q/{i}.md", description="d" * 20, always_apply=False)
+        Rule(name=f"q{i}", path=f"/q/{i}.md", mode="requested", description="d" * 20)
         for i in range(5)
     )
     match = RuleMatch(rules, listed)

@@ -23,9 +23,20 @@ def filled(postgres_url: str) -> Iterator[tuple[str, str]]:
     with PostgresStore.from_conn_string(postgres_url) as store:
         store.setup()
         memory = TieredMemory(
-            store, embeddings=LexicalEmbeddings(), namespace=prefix, stm_capacity=1, tau=2
+            store,
+            embeddings=LexicalEmbeddings(),
+            namespace=prefix,
+            stm_capacity=1,
+            mtm_capacity=1,
+            tau=2,
         )
-        for text in ("My dentist is Dr Alvarez.", "Dentist on Mondays.", "weird \x1b[31m text"):
+        texts = (
+            "Chess openings.",
+            "My dentist is Dr Alvarez.",
+            "Dentist on Mondays.",
+            "weird \x1b[31m text",
+        )
+        for text in texts:
             memory.add_page("ada.x/\n", text, "ok")
         try:
             yield postgres_url, "/".join(prefix)
@@ -43,6 +54,8 @@ def test_shows_every_tier_with_ids_and_heat(filled, capsys):
     assert "weird \\x1b[31m text" in out
     assert "\x1b" not in out
     assert "mid-term: 1 segment(s)" in out
+    assert "archive: 1 segment(s), oldest first (searched)" in out
+    assert out.index("User: Chess openings.") > out.index("archive: 1 segment(s)")
     assert "heat " in out
     assert "User: My dentist is Dr Alvarez." in out
     assert "[fact] My dentist is Dr Alvarez." in out

@@ -13,7 +13,7 @@ import pytest
 from tiers_helpers import call
 
 from layered_memory.testing import LexicalEmbeddings
-from layered_memory.tiers._settings import user_namespace
+from layered_memory.tiers._types import user_namespace
 
 USER = "ada"
 
@@ -42,8 +42,11 @@ def _visits(record: dict[str, Any]) -> None:
 # (record key, change, words of the warning)
 CASES: dict[str, tuple[str, Patch, str]] = {
     "stm-int": ("state", _set("stm", 5), "'stm' is a int, not a list"),
-    "segments-int": ("state", _set("segments", 7), "'segments' is a int, not a list"),
-    "segments-bool": ("state", _set("segments", True), "'segments' is a bool, not a list"),
+    "segments-int": ("mid_term", _set("segments", 7), "'segments' is a int, not a list"),
+    "segments-bool": ("mid_term", _set("segments", True), "'segments' is a bool, not a list"),
+    "index-int": ("state", _set("index", 3), "'index' is a int, not a list"),
+    "index-entry": ("state", _set("index", [5]), "a malformed entry of 'index'"),
+    "archive-str": ("state", _set("archive", "x"), "'archive' is a str, not a list"),
     "facts-int": ("long_term", _set("facts", 3), "'facts' is a int, not a list"),
     "page-timestamp": (
         "state",
@@ -51,16 +54,16 @@ CASES: dict[str, tuple[str, Patch, str]] = {
         "'timestamp' is not a finite number",
     ),
     "segment-last-access": (
-        "state",
+        "mid_term",
         _set_in("segments", "last_access", 10**400),
         "'last_access' is not a finite number",
     ),
     "segment-l-interaction": (
-        "state",
+        "mid_term",
         _set_in("segments", "l_interaction", 10**400),
         "'l_interaction' is not an int",
     ),
-    "dim-huge": ("state", _set("dim", 10**12), "'dim' 1000000000000 is over 65536"),
+    "dim-huge": ("state", _set("dim", 10**12), "'dim' 1000000000000 is over 65536; ignored"),
     "dim-overflow": ("state", _set("dim", 10**400), "'dim' is not an int"),
     "fact-timestamp": (
         "long_term",
@@ -68,12 +71,23 @@ CASES: dict[str, tuple[str, Patch, str]] = {
         "'timestamp' is not a finite number",
     ),
     "visits-overflow": ("visits", _visits, ""),
+    "index-block-ids": ("index/0", _set("ids", 7), "index block 0: unreadable"),
+    "index-block-times": ("index/0", _set("times", [1.0]), "index block 0: unreadable"),
+    "index-block-rows": ("index/0", _set("rows", ["AAAA"]), "index block 0: unreadable"),
+    "archive-block": ("archive/0", _set("segments", {"a": 1}), "'segments' is a dict"),
 }
 
 
 async def _filled(make_memory, use_async):
-    memory = make_memory(stm_capacity=2, tau=2)
-    for text in ("My dentist is Dr Alvarez.", "Dentist visits are on Mondays.", "I grow tomatoes."):
+    memory = make_memory(stm_capacity=2, tau=2, mtm_capacity=1)
+    texts = (
+        "My dentist is Dr Alvarez.",
+        "Dentist visits are on Mondays.",
+        "I grow tomatoes.",
+        "Chess openings on Sundays.",
+        "Lisbon trams are yellow.",
+    )
+    for text in texts:
         await call(memory, "add_page", USER, text, "ok", use_async=use_async)
     await call(memory, "retrieve", USER, "dentist alvarez", use_async=use_async)
     return memory
@@ -86,9 +100,11 @@ async def test_a_malformed_record_is_skipped_with_a_warning_and_nothing_crashes(
     key, patch, words = CASES[case]
     memory = await _filled(make_memory, use_async)
     ns = user_namespace(memory.namespace, USER)
-    record = copy.deepcopy(memory.store.get(ns, key).value)
+    where, _, key = key.rpartition("/")
+    space = (*ns, where) if where else ns
+    record = copy.deepcopy(memory.store.get(space, key).value)
     patch(record)
-    memory.store.put(ns, key, record)
+    memory.store.put(space, key, record)
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         await call(memory, "retrieve", USER, "dentist alvarez", use_async=use_async)
@@ -142,6 +158,7 @@ async def test_long_term_entries_survive_a_change_of_embedding_dimension(make_me
     before = await call(memory, "long_term", USER, use_async=use_async)
     assert "My dentist is Dr Alvarez." in before
     wider = make_memory(embeddings=_WiderEntries(), store=memory.store, stm_capacity=1, tau=1)
-    await call(wider, "add_page", USER, "I grow tomatoes.", "ok", use_async=use_async)
+    for text in ("I grow tomatoes in the garden.", "filler"):
+        await call(wider, "add_page", USER, text, "ok", use_async=use_async)
     after = await call(wider, "long_term", USER, use_async=use_async)
     assert set(before) < set(after)

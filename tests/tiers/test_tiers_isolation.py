@@ -7,7 +7,7 @@ from langgraph.store.memory import InMemoryStore
 from tiers_helpers import call
 
 from layered_memory.errors import TierItemError, TierUserIdError
-from layered_memory.tiers._settings import user_namespace
+from layered_memory.tiers._types import user_namespace
 
 HOSTILE = [
     "ada",
@@ -74,7 +74,13 @@ def test_store_listing_by_prefix_does_not_mix_users(make_memory):
     ada = user_namespace(memory.namespace, "ada")
     listed = store.list_namespaces(prefix=ada)
     assert all(ns[: len(ada)] == ada for ns in listed)
-    assert len(store.search(ada, limit=100)) == 3  # state, the moved page, its vectors; no ada.x
+    # state, mid_term, the moved page, its index block; nothing of ada.x
+    assert sorted(item.key for item in store.search(ada, limit=100)) == [
+        "0",
+        "mid_term",
+        "p1",
+        "state",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -101,7 +107,7 @@ async def test_forget_hides_restore_shows_purge_deletes(make_memory, use_async):
     assert found.pages == ()
     await call(memory, "restore", "ada", page_id, use_async=use_async)
     found = await call(memory, "retrieve", "ada", "dentist alvarez", use_async=use_async)
-    assert [s.page.id for s in found.pages] == [page_id]
+    assert found.pages[0].page.id == page_id
 
     fact = next(
         f
@@ -140,20 +146,36 @@ def test_forget_of_an_unknown_id_is_a_clear_error(make_memory, item_id):
     assert excinfo.value.item_id == item_id
 
 
-def test_a_corrupt_state_record_is_a_logged_skip(make_memory, caplog):
+def test_corrupt_records_are_a_logged_skip(make_memory, caplog):
     memory = make_memory(stm_capacity=1)
     memory.add_page("ada", "lisbon flat", "ok")
     memory.add_page("ada", "filler", "ok")
     ns = user_namespace(memory.namespace, "ada")
     value = dict(memory.store.get(ns, "state").value)
-    value["vectors"] = "not base64!"
     value["stm"] = [{"no": "id"}, *value["stm"]]
     memory.store.put(ns, "state", value)
+    mid = dict(memory.store.get(ns, "mid_term").value)
+    mid["rows"] = ["not base64!"] * len(mid["rows"])
+    memory.store.put(ns, "mid_term", mid)
     found = memory.retrieve("ada", "lisbon flat")
     assert [p.query for p in found.short_term] == ["filler"]
+    assert [s.page.query for s in found.pages] == ["lisbon flat"]  # the index is intact
     assert "skipped a malformed short-term page" in caplog.text
+    memory.segments("ada")
     assert "segment vectors unreadable" in caplog.text
     memory.add_page("ada", "more", "ok")  # and the memory keeps working
+    block = dict(memory.store.get((*ns, "index"), "0").value)
+    block["rows"] = ["not base64!"] * len(block["rows"])
+    # The in-process index trusts revisions: a writer draws a new one (and says what it grew
+    # from, when it only appended).
+    block["rev"], block["grown_from"] = "edited by hand", None
+    memory.store.put((*ns, "index"), "0", block)
+    caplog.clear()
+    found = memory.retrieve("ada", "lisbon flat")
+    assert found.pages == ()
+    assert "index block 0: unreadable; its pages are not searched" in caplog.text
+    memory.add_page("ada", "even more", "ok")
+    assert [p.query for p in memory.short_term("ada")] == ["even more"]
 
 
 def test_huge_texts_are_capped_with_a_marker(make_memory, caplog):

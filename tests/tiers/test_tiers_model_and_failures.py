@@ -132,3 +132,24 @@ def test_memory_writer_is_checked(make_memory):
     with pytest.raises(TypeError, match="memory_writer"):
         make_memory(memory_writer="/MEMORY.md")
     make_memory(memory_writer=MemoryWriter(StateBackend(), "/MEMORY.md"))
+
+
+async def test_a_model_summary_makes_a_page_findable_by_what_it_means(make_memory, use_async):
+    # "She moved there in spring" names neither the sister nor Porto; the model's summary of
+    # the exchange does, and its words are searched with the page.
+    model = ScriptedChatModel(
+        script=[_summary(["sister", "porto"], "The user's sister moved to Porto.")],
+        default=_summary(["misc"], "Small talk."),
+    )
+    found = []
+    for with_model in (False, True):
+        memory = make_memory(model=model if with_model else None, stm_capacity=1, tau=100)
+        await call(
+            memory, "add_page", USER, "She moved there in spring.", "Nice!", use_async=use_async
+        )
+        await call(memory, "add_page", USER, "filler", "ok", use_async=use_async)
+        retrieval = await call(
+            memory, "retrieve", USER, "where does my sister live", use_async=use_async
+        )
+        found.append([hit.page.query for hit in retrieval.pages])
+    assert found == [[], ["She moved there in spring."]]

@@ -19,7 +19,7 @@ from psycopg.conninfo import make_conninfo
 from layered_memory.errors import TierUserIdError
 from layered_memory.testing import LexicalEmbeddings, ScriptedChatModel
 from layered_memory.tiers import TieredMemory
-from layered_memory.tiers._settings import user_namespace
+from layered_memory.tiers._types import user_namespace
 
 HANG_GUARD_SECONDS = 300  # only stops a hung subprocess; nothing is timed
 
@@ -128,8 +128,8 @@ async def test_nul_and_lone_surrogates_never_lose_a_page(conninfo: str, caplog) 
         ]
         assert dict(segment.pages[1].meta) == {"t\ufffd": "a\ufffd"}
         assert [p.query for p in await memory.ashort_term("ada")] == ["a pair 😀 split"]
-        found = await memory.aretrieve("ada", "pasted log line")
-        assert [s.page.id for s in found.pages] == [first.id]
+        found = await memory.aretrieve("ada", "pasted log line with a NUL")
+        assert found.pages[0].page.id == first.id
     assert "1 NUL or lone surrogate character(s) in the query replaced by U+FFFD" in caplog.text
 
 

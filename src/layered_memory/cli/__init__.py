@@ -151,7 +151,8 @@ line (PATH: error|warning: REASON), then a summary. The pre-commit hook
 --json prints {"version": 1, "source", "files": [{"path", "kind" ("rule" or
 "memory"), "valid"}], "problems": [{"path", "severity", "reason"}], "counts":
 {"errors", "warnings"}, "explain": [{"name", "path", "status", "mode",
-"reason", "key", "glob"}]}.
+"dialect" ("cursor", "copilot", "claude" or "layered-memory": the tool whose
+semantics the file was read with), "reason", "key", "glob"}]}.
 
 Exit status: 0 when nothing is invalid (warnings allowed), 1 when a file has an
 error, 2 on a usage error (a PATH that is missing, a FIFO or another special
@@ -182,7 +183,8 @@ def _add_lint(subparsers: Subparsers) -> None:
         action="append",
         default=[],
         metavar="KEY",
-        help="also say which rules apply for this match key (a path or context string); repeatable",
+        help="also say which rules apply for this match key (a path or context string), the "
+        "dialect each file was read in and why; repeatable",
     )
     parser.add_argument(
         "--root",

@@ -22,7 +22,7 @@ from layered_memory.core._imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
 from layered_memory.core._unrestored import LEFT_OUT_START
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
 from layered_memory.core.render import MemoryExtras
-from layered_memory.rules._set import RuleSet
+from layered_memory.rules import RuleSet
 from layered_memory.sessions.stores._urls import scrub
 
 Severity = Literal["error", "warning", "info"]
@@ -36,8 +36,8 @@ CHECKS: dict[str, str] = {
     "layer-absent": "a writable layer's file does not exist yet; the agent creates it (note)",
     "layer-empty": "a layer file holding only comments or blank lines: nothing is shown",
     "rules-folder": "a rule folder that is missing or is a file",
-    "rule-invalid": "a rule file skipped for errors",
-    "rule-warning": "a rule file used with a warning (unknown field, a never-injected rule)",
+    "rule-invalid": "a rule file with an error: skipped, or an invalid glob dropped",
+    "rule-warning": "a rule file used with a warning (a field its tool ignores, a Manual rule)",
     "rule-never-applies": "a rule glob no match key can ever match ('./src/**', a disk path)",
     "rule-matches-no-file": "a paths rule that none of the project's files matches",
     "budget-omits": "a layer file left out of the block by the budget",
@@ -226,14 +226,16 @@ def file_match_findings(
     if rule_set is None:
         return [], []
     match = rule_set.match(files.keys, root=rule_root)
-    first_key = {hit.name: hit.key for hit in match.hits}
+    first_key = {hit.path: hit.key for hit in match.hits}
     dead = {
         dead.rule.path for dead in dead_globs(rule_set.rules, disk_root=disk_root) if dead.all_dead
     }
     findings = []
     for rule in rule_set.rules:
-        if rule.mode != "paths" or rule.name in first_key or rule.path in dead:
+        if rule.mode != "paths" or rule.path in first_key or rule.path in dead:
             continue
+        if not rule.paths:
+            continue  # every glob was invalid: `rule-invalid` says so
         if context_keys and not _path_only(rule.paths):
             continue
         if not files.complete:

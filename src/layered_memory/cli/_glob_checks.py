@@ -1,7 +1,7 @@
 """Rule globs that can never match what the middleware matches them against.
 
 What is decidable, and what is checked here: match keys are normalized before matching
-(`rules._set._key_forms`: `posixpath.normpath` for any key with a `/`, Unicode NFC, an
+(`RuleSet.match`: `posixpath.normpath` for any key with a `/`, Unicode NFC, an
 absolute key also tried relative to the root), so
 
 - a glob with a `.` segment between slashes (`./src/**`, `src/./*.py`) needs a key that
@@ -22,9 +22,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from layered_memory.errors import GlobError
-from layered_memory.rules._parse import cached_compile_glob
-from layered_memory.rules._types import Rule
+from layered_memory.rules import GlobError, Rule, compile_glob
 
 _SLASHES = re.compile(r"/{2,}")
 
@@ -59,7 +57,7 @@ def dead_glob_reason(glob: str, *, disk_root: str | None = None) -> str | None:
         disk_root: The disk folder of a virtual-path backend, if the rule is used with one.
     """
     try:
-        parts = cached_compile_glob(glob)
+        parts = compile_glob(glob)
     except GlobError:
         return None  # reported as invalid by the parser
     if parts and all(_has_dot_segment(part.pattern) for part in parts):

@@ -17,7 +17,7 @@ from layered_memory.core._imports import TOO_DEEP_REASON
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.layers import Layer
 from layered_memory.core.render import PieceReport, RenderedMemory
-from layered_memory.rules._types import RuleDecision
+from layered_memory.rules import RuleDecision
 
 Shown = Literal["full", "truncated", "lines-capped", "omitted", "empty", "absent"]
 FileStatus = Literal["loaded", "missing", "skipped"]

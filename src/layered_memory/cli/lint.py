@@ -29,10 +29,16 @@ from layered_memory.core._disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_texts
 from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget
-from layered_memory.rules._listing import list_rule_files, parse_loaded
-from layered_memory.rules._parse import is_rule_file
-from layered_memory.rules._set import RuleSet, build_rule_set
-from layered_memory.rules._types import RuleDecision, RuleProblem
+from layered_memory.rules import (
+    DIALECT_NAMES,
+    RuleDecision,
+    RuleProblem,
+    RuleSet,
+    build_rule_set,
+    is_rule_file,
+    list_rule_files,
+    parse_loaded,
+)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -388,6 +394,7 @@ def result_data(result: LintResult) -> dict[str, Any]:
                 "path": d.path,
                 "status": d.status,
                 "mode": d.mode,
+                "dialect": d.dialect,
                 "reason": d.reason,
                 "key": d.key,
                 "glob": d.glob,
@@ -409,7 +416,8 @@ def print_result(result: LintResult, *, as_json: bool) -> None:
     print(summary(result))
     for decision in result.decisions:
         name, reason = printable(decision.name), printable(decision.reason)
-        print(f"{decision.status}: {name} ({_display(decision.path)}): {reason}")
+        read_as = DIALECT_NAMES[decision.dialect or "layered-memory"]
+        print(f"{decision.status}: {name} ({_display(decision.path)}) [{read_as}]: {reason}")
 
 
 def run_lint(args: Any) -> int:

@@ -1,9 +1,13 @@
-"""Rule files: Markdown with YAML frontmatter, injected when what the agent works on matches.
+"""Rule files, each read as the tool it was written for, injected when the agent's work matches.
 
-A rule file is any `*.md` (Claude Code), `*.mdc` (Cursor) or `*.instructions.md` (Copilot)
-below a rule folder. Its frontmatter may set `name` (default: the file stem), `description`,
-`paths` (globs; `globs:` and `applyTo:` are aliases, as a list or a comma-separated string)
-and `alwaysApply`. See `Rule.mode` for how these combine.
+A rule file is any `*.md` or `*.mdc` below a rule folder. Its type and place pick the dialect
+it is read in (`dialect_of`): `.mdc` is Cursor's (Always / Auto Attached by `globs` / Agent
+Requested by `description` / Manual), `*.instructions.md` is VS Code Copilot's (`applyTo`, a
+string of comma-separated globs, relative ones at any depth, ignoring case), another `.md`
+below `.claude/rules/` is Claude Code's (`paths`; none loads it always), any other `.md` is this
+package's own dialect (`paths`, `globs` or `applyTo`, `alwaysApply`, `description`). `name`
+(default: the file stem) is read in all: a later folder's rule replaces an earlier folder's
+rules of the same name.
 
 How the middleware (and `load_rule_set`, and `layered-memory lint`) read rules, each step a
 pure function except the two backend calls:
@@ -16,51 +20,48 @@ pure function except the two backend calls:
 
 `download_texts` (`layered_memory.core.loading`) is the one decoder of every memory and rule
 file; `load_rule_set(backend, folders)` does the first three lines; `rule_set.explain(keys)`
-says for every rule file whether it applies and why.
+says for every rule file which dialect it was read in, whether it applies, and why.
 """
 
 from __future__ import annotations
 
-from layered_memory.rules._glob import GlobError, compile_glob, split_glob_list
-from layered_memory.rules._listing import (
-    LISTING_PATTERN,
-    PARTIAL_LISTING,
-    alist_rule_files,
-    aload_rule_set,
-    list_rule_files,
-    load_rule_set,
-    parse_loaded,
-)
+from layered_memory.errors import GlobError
+from layered_memory.rules._glob import compile_glob
 from layered_memory.rules._parse import (
-    GLOB_FIELDS,
-    KNOWN_FIELDS,
+    DIALECT_NAMES,
     MAX_FRONTMATTER_CHARS,
     MAX_RULE_FILE_CHARS,
-    default_rule_name,
+    Dialect,
+    Rule,
+    RuleMode,
+    RuleProblem,
+    dialect_of,
     is_rule_file,
     parse_rule_file,
 )
-from layered_memory.rules._render import neutralize, render_rules
-from layered_memory.rules._set import RuleSet, build_rule_set
-from layered_memory.rules._types import (
+from layered_memory.rules._set import (
+    PARTIAL_LISTING,
     DecisionStatus,
-    Rule,
     RuleDecision,
     RuleHit,
     RuleMatch,
-    RuleMode,
-    RuleProblem,
-    Severity,
+    RuleSet,
+    alist_rule_files,
+    aload_rule_set,
+    build_rule_set,
+    list_rule_files,
+    load_rule_set,
+    parse_loaded,
+    render_rules,
 )
 
 __all__ = [
-    "GLOB_FIELDS",
-    "KNOWN_FIELDS",
-    "LISTING_PATTERN",
+    "DIALECT_NAMES",
     "MAX_FRONTMATTER_CHARS",
     "MAX_RULE_FILE_CHARS",
     "PARTIAL_LISTING",
     "DecisionStatus",
+    "Dialect",
     "GlobError",
     "Rule",
     "RuleDecision",
@@ -69,18 +70,15 @@ __all__ = [
     "RuleMode",
     "RuleProblem",
     "RuleSet",
-    "Severity",
     "alist_rule_files",
     "aload_rule_set",
     "build_rule_set",
     "compile_glob",
-    "default_rule_name",
+    "dialect_of",
     "is_rule_file",
     "list_rule_files",
     "load_rule_set",
-    "neutralize",
     "parse_loaded",
     "parse_rule_file",
     "render_rules",
-    "split_glob_list",
 ]

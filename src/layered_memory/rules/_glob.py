@@ -2,7 +2,9 @@
 
 Semantics (documented in the README's "Rule files" section):
 
-- `*` matches any run of characters except `/`; `?` one character except `/`.
+- `*` matches any run of characters except `/`; `?` one character except `/`. A segment that is
+  only `*` matches a non-empty name, so `*/README.md` never matches `/README.md` (whose first
+  segment is empty), as in wcmatch.
 - `**` as a whole path segment matches zero or more folders (`a/**/b`, `**/*.py`, `src/**`);
   `**` inside a segment (`a**b`) behaves as `*`.
 - `[abc]`, `[a-z]`, `[!abc]` / `[^abc]`, `[[:alpha:]]` (POSIX names) match one character
@@ -12,7 +14,8 @@ Semantics (documented in the README's "Rule files" section):
 - `\\x` matches `x` literally. A trailing `/` means "everything below" (`docs/` == `docs/**`).
 - A pattern matches the whole key, never a substring: `*acme*` matches `acme_corp`, and
   `*.py` matches `app.py` but not `src/app.py` (write `**/*.py`).
-- Case-sensitive, and dot files are ordinary files (`**/*.yml` matches `.github/ci.yml`).
+- Case-sensitive (`ignore_case=True`, for VS Code's `applyTo`, folds ASCII letters only), and
+  dot files are ordinary files (`**/*.yml` matches `.github/ci.yml`).
 - Patterns and keys are compared in Unicode NFC, so a decomposed `é` from macOS matches.
 
 This is wcmatch's `GLOBSTAR | BRACE | DOTGLOB` dialect, the one deepagents' `glob` tool and its
@@ -41,10 +44,13 @@ backtracking ones).
 Python's regex engine costs about a microsecond per call, so testing every glob against every
 key is far too slow for a thousand rules; `GlobIndex` buckets globs by their literal prefix,
 literal suffix or required substring so each key is only tested against a few candidates.
+Buckets are keyed by ASCII-folded text, so one index serves case-sensitive and case-insensitive
+globs alike (a bucket only has to hold a superset of the true matches).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -64,6 +70,7 @@ __all__ = [
     "GlobIndex",
     "compile_glob",
     "expand_braces",
+    "fold",
     "nfc",
     "split_glob_list",
 ]
@@ -88,6 +95,18 @@ _POSIX_CLASS = re.compile(
 _STAR = object()
 """A `*` run inside a segment, among the fixed-width atoms of `_segment_atoms`."""
 
+_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def fold(text: str) -> str:
+    """`text` with ASCII letters lowercased, nothing else changed (same length, char by char).
+
+    VS Code folds case with JavaScript's `i` flag; ASCII folding agrees with it on every path a
+    project is likely to hold, and keeps the index's buckets exact (`str.lower` can change a
+    string's length, `re.IGNORECASE` folds `\u017f` into `s`).
+    """
+    return text.lower() if text.isascii() else text.translate(_ASCII_FOLD)
+
 
 class _Atom:
     """One character position of a segment: its regex, and its literal text ('' if none)."""
@@ -107,9 +126,9 @@ class CompiledGlob:
         pattern: The brace-expanded pattern.
         regex: Full-match regex of the pattern; never backtracks (see the module docstring).
         crosses: Whether the pattern can match a key containing `/`.
-        prefix: Literal text every match starts with ('' if none).
-        suffix: Literal text every match ends with ('' if none).
-        required: The longest literal run every match contains ('' if none).
+        prefix: Literal text every match starts with, ASCII-folded ('' if none).
+        suffix: Literal text every match ends with, ASCII-folded ('' if none).
+        required: The longest literal run every match contains, ASCII-folded ('' if none).
     """
 
     pattern: str
@@ -290,10 +309,15 @@ def _segment_regex(segment: str, runs: list[str]) -> str:
     """Regex of one segment, bounded to it; its literal runs appended to `runs` ('' = gap).
 
     `a*b*c*d` becomes `a(?>[^/]*?b)(?>[^/]*?c)[^/]*d`: each middle piece is the first
-    occurrence (atomic, never revisited), only the last piece searches back from the end.
+    occurrence (atomic, never revisited), only the last piece searches back from the end. A
+    segment of stars alone names something, so it needs one character: `[^/]+`.
     """
+    atoms = _segment_atoms(segment)
+    if atoms == [_STAR]:
+        runs.append("")
+        return "[^/]+"
     chunks: list[list[_Atom]] = [[]]
-    for atom in _segment_atoms(segment):
+    for atom in atoms:
         if isinstance(atom, _Atom):
             chunks[-1].append(atom)
         else:
@@ -319,7 +343,7 @@ def _segment_regex(segment: str, runs: list[str]) -> str:
     return f"{texts[0]}{middle}[^/]*{texts[-1]}"
 
 
-def _compile_one(pattern: str) -> CompiledGlob:
+def _compile_one(pattern: str, ignore_case: bool) -> CompiledGlob:
     """Compile one brace-free pattern into a regex that never backtracks across choices.
 
     Folders between two `**` are placed at their first (leftmost) fit, in an atomic group; the
@@ -353,8 +377,9 @@ def _compile_one(pattern: str) -> CompiledGlob:
             merged[-1] += run
         else:
             merged.append(run)
+    flags = re.DOTALL | (re.IGNORECASE | re.ASCII if ignore_case else 0)
     try:
-        compiled = re.compile(regex, re.DOTALL)
+        compiled = re.compile(regex, flags)
     except re.error as exc:
         msg = f"cannot be compiled ({exc.msg})"
         raise GlobError(msg) from exc
@@ -362,9 +387,9 @@ def _compile_one(pattern: str) -> CompiledGlob:
         pattern=pattern,
         regex=compiled,
         crosses=len(segments) > 1 or "**" in segments,
-        prefix=merged[0] if merged else "",
-        suffix=merged[-1] if merged else "",
-        required=max(merged, key=len, default=""),
+        prefix=fold(merged[0]) if merged else "",
+        suffix=fold(merged[-1]) if merged else "",
+        required=fold(max(merged, key=len, default="")),
     )
 
 
@@ -383,8 +408,14 @@ def _assemble(groups: list[list[str]]) -> str:
     return head + middle + tail
 
 
-def compile_glob(pattern: str) -> tuple[CompiledGlob, ...]:
-    """Validate and compile one glob as written in a rule file (braces allowed).
+@functools.lru_cache(maxsize=4096)
+def compile_glob(pattern: str, *, ignore_case: bool = False) -> tuple[CompiledGlob, ...]:
+    """Validate and compile one glob (braces allowed), remembered: a rule set is rebuilt when
+    one rule file changes, and every other glob is compiled already.
+
+    Args:
+        pattern: The glob.
+        ignore_case: Fold ASCII letters (VS Code's `applyTo` matching).
 
     Raises:
         GlobError: If the pattern is empty, too long, negated, unbalanced or otherwise invalid.
@@ -402,7 +433,7 @@ def compile_glob(pattern: str) -> tuple[CompiledGlob, ...]:
         msg = "leading or trailing whitespace"
         raise GlobError(msg, pattern=pattern)
     try:
-        return tuple(_compile_one(part) for part in expand_braces(nfc(pattern)))
+        return tuple(_compile_one(part, ignore_case) for part in expand_braces(nfc(pattern)))
     except GlobError as exc:
         exc.pattern = pattern
         raise
@@ -459,21 +490,23 @@ class GlobIndex:
     def matches(self, key: str) -> set[int]:
         """Positions of the globs that match `key` (in NFC) entirely."""
         side = 1 if "/" in key else 0
+        folded = key.lower() if key.isascii() else key.translate(_ASCII_FOLD)  # `fold`, inlined
+        size = len(folded)
         candidates: list[int] = list(self._always[side])
         prefix = self._prefix[side]
         for length in self._prefix_lengths[side]:
-            if length > len(key):
+            if length > size:
                 break
-            found = prefix.get(key[:length])
+            found = prefix.get(folded[:length])
             if found:
                 candidates.extend(found)
         suffix = self._suffix[side]
         for length in self._suffix_lengths[side]:
-            if length > len(key):
+            if length > size:
                 break
-            found = suffix.get(key[-length:])
+            found = suffix.get(folded[-length:])
             if found:
                 candidates.extend(found)
-        candidates.extend(pos for text, pos in self._contains[side] if text in key)
+        candidates.extend(pos for text, pos in self._contains[side] if text in folded)
         regexes = self._regexes
         return {pos for pos in candidates if regexes[pos].fullmatch(key)}

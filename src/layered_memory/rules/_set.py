@@ -1,18 +1,47 @@
-"""A set of rules ready to match: overrides resolved, globs compiled and indexed once."""
+"""The rule set: listing and loading rule folders, precedence, matching, explaining, rendering.
+
+Listing is one `glob` per folder and loading one batched download, through any deepagents
+backend (only the I/O call differs between the sync and async halves). A `RuleSet` resolves
+precedence once and compiles every glob into one `GlobIndex`; `match` selects the rules for the
+agent's match keys, `explain` says why for every file, `render_rules` writes the prompt part.
+"""
 
 from __future__ import annotations
 
 import functools
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from layered_memory._logs import get_logger
+from layered_memory.core._defuse import defuse_attribute, defuse_name
+from layered_memory.core._truncation import defuse_within, truncate_text
+from layered_memory.core.loading import DownloadResult, adownload_texts, download_texts
 from layered_memory.errors import RuleFileError
-from layered_memory.rules._glob import CompiledGlob, GlobIndex, nfc
-from layered_memory.rules._parse import cached_compile_glob, default_rule_name
-from layered_memory.rules._types import Rule, RuleDecision, RuleHit, RuleMatch, RuleProblem
+from layered_memory.rules._glob import CompiledGlob, GlobIndex, compile_glob, nfc
+from layered_memory.rules._parse import (
+    DIALECT_NAMES,
+    Dialect,
+    Rule,
+    RuleMode,
+    RuleProblem,
+    default_rule_name,
+    dialect_of,
+    is_rule_file,
+    parse_rule_file,
+)
+
+if TYPE_CHECKING:
+    from deepagents.backends.protocol import BackendProtocol
 
 logger = get_logger(__name__)
+
+DecisionStatus = Literal["applied", "listed", "skipped", "replaced", "invalid"]
+
+LISTING_PATTERN = "**/*"
+"""Every file below a folder. Per the backends' glob contract `**` does not descend into
+dot-folders, so a `.git/` or `.obsidian/` inside a rule folder is never read as rules."""
 
 _MEMO_LIMIT = 16_384
 """Keys remembered per rule set; a thread touches far fewer paths, so this only caps abuse."""
@@ -20,6 +49,86 @@ _MEMO_LIMIT = 16_384
 MAX_KEY_CHARS = 4096
 """Longer match keys are ignored: no file has such a path (Linux's PATH_MAX), and a key is
 kept in every memo and tested at every model call."""
+
+RuleFileList = list[tuple[int, str]]
+
+PARTIAL_LISTING = ("cannot list rule folder", "rule folder listing truncated")
+"""How the problem of a folder listed only in part (or not at all) begins."""
+
+
+class RuleHit(NamedTuple):
+    """Why a rule applied although its mode alone would not inject it.
+
+    A named tuple, not a frozen dataclass: one is built per applied rule at every cold match,
+    and a frozen dataclass's `__init__` pays an `object.__setattr__` per field (measured: 680 ns
+    against 330 ns for this tuple; `make bench` scenario 4 builds ~140 per match).
+
+    Attributes:
+        name: The rule's name.
+        path: The rule file's path.
+        key: The first match key (as given) that matched a glob or named the rule.
+        glob: The glob as written in the rule file; None when the key named the rule.
+    """
+
+    name: str
+    path: str
+    key: str
+    glob: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleMatch:
+    """The rules selected for one set of match keys (hashable, so renders can be cached).
+
+    Attributes:
+        applied: Rules whose bodies go into the prompt, in `RuleSet.rules` order (lower
+            folder first, then by name): `always` rules, matched `paths` rules, and
+            `requested` or `manual` rules a key names.
+        requested: The other `requested` rules, listed by name/description/path, same order.
+        hits: The key (and glob) behind each applied rule that is not `always`, same order.
+    """
+
+    applied: tuple[Rule, ...] = ()
+    requested: tuple[Rule, ...] = ()
+    hits: tuple[RuleHit, ...] = field(default=())
+
+    def __bool__(self) -> bool:
+        return bool(self.applied or self.requested)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleDecision:
+    """What the engine did with one rule file for a set of match keys, and why.
+
+    Attributes:
+        name: The rule's name (the file stem for an invalid file).
+        path: The rule file's path.
+        status: `applied` (body injected), `listed` (requested rule, listed only), `skipped`
+            (no key matched, or a `manual` rule nothing named), `replaced` (a later folder has
+            a rule of the same name), `invalid` (the file could not be read as a rule).
+        reason: Why, in the words of the file's dialect: e.g. `key 'src/app.py' matched glob
+            '*.py' (as '**/*.py')`.
+        mode: The rule's mode; None for an invalid file.
+        key: The key behind an applied `paths`, `requested` or `manual` rule.
+        glob: The glob that matched, as written.
+        dialect: The tool whose semantics the file was read with.
+    """
+
+    name: str
+    path: str
+    status: DecisionStatus
+    reason: str
+    mode: RuleMode | None = None
+    key: str | None = None
+    glob: str | None = None
+    dialect: Dialect | None = None
+
+    def __str__(self) -> str:
+        read_as = f" [{DIALECT_NAMES[self.dialect]}]" if self.dialect else ""
+        return f"{self.status}: {self.name} ({self.path}){read_as}: {self.reason}"
+
+
+# -- matching --------------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=4096)
@@ -56,19 +165,22 @@ def _normalize_root(root: str) -> str:
     return "/" + root.lstrip("/") if root.startswith("//") else root
 
 
+_NAMED_MODES = frozenset({"requested", "manual"})
+"""Modes a key can apply by naming the rule (`deploy` or `@deploy`), as an @-mention does."""
+
+
 class RuleSet:
-    """Valid rules after overrides, with their globs compiled into one `GlobIndex`.
+    """Usable rules after precedence, with their globs compiled into one `GlobIndex`.
 
     Build one with `build_rule_set`; it is immutable apart from a private per-key memo, so one
     instance can serve every run until a rule file changes.
 
     Attributes:
-        rules: Active rules, ordered by folder (lowest precedence first), then name.
-        problems: Every problem found (file errors and warnings, duplicates, listing errors),
-            ordered by path.
-        replaced: `(loser, winner)` pairs: a rule overridden by a same-named rule of a higher
-            folder, or a same-folder duplicate name (the first file by path wins).
-        invalid: `(path, reason)` of each file skipped for errors, ordered by path.
+        rules: Active rules, ordered by folder (lowest precedence first), then name, then path.
+        problems: Every problem found (file errors and warnings, listing errors), by path.
+        replaced: `(loser, winner)` pairs: a rule replaced by a same-named rule of a later
+            folder (the winner named is the first by path of that folder's).
+        invalid: `(path, reason)` of each file that could not be read as a rule, by path.
     """
 
     __slots__ = (
@@ -76,7 +188,9 @@ class RuleSet:
         "_index",
         "_memo",
         "_modes",
+        "_named",
         "_rule_globs",
+        "_rules_of_glob",
         "_warned_long_key",
         "invalid",
         "problems",
@@ -91,29 +205,44 @@ class RuleSet:
         replaced: Sequence[tuple[Rule, Rule]] = (),
         invalid: Sequence[tuple[str, str]] = (),
     ) -> None:
-        """Prefer `build_rule_set`, which resolves overrides and orders everything."""
+        """Prefer `build_rule_set`, which resolves precedence and orders everything."""
         self.rules: tuple[Rule, ...] = tuple(rules)
         self.problems: tuple[RuleProblem, ...] = tuple(problems)
         self.replaced: tuple[tuple[Rule, Rule], ...] = tuple(replaced)
         self.invalid: tuple[tuple[str, str], ...] = tuple(invalid)
-        # `Rule.mode` is a property: worked out once here, not per rule at every match.
-        self._modes: tuple[str, ...] = tuple([rule.mode for rule in self.rules])
-        # Each distinct glob string once, however many rules share it.
-        glob_ids: dict[str, int] = {}
+        self._modes: tuple[RuleMode, ...] = tuple([rule.mode for rule in self.rules])
+        # Each distinct (pattern, case) once, however many rules share it; a rule's ids are
+        # in the order of its `paths`, so an id's position names the glob as written.
+        glob_ids: dict[tuple[str, bool], int] = {}
         self._rule_globs: tuple[tuple[int, ...], ...] = tuple(
-            tuple(glob_ids.setdefault(glob, len(glob_ids)) for glob in rule.paths)
+            tuple(
+                glob_ids.setdefault((pattern, rule.ignore_case), len(glob_ids))
+                for pattern in rule.patterns
+            )
             if rule.mode == "paths"
             else ()
             for rule in self.rules
         )
-        self._globs: tuple[str, ...] = tuple(glob_ids)
+        self._globs: tuple[tuple[str, bool], ...] = tuple(glob_ids)
+        # The reverse: a match only looks at the rules of the globs some key matched, not at
+        # every `paths` rule (scenario 4: ~150 of 900 per cold match).
+        rules_of_glob: list[list[int]] = [[] for _ in self._globs]
+        for rule_pos, ids in enumerate(self._rule_globs):
+            for glob_id in ids:
+                rules_of_glob[glob_id].append(rule_pos)
+        self._rules_of_glob = tuple(map(tuple, rules_of_glob))
         compiled: list[CompiledGlob] = []
         owners: list[int] = []
-        for glob_id, glob in enumerate(self._globs):
-            for part in cached_compile_glob(glob):
+        for glob_id, (pattern, ignore_case) in enumerate(self._globs):
+            for part in compile_glob(pattern, ignore_case=ignore_case):
                 compiled.append(part)
                 owners.append(glob_id)
         self._index = (GlobIndex(compiled), tuple(owners))
+        named: dict[str, list[int]] = {}
+        for position, rule in enumerate(self.rules):
+            if rule.mode in _NAMED_MODES:
+                named.setdefault(rule.name, []).append(position)
+        self._named = named
         self._memo: dict[str, frozenset[int]] = {}
         self._warned_long_key = False
 
@@ -121,8 +250,7 @@ class RuleSet:
         return len(self.rules)
 
     def __repr__(self) -> str:
-        errors = sum(p.severity == "error" for p in self.problems)
-        return f"RuleSet({len(self.rules)} rules, {errors} invalid files)"
+        return f"RuleSet({len(self.rules)} rules, {len(self.invalid)} invalid files)"
 
     def raise_on_error(self) -> None:
         """Raise `RuleFileError` for the first error problem (for `strict=True`).
@@ -138,18 +266,22 @@ class RuleSet:
         found = self._memo.get(form)
         if found is None:
             index, owners = self._index
-            found = frozenset(owners[pos] for pos in index.matches(form))
+            found = frozenset(map(owners.__getitem__, index.matches(form)))
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
             self._memo[form] = found
         return found
 
-    def _first_hits(self, keys: Iterable[str], root: str) -> tuple[list[str], dict[int, int]]:
-        """Distinct keys in order, and for each matched glob id the index of its first key."""
+    def _first_hits(
+        self, keys: Iterable[str], root: str
+    ) -> tuple[list[str], dict[int, int], dict[int, int]]:
+        """Distinct keys in order; for each matched glob id the position of its first key; for
+        each rule a key names (`requested`/`manual`), the position of the first such key."""
         root = _normalize_root(root)
         ordered: list[str] = []
         seen: set[str] = set()
         first: dict[int, int] = {}
+        named: dict[int, int] = {}
         for key in keys:
             if key in seen:
                 continue
@@ -159,10 +291,14 @@ class RuleSet:
             seen.add(key)
             position = len(ordered)
             ordered.append(key)
+            if self._named:
+                stripped = key.strip()
+                for rule_pos in self._named.get(stripped.removeprefix("@"), ()):
+                    named.setdefault(rule_pos, position)
             for form in _key_forms(key, root):
                 for glob_id in self._glob_ids(form):
                     first.setdefault(glob_id, position)
-        return ordered, first
+        return ordered, first, named
 
     def _warn_long_key(self, key: str) -> None:
         if not self._warned_long_key:
@@ -175,12 +311,12 @@ class RuleSet:
             )
 
     def _hit(self, rule_pos: int, first: dict[int, int]) -> tuple[int, int] | None:
-        """(key position, glob id) of the earliest key matching the rule, or None."""
+        """(key position, index in the rule's globs) of its earliest matching key, or None."""
         best: tuple[int, int] | None = None
-        for glob_id in self._rule_globs[rule_pos]:
+        for glob_index, glob_id in enumerate(self._rule_globs[rule_pos]):
             position = first.get(glob_id)
             if position is not None and (best is None or position < best[0]):
-                best = (position, glob_id)
+                best = (position, glob_index)
         return best
 
     def match(self, keys: Iterable[str], *, root: str = "/") -> RuleMatch:
@@ -189,32 +325,40 @@ class RuleSet:
         Args:
             keys: File paths the agent touched (absolute or relative) and context strings
                 (an entity name, a task tag). Each is tested as given (normalized) and, when it
-                is an absolute path under `root`, also relative to `root`.
+                is an absolute path under `root`, also relative to `root`; a key equal to the
+                name of a `requested` or `manual` rule (or `@` and the name) applies it.
             root: The project root that relative globs like `src/**` are anchored at.
 
         Returns:
-            The `always` rules and the matched `paths` rules, the `requested` rules, and the
-            key and glob behind each match.
+            The applied rules, the listed `requested` rules, and the key behind each applied
+            rule that is not `always`.
 
         Example:
             `rule_set.match(["/src/app.py", "acme_corp"]).applied`
         """
-        ordered, first = self._first_hits(keys, root)
+        ordered, first, named = self._first_hits(keys, root)
         applied: list[Rule] = []
         requested: list[Rule] = []
         hits: list[RuleHit] = []
         modes = self._modes
+        candidates: set[int] = set()
+        for glob_id in first:
+            candidates.update(self._rules_of_glob[glob_id])
         for rule_pos, rule in enumerate(self.rules):
             mode = modes[rule_pos]
             if mode == "always":
                 applied.append(rule)
-            elif mode == "requested":
-                requested.append(rule)
             elif mode == "paths":
-                hit = self._hit(rule_pos, first) if first else None
+                hit = self._hit(rule_pos, first) if rule_pos in candidates else None
                 if hit is not None:
                     applied.append(rule)
-                    hits.append(RuleHit(rule.name, ordered[hit[0]], self._globs[hit[1]]))
+                    key, glob = ordered[hit[0]], rule.paths[hit[1]]
+                    hits.append(RuleHit(rule.name, rule.path, key, glob))
+            elif rule_pos in named:
+                applied.append(rule)
+                hits.append(RuleHit(rule.name, rule.path, ordered[named[rule_pos]], None))
+            elif mode == "requested":
+                requested.append(rule)
         return RuleMatch(tuple(applied), tuple(requested), tuple(hits))
 
     def explain(self, keys: Iterable[str], *, root: str = "/") -> list[RuleDecision]:
@@ -228,54 +372,79 @@ class RuleSet:
             One decision per active rule (in `rules` order), then per replaced rule, then per
             invalid file.
         """
-        ordered, first = self._first_hits(keys, root)
-        decisions: list[RuleDecision] = []
-        for rule_pos, rule in enumerate(self.rules):
-            decisions.append(self._decide(rule_pos, rule, ordered, first))
+        ordered, first, named = self._first_hits(keys, root)
+        decisions = [
+            self._decide(rule_pos, rule, ordered, first, named)
+            for rule_pos, rule in enumerate(self.rules)
+        ]
         for loser, winner in self.replaced:
-            if winner.folder_index == loser.folder_index:
-                reason = f"duplicate name {loser.name!r} in the same folder: {winner.path} is used"
-            else:
-                reason = f"replaced by {winner.path} (same name {loser.name!r}, higher folder)"
-            decisions.append(RuleDecision(loser.name, loser.path, "replaced", reason, loser.mode))
+            others = sum(
+                rule.name == loser.name and rule.folder_index == winner.folder_index
+                for rule in self.rules
+            )
+            more = f" and {others - 1} more" if others > 1 else ""
+            reason = f"replaced by {winner.path}{more} (same name {loser.name!r}, later folder)"
+            decisions.append(
+                RuleDecision(
+                    loser.name, loser.path, "replaced", reason, loser.mode, dialect=loser.dialect
+                )
+            )
         for path, reason in self.invalid:
-            decisions.append(RuleDecision(default_rule_name(path), path, "invalid", reason))
+            decisions.append(
+                RuleDecision(
+                    default_rule_name(path), path, "invalid", reason, dialect=dialect_of(path)
+                )
+            )
         return decisions
 
     def _decide(
-        self, rule_pos: int, rule: Rule, ordered: list[str], first: dict[int, int]
+        self,
+        rule_pos: int,
+        rule: Rule,
+        ordered: list[str],
+        first: dict[int, int],
+        named: dict[int, int],
     ) -> RuleDecision:
-        mode = rule.mode
+        mode, why = rule.mode, rule.why
+        hit = self._hit(rule_pos, first) if mode == "paths" else None
+        status: DecisionStatus
         if mode == "always":
-            why = "alwaysApply: true" if rule.always_apply else "no paths"
-            return RuleDecision(rule.name, rule.path, "applied", f"always applies ({why})", mode)
-        if mode == "requested":
-            reason = "agent-requested: listed by name, description and path only"
-            return RuleDecision(rule.name, rule.path, "listed", reason, mode)
-        if mode == "manual":
-            reason = "alwaysApply: false with no paths and no description: never injected"
-            return RuleDecision(rule.name, rule.path, "skipped", reason, mode)
-        hit = self._hit(rule_pos, first)
-        if hit is None:
+            status, reason, key = "applied", f"always applies: {why}", None
+        elif rule_pos in named:
+            key = ordered[named[rule_pos]]
+            status, reason = "applied", f"key {key!r} names the rule; {why}"
+        elif mode == "requested":
+            status, reason, key = "listed", f"{why}: listed by name, description and path", None
+        elif mode == "manual":
+            shown = f"{rule.name!r} or '@{rule.name}'"
+            status, key = "skipped", None
+            reason = f"{why}: injected only when a match key names it ({shown})"
+        elif not rule.paths:
+            status, reason, key = "skipped", f"{why}: no valid glob (see lint), never applies", None
+        elif hit is None:
             globs = ", ".join(repr(glob) for glob in rule.paths)
-            reason = (
-                f"no key matched any of [{globs}]" if ordered else f"no match keys for [{globs}]"
+            what = "no key matched any of" if ordered else "no match keys for"
+            status, reason, key = "skipped", f"{what} [{globs}]", None
+        else:
+            key, glob, pattern = ordered[hit[0]], rule.paths[hit[1]], rule.patterns[hit[1]]
+            read_as = f" (as {pattern!r})" if pattern != glob else ""
+            case = ", ignoring case" if rule.ignore_case else ""
+            reason = f"key {key!r} matched glob {glob!r}{read_as}{case}"
+            return RuleDecision(
+                rule.name, rule.path, "applied", reason, mode, key, glob, rule.dialect
             )
-            return RuleDecision(rule.name, rule.path, "skipped", reason, mode)
-        key, glob = ordered[hit[0]], self._globs[hit[1]]
-        reason = f"key {key!r} matched glob {glob!r}"
-        return RuleDecision(rule.name, rule.path, "applied", reason, mode, key, glob)
+        return RuleDecision(rule.name, rule.path, status, reason, mode, key, None, rule.dialect)
 
 
 def build_rule_set(
     parsed: Iterable[tuple[Rule | None, Sequence[RuleProblem]]], *, log: bool = True
 ) -> RuleSet:
-    """Resolve overrides among parsed rule files and compile their globs once.
+    """Resolve precedence among parsed rule files and compile their globs once.
 
-    A rule in a higher folder (`folder_index`) replaces a same-named rule of a lower one. Two
-    files of one folder with the same name are an error: the first by path is kept, the other
-    skipped. Problems not tied to a parsed file (a folder listing error) may be passed as
-    `(None, [problem])`.
+    The rules of a later folder (`folder_index`) replace the same-named rules of earlier ones;
+    within one folder every file is its own rule, whatever its name (Cursor and Claude Code
+    load every file they find). Problems not tied to a parsed file (a folder listing error)
+    may be passed as `(None, [problem])`.
 
     Args:
         parsed: `parse_rule_file` / `parse_loaded` results, in any order.
@@ -291,34 +460,288 @@ def build_rule_set(
         problems.extend(file_problems)
         if rule is not None:
             candidates.append(rule)
+            continue
         for problem in file_problems:
-            if rule is None and problem.severity == "error":
+            if problem.severity == "error":
                 invalid.setdefault(problem.path, []).append(problem.reason)
     candidates.sort(key=lambda r: (r.folder_index, r.path))
 
-    per_folder: dict[tuple[int, str], Rule] = {}
+    top_folder: dict[str, int] = {}
+    first_of: dict[tuple[str, int], Rule] = {}
+    for rule in candidates:  # folder order: the last folder seen for a name wins
+        top_folder[rule.name] = rule.folder_index
+        first_of.setdefault((rule.name, rule.folder_index), rule)
+    rules: list[Rule] = []
     replaced: list[tuple[Rule, Rule]] = []
     for rule in candidates:
-        kept = per_folder.setdefault((rule.folder_index, rule.name), rule)
-        if kept is not rule:
-            reason = f"duplicate rule name {rule.name!r} in one folder (also in {kept.path})"
-            problems.append(RuleProblem(rule.path, reason))
-            replaced.append((rule, kept))
-    winners: dict[str, Rule] = {}
-    for rule in per_folder.values():  # folder order, so a later (higher) folder wins
-        loser = winners.get(rule.name)
-        if loser is not None:
-            replaced.append((loser, rule))
-        winners[rule.name] = rule
+        winning_folder = top_folder[rule.name]
+        if rule.folder_index == winning_folder:
+            rules.append(rule)
+        else:
+            replaced.append((rule, first_of[(rule.name, winning_folder)]))
 
     problems.sort(key=lambda p: p.path)
     if log:
         for problem in problems:
-            if problem.severity == "error":
+            if problem.path in invalid and problem.severity == "error":
                 logger.warning("Rule file %s skipped: %s", problem.path, problem.reason)
             else:
                 logger.warning("Rule file %s: %s", problem.path, problem.reason)
-    rules = sorted(winners.values(), key=lambda r: (r.folder_index, r.name, r.path))
-    replaced.sort(key=lambda pair: (pair[0].folder_index, pair[0].path))
+    rules.sort(key=lambda r: (r.folder_index, r.name, r.path))
     invalid_files = sorted((path, "; ".join(reasons)) for path, reasons in invalid.items())
     return RuleSet(rules, problems, replaced, invalid_files)
+
+
+# -- listing and loading ---------------------------------------------------------------------
+
+
+def _folder(folder: str) -> str:
+    return folder.rstrip("/") or "/"
+
+
+def _collect(
+    results: Sequence[tuple[int, str, Any]], others: list[str] | None = None
+) -> tuple[RuleFileList, list[RuleProblem]]:
+    """Turn `(folder_index, folder, GlobResult or exception)` into rule files and problems
+    (and the other files listed, into `others` when given)."""
+    best: dict[str, int] = {}
+    problems: list[RuleProblem] = []
+    for folder_index, folder, result in results:
+        if isinstance(result, BaseException):
+            reason = f"cannot list rule folder: {type(result).__name__}: {result}"
+            problems.append(RuleProblem(folder, reason, "warning"))
+            continue
+        if result.error:
+            problems.append(
+                RuleProblem(folder, f"cannot list rule folder: {result.error}", "warning")
+            )
+        if result.truncated:
+            why = result.truncation_reason or "unknown reason"
+            reason = f"rule folder listing truncated ({why}); some rule files may be missing"
+            problems.append(RuleProblem(folder, reason, "warning"))
+        for info in result.matches or ():
+            path = info.get("path", "")
+            if info.get("is_dir"):
+                continue
+            if not is_rule_file(path):
+                if others is not None:
+                    others.append(path)
+                continue
+            # A file below two listed folders belongs to the higher one.
+            best[path] = max(folder_index, best.get(path, folder_index))
+    files = sorted(((index, path) for path, index in best.items()), key=lambda item: item)
+    return files, problems
+
+
+def list_rule_files(
+    backend: BackendProtocol, folders: Sequence[str], *, others: list[str] | None = None
+) -> tuple[RuleFileList, list[RuleProblem]]:
+    """List the rule files below each folder: one recursive `glob` call per folder.
+
+    A missing folder is not a problem (it lists nothing); a listing error is a `warning`
+    naming the folder. Nothing is downloaded.
+
+    Args:
+        backend: Any deepagents backend.
+        folders: Rule folders, lowest precedence first (index = `folder_index`).
+        others: Receives the paths of the other files the folders hold (not rule files):
+            the read-only guard leaves the user's own files alone.
+
+    Returns:
+        `(folder_index, path)` of each rule file, ordered by folder then path, and the problems.
+    """
+    results: list[tuple[int, str, Any]] = []
+    for folder_index, raw in enumerate(folders):
+        folder = _folder(raw)
+        try:
+            results.append((folder_index, folder, backend.glob(LISTING_PATTERN, path=folder)))
+        except Exception as exc:  # a backend is foreign code; one bad folder must not stop a run
+            results.append((folder_index, folder, exc))
+    return _collect(results, others)
+
+
+async def alist_rule_files(
+    backend: BackendProtocol, folders: Sequence[str], *, others: list[str] | None = None
+) -> tuple[RuleFileList, list[RuleProblem]]:
+    """Async `list_rule_files`."""
+    results: list[tuple[int, str, Any]] = []
+    for folder_index, raw in enumerate(folders):
+        folder = _folder(raw)
+        try:
+            results.append(
+                (folder_index, folder, await backend.aglob(LISTING_PATTERN, path=folder))
+            )
+        except Exception as exc:  # see list_rule_files
+            results.append((folder_index, folder, exc))
+    return _collect(results, others)
+
+
+def parse_loaded(
+    files: RuleFileList,
+    loaded: DownloadResult,
+    *,
+    parse: Callable[[str, str, int], tuple[Rule | None, Sequence[RuleProblem]]] | None = None,
+) -> list[tuple[Rule | None, list[RuleProblem]]]:
+    """Parse the listed rule files from one load of the engine's one decoder.
+
+    The middleware, `load_rule_set` and `layered-memory lint` all read rule files with
+    `core.loading.download_texts` and parse them with `parse_rule_file` here, so they reach
+    the same verdict on every file.
+
+    Args:
+        files: What `list_rule_files` returned.
+        loaded: `download_texts(backend, [path for _, path in files])`.
+        parse: `parse_rule_file` or a cached form of it (`(path, text, folder_index)`).
+
+    Returns:
+        One `(rule or None, problems)` per file, ready for `build_rule_set`.
+    """
+    why = {problem.path: problem.reason for problem in loaded.problems}
+    parsed: list[tuple[Rule | None, list[RuleProblem]]] = []
+    for folder_index, path in files:
+        text = loaded.texts.get(path)
+        if text is not None:
+            rule, problems = (
+                parse(path, text, folder_index)
+                if parse is not None
+                else parse_rule_file(path, text, folder_index=folder_index)
+            )
+            parsed.append((rule, list(problems)))
+        elif path in loaded.missing:
+            reason = "cannot read: file not found (deleted after it was listed?)"
+            parsed.append((None, [RuleProblem(path, reason)]))
+        else:
+            parsed.append((None, [RuleProblem(path, why.get(path, "unreadable"))]))
+    return parsed
+
+
+def _finish(
+    parsed: list[tuple[Rule | None, list[RuleProblem]]],
+    listing_problems: list[RuleProblem],
+    *,
+    strict: bool,
+    log: bool,
+) -> RuleSet:
+    rule_set = build_rule_set([*parsed, (None, listing_problems)], log=log)
+    if strict:
+        rule_set.raise_on_error()
+    return rule_set
+
+
+def load_rule_set(
+    backend: BackendProtocol,
+    folders: Sequence[str],
+    *,
+    strict: bool = False,
+    log: bool = True,
+) -> RuleSet:
+    """List, download (one batched call), parse and build the rules of `folders`.
+
+    Args:
+        backend: Any deepagents backend.
+        folders: Rule folders, lowest precedence first.
+        strict: Raise on the first error (an unreadable file, an invalid glob).
+        log: Log each problem as a warning naming the file.
+
+    Returns:
+        The rule set; its `problems` say what was skipped and why.
+
+    Raises:
+        RuleFileError: In strict mode, for the first error.
+
+    Example:
+        `load_rule_set(FilesystemBackend(root_dir=".", virtual_mode=True), ["/.claude/rules"])`
+    """
+    files, listing_problems = list_rule_files(backend, folders)
+    loaded = download_texts(backend, [path for _, path in files])
+    return _finish(parse_loaded(files, loaded), listing_problems, strict=strict, log=log)
+
+
+async def aload_rule_set(
+    backend: BackendProtocol,
+    folders: Sequence[str],
+    *,
+    strict: bool = False,
+    log: bool = True,
+) -> RuleSet:
+    """Async `load_rule_set`."""
+    files, listing_problems = await alist_rule_files(backend, folders)
+    loaded = await adownload_texts(backend, [path for _, path in files])
+    return _finish(parse_loaded(files, loaded), listing_problems, strict=strict, log=log)
+
+
+# -- rendering -------------------------------------------------------------------------------
+# Rule files are untrusted: bodies, names, descriptions and paths all go through the package's
+# one defusing function (`core._defuse`), so a rule cannot close the tags around it.
+
+RULES_OPEN = "<rules>\n"
+RULES_CLOSE = "</rules>"
+REQUESTED_OPEN = (
+    "<requested_rules>\n"
+    "Rules that apply only when relevant: read_file a rule's path when the task calls for it.\n"
+)
+REQUESTED_CLOSE = "</requested_rules>\n"
+
+
+def _rule_block(rule: Rule, room: int) -> str | None:
+    """The rule's block, its body truncated to fit `room` characters; None if nothing fits.
+
+    A cut body ends with the same marker as a cut memory file (`core.render.truncate_text`).
+    """
+    head = f'<rule name="{defuse_attribute(rule.name)}" path="{defuse_attribute(rule.path)}">\n'
+    tail = "\n</rule>\n"
+    body = defuse_within(rule.body, room)
+    block = head + body + tail
+    if len(block) <= room:
+        return block
+    kept = truncate_text(body, room - len(head) - len(tail), rule.path)
+    return head + kept + tail if kept else None
+
+
+def _requested_line(rule: Rule) -> str:
+    name, path = defuse_name(" ".join(rule.name.split())), defuse_name(" ".join(rule.path.split()))
+    description = defuse_name(" ".join(rule.description.split()))
+    if not description:  # VS Code lists instructions without one too
+        return f"- {name} (path: {path})\n"
+    return f"- {name}: {description} (path: {path})\n"
+
+
+def render_rules(match: RuleMatch, *, max_chars: int) -> str:
+    """Render the rules block for the prompt: deterministic bytes, at most `max_chars` long.
+
+    Applied rules come first, each as `<rule name="..." path="...">body</rule>` in the match's
+    order; a body over the remaining budget keeps its head and ends with a marker naming its
+    file and how much was cut; rules after the budget ran out are left out. Requested rules
+    follow as one line each (name, description, path), as many as fit. An empty match, or a
+    budget too small for anything, renders as `""`.
+
+    Args:
+        match: What `RuleSet.match` selected.
+        max_chars: The budget for the whole block, tags included.
+
+    Returns:
+        The block (no trailing newline), or `""`.
+    """
+    if not match or max_chars <= len(RULES_OPEN) + len(RULES_CLOSE):
+        return ""
+    room = max_chars - len(RULES_OPEN) - len(RULES_CLOSE)
+    parts: list[str] = []
+    for rule in match.applied:
+        block = _rule_block(rule, room)
+        if block is None:
+            break
+        parts.append(block)
+        room -= len(block)
+    lines: list[str] = []
+    used = len(REQUESTED_OPEN) + len(REQUESTED_CLOSE)
+    for rule in match.requested:
+        line = _requested_line(rule)
+        if used + len(line) > room:
+            break
+        lines.append(line)
+        used += len(line)
+    if lines:
+        parts.append(REQUESTED_OPEN + "".join(lines) + REQUESTED_CLOSE)
+    if not parts:
+        return ""
+    return RULES_OPEN + "".join(parts) + RULES_CLOSE

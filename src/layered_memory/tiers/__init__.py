@@ -1,13 +1,12 @@
 """Tiered conversational memory with heat-based promotion (MemoryOS), per user.
 
-- `TieredMemory`: short-term FIFO pages, mid-term topic segments with heat, long-term
-  personal memory; `add_page`, `retrieve`, `short_term`, `segments`, `long_term`, `forget`,
-  `restore`, `consolidate` (and async twins).
+- `TieredMemory`: short-term FIFO pages, mid-term topic segments with heat, a searchable
+  archive of the cold ones, long-term personal memory; `add_page`, `retrieve`, `short_term`,
+  `segments`, `long_term`, `forget`, `restore`, `consolidate` (and async twins).
 - `TieredMemoryMiddleware`: retrieval before the model call, recording after the run.
 """
 
 from layered_memory.tiers._render import render_retrieval
-from layered_memory.tiers._settings import TierSettings
 from layered_memory.tiers._types import (
     Consolidation,
     Fact,
@@ -17,6 +16,7 @@ from layered_memory.tiers._types import (
     ScoredFact,
     ScoredPage,
     Segment,
+    TierSettings,
 )
 from layered_memory.tiers.memory import TieredMemory
 from layered_memory.tiers.middleware import TieredMemoryMiddleware, TieredMemoryState

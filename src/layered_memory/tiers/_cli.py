@@ -1,8 +1,9 @@
 """`layered-memory tiers --user ID --store URL`: inspect and edit one user's tiered memory.
 
-Prints the short-term pages, the mid-term segments with their heat and pages, and the
-long-term entries, each with the id that `--forget` / `--restore` take. Forgetting hides an
-item from retrieval and prompts (restorable); `--purge` deletes it for good.
+Prints the short-term pages, the mid-term segments with their heat and pages, the archived
+segments, and the long-term entries, each with the id that `--forget` / `--restore` take.
+Forgetting hides an item from retrieval and prompts (restorable); `--purge` deletes it for
+good.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from langchain_core.embeddings import Embeddings
 from layered_memory.cli._store import open_store, parse_namespace
 from layered_memory.cli._text import dumps_json, printable
 from layered_memory.errors import LayeredMemoryError, TierItemError
-from layered_memory.tiers._settings import DEFAULT_NAMESPACE, check_prefix, user_namespace
-from layered_memory.tiers._types import Page
+from layered_memory.tiers._types import DEFAULT_NAMESPACE, Page, check_prefix, user_namespace
 from layered_memory.tiers.memory import TieredMemory
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -27,8 +27,8 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 DESCRIPTION = """\
 Show one user's tiered memory (MemoryOS) kept in a PostgreSQL store by
 TieredMemory: short-term pages, mid-term segments with their heat (visits,
-pages since the last promotion, recency) and pages, long-term entries. Every
-item has an id (p<n>, s<n>, f<n>).
+pages, recency) and pages, the archived segments (still searched), long-term
+entries. Every item has an id (p<n>, s<n>, f<n>).
 
 --forget ID hides that page, segment or fact from retrieval and prompts
 (non-destructive: --restore ID shows it again); with --purge it is deleted
@@ -136,14 +136,16 @@ def _edit(memory: TieredMemory, args: argparse.Namespace) -> int:
 
 def _show(memory: TieredMemory, user_id: str, *, as_json: bool) -> None:
     stm = memory.short_term(user_id)
-    segments = sorted(memory.segments(user_id), key=lambda s: -s.heat)
+    every = memory.segments(user_id)
+    segments = sorted((s for s in every if not s.archived), key=lambda s: -s.heat)
+    archived = [s for s in every if s.archived]
     facts = memory.long_term_entries(user_id)
     if as_json:
         data: dict[str, Any] = {
             "version": 1,
             "namespace": list(user_namespace(memory.namespace, user_id)),
             "short_term": [asdict(page) for page in stm],
-            "segments": [asdict(segment) for segment in segments],
+            "segments": [asdict(segment) for segment in segments + archived],
             "long_term": [asdict(fact) for fact in facts],
         }
         print(dumps_json(data, default=str))
@@ -154,16 +156,19 @@ def _show(memory: TieredMemory, user_id: str, *, as_json: bool) -> None:
     print(f"short-term: {len(stm)} page(s)")
     for page in stm:
         print(_page_line(page, "  "))
-    print(f"mid-term: {len(segments)} segment(s), hottest first")
-    for seg in segments:
-        flag = "  (forgotten)" if seg.forgotten else ""
-        print(
-            f"  {seg.id:<6} heat {seg.heat:6.2f}  visits {seg.n_visit}, pages {len(seg.pages)} "
-            f"({seg.l_interaction} since promotion, {seg.promoted} promoted){flag}"
-        )
-        print(f"         {_clean(seg.summary, 90)}")
-        for page in seg.pages:
-            print(_page_line(page, "         "))
+    for title, group in (("mid-term", segments), ("archive", archived)):
+        order = ", hottest first" if title == "mid-term" else ", oldest first (searched)"
+        print(f"{title}: {len(group)} segment(s){order}")
+        for seg in group:
+            flag = "  (forgotten)" if seg.forgotten else ""
+            print(
+                f"  {seg.id:<6} heat {seg.heat:6.2f}  visits {seg.n_visit}, pages "
+                f"{len(seg.pages)} ({seg.l_interaction} since promotion, {seg.promoted} "
+                f"promoted){flag}"
+            )
+            print(f"         {_clean(seg.summary, 90)}")
+            for page in seg.pages:
+                print(_page_line(page, "         "))
     entries = "entry" if len(facts) == 1 else "entries"
     print(f"long-term: {len(facts)} {entries}")
     for fact in facts:

@@ -1,18 +1,25 @@
-"""The store records of one user's tiers, and their checked conversion from and to JSON.
+"""The store records of one user's tiers, their vectors, and their checked conversion from and
+to JSON.
 
-Per user namespace (see `_settings.user_namespace`):
+Per user namespace (see `_types.user_namespace`):
 
-| key | value |
-|---|---|
-| `state` | short-term pages (inline); mid-term segments (page ids, keywords, summary, |
-|   | counters) and their vectors as one base64 float32 matrix |
-| `visits` | `N_visit` and last retrieval time per segment: the only record a retrieval writes |
-| `long_term` | long-term entries and their vectors |
-| `pages/<id>` | one mid-term page (query, response, keywords, summary) |
-| `vectors/<segment id>` | the vectors of a segment's pages as one matrix, and which are hidden |
+- `state`: the short-term pages (inline), the id counter, the revision and row count of
+  each index block and the segment count of each archive block (every `add_page`);
+- `mid_term`: the mid-term segments (page ids, keywords, summary, counters) and their
+  vectors as one base64 float32 matrix (a consolidation that moved a page);
+- `visits`: `N_visit` and the last retrieval time per segment (a retrieval that returned a
+  page);
+- `long_term`: the long-term entries and their vectors (a promotion);
+- `pages/<id>`: one page that left short-term memory (query, response, keywords, summary,
+  segment, index block);
+- `index/<n>`: block `n` of the page index: up to `INDEX_ROWS` pages' ids, times, content
+  words and unit vectors (one base64 row each), and which are hidden;
+- `archive/<n>`: block `n` of the archive: up to `ARCHIVE_ROWS` segments moved out of the
+  mid-term tier.
 
-Page vectors are kept per segment, not per page: the second retrieval stage decodes the top-m
-segments' matrices in a few calls and fetches the bodies of the top-k pages only.
+Every record a consolidation writes is bounded (a block, a capacity), so recording a page
+costs the same at 6,000 pages as at 1,000; a page costs its `pages/` record, one index row
+(its vector in base64 and its words) and, once archived, its share of an archive entry.
 
 A value that is not what this module wrote (a hand edit, another program) never crashes a
 run: a malformed entry is skipped with a warning naming the namespace and the entry's id.
@@ -20,16 +27,23 @@ run: a malformed entry is skipped with a warning naming the namespace and the en
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+try:
+    import numpy as np
+except ImportError as exc:  # pragma: no cover - the dev extra installs it
+    msg = "layered_memory.tiers needs numpy: pip install 'layered-memory[tiers]'"
+    raise ImportError(msg) from exc
+
 from layered_memory._logs import get_logger
-from layered_memory.tiers import _vectors as vec
 from layered_memory.tiers._text import top_keywords
 from layered_memory.tiers._types import Fact, FactKind, Page, Segment
 
@@ -37,7 +51,10 @@ logger = get_logger(__name__)
 
 VERSION = 1
 MAX_LINES = 5
-
+INDEX_ROWS = 256
+"""Pages per index block: a new page rewrites its block only, never the whole index."""
+ARCHIVE_ROWS = 128
+"""Segments per archive block."""
 
 MAX_INT = 2**53
 """Counters and ids past this are not what this module wrote (and would overflow a float)."""
@@ -45,10 +62,15 @@ MAX_DIM = 65_536
 """Embedding dimensions past this are refused: a record claiming `10**12` must not make a
 zero vector of that size (a few real models reach 4,096; none comes near this)."""
 
+Vector = np.ndarray[Any, np.dtype[np.float32]]
+
 
 def warn(where: str, record: str, reason: str) -> None:
     """The one warning of a malformed record: the user's namespace, the record, the reason."""
     logger.warning("tiered memory %s: %s: %s", where, record, reason)
+
+
+# --- checked reading of JSON values ----------------------------------------------------------
 
 
 def _str(value: object, default: str = "") -> str:
@@ -104,6 +126,17 @@ def _strs(value: object) -> list[str]:
     return [item for item in value if isinstance(item, str)]
 
 
+def _nums(value: object, count: int) -> list[float] | None:
+    """`count` finite numbers, or None."""
+    if not isinstance(value, list) or len(value) != count:
+        return None
+    if set(map(type, value)) <= {float}:
+        numbers = list(value)
+    else:
+        numbers = [_num(item, math.nan) for item in value]
+    return numbers if all(map(math.isfinite, numbers)) else None
+
+
 def _counts(value: object) -> dict[str, int]:
     if not isinstance(value, Mapping):
         return {}
@@ -116,12 +149,175 @@ def _meta(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
+def _revs(value: object, where: str, name: str) -> list[tuple[str, int]]:
+    """A list of `[revision, count]` pairs (the index and archive blocks)."""
+    pairs = []
+    for raw in _list(value, where, "state record", name):
+        if isinstance(raw, list) and len(raw) == 2 and isinstance(raw[0], str):
+            pairs.append((raw[0], _int(raw[1])))
+        else:
+            warn(where, "state record", f"a malformed entry of {name!r}; block read as empty")
+            pairs.append(("", 0))
+    return pairs
+
+
 def id_number(item_id: str) -> int:
     """The `<n>` of an id `p<n>` / `s<n>` / `f<n>` (0 when it is not one)."""
     digits = item_id[1:]
     if 0 < len(digits) <= 16 and digits.isascii() and digits.isdigit():
         return int(digits)
     return 0
+
+
+# --- vectors ---------------------------------------------------------------------------------
+# numpy in memory: a retrieval scores every page on each turn, and one matrix product does in
+# microseconds what a Python loop over 10,000 pages does in tens of milliseconds. Base64 of
+# float32 in the store: a JSON list of floats takes ~4x the bytes and is ~20x slower to decode.
+
+
+class VectorError(ValueError):
+    """An embedding is not a finite, non-empty vector of the expected length."""
+
+
+def as_matrix(rows: object, *, count: int, dim: int | None) -> Vector:
+    """Embeddings as a float32 matrix, checked: `count` rows, `dim` columns, finite values."""
+    try:
+        matrix = np.asarray(rows, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        msg = f"embeddings are not a list of equal-length float lists ({exc})"
+        raise VectorError(msg) from None
+    if matrix.ndim != 2 or matrix.shape[0] != count or matrix.shape[1] == 0:
+        msg = f"expected {count} embeddings, got an array of shape {matrix.shape}"
+        raise VectorError(msg)
+    if dim is not None and matrix.shape[1] != dim:
+        msg = f"embeddings have {matrix.shape[1]} dimensions, the stored ones {dim}"
+        raise VectorError(msg)
+    if not np.isfinite(matrix).all():
+        msg = "embeddings contain NaN or infinite values"
+        raise VectorError(msg)
+    return matrix
+
+
+def unit(vector: Vector) -> Vector:
+    """`vector` scaled to length 1 (a zero vector stays zero)."""
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
+
+
+def zeros(dim: int) -> Vector:
+    """A zero vector of length `dim` (at least 1)."""
+    return np.zeros(max(dim, 1), dtype=np.float32)
+
+
+def encode(vector: Vector) -> str:
+    """A vector (or matrix) as base64 of its float32 bytes."""
+    return base64.b64encode(np.ascontiguousarray(vector, dtype=np.float32).tobytes()).decode()
+
+
+def decode_matrix(text: object, rows: int, dim: int) -> Vector | None:
+    """The matrix stored by `encode`, or None when it is not `rows` x `dim` of finite values."""
+    if rows == 0:
+        return np.zeros((0, max(dim, 1)), dtype=np.float32)
+    if not isinstance(text, str) or dim <= 0:
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != 4 * rows * dim:
+        return None
+    matrix = np.frombuffer(raw, dtype=np.float32).reshape(rows, dim)
+    return matrix if np.isfinite(matrix).all() else None
+
+
+class _DecodedMatrices:
+    """Decoded matrices by the random revision their record was written with.
+
+    Every write of a record with vectors draws a new revision, and the revision is read from
+    the store in the same call that uses the cache, so an entry can never be older than its
+    record (in this process or any other). Decoding dominated retrieval time before this cache
+    (base64 of every searched matrix on every turn); bounded by entry count.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[str, int, int, int, str, str], Vector] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(rev: object, text: object, rows: int, dim: int) -> tuple[Any, ...] | None:
+        if isinstance(rev, str) and rev and isinstance(text, str):
+            # The text's length and ends too: a hand edit that kept the revision is not served.
+            return (rev, rows, dim, len(text), text[:32], text[-32:])
+        return None
+
+    def _cached(self, key: tuple[Any, ...] | None) -> Vector | None:
+        if key is None:
+            return None
+        with self._lock:
+            found = self._entries.get(key)  # type: ignore[call-overload]
+            if found is not None:
+                self._entries.move_to_end(key)  # type: ignore[arg-type]
+            return found  # type: ignore[no-any-return]
+
+    def get(self, value: Mapping[str, Any], rows: int, dim: int) -> Vector | None:
+        text = value.get("vectors")
+        key = self._key(value.get("rev"), text, rows, dim)
+        matrix = self._cached(key)
+        if matrix is None:
+            matrix = decode_matrix(text, rows, dim)
+            if matrix is not None and key is not None:
+                self._remember(key, matrix)
+        return matrix
+
+    def put(self, rev: str, matrix: Vector) -> str:
+        """Encode `matrix`, remember it under `rev` (saves decoding it back); the text."""
+        text = encode(matrix)
+        key = self._key(rev, text, int(matrix.shape[0]), int(matrix.shape[1]))
+        assert key is not None
+        self._remember(key, matrix)
+        return text
+
+    @staticmethod
+    def _rows_key(rev: str, rows: Sequence[str], dim: int) -> tuple[Any, ...] | None:
+        if not rev or not rows:
+            return None
+        return (rev, len(rows), dim, sum(map(len, rows)), rows[0][:32], rows[-1][-32:])
+
+    def get_rows(self, rev: str, rows: Sequence[str], dim: int) -> Vector | None:
+        """The matrix of rows each stored by `encode` (an index block), or None."""
+        key = self._rows_key(rev, rows, dim)
+        matrix = self._cached(key)
+        if matrix is None:
+            decoded = [decode_matrix(row, 1, dim) for row in rows]
+            if any(row is None for row in decoded):
+                return None
+            matrix = (
+                np.vstack(decoded)  # type: ignore[arg-type]
+                if decoded
+                else np.zeros((0, max(dim, 1)), np.float32)
+            )
+            if key is not None:
+                self._remember(key, matrix)
+        return matrix
+
+    def put_rows(self, rev: str, rows: Sequence[str], matrix: Vector) -> None:
+        key = self._rows_key(rev, rows, int(matrix.shape[1]))
+        if key is not None:
+            self._remember(key, matrix)
+
+    def _remember(self, key: tuple[Any, ...], matrix: Vector) -> None:
+        matrix.flags.writeable = False  # shared by every reader: nobody may change it
+        with self._lock:
+            self._entries[key] = matrix  # type: ignore[index]
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+DECODED = _DecodedMatrices()
+
+
+# --- pages, segments and the short-term state ------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -137,7 +333,9 @@ class PageRec:
     summary: str = ""
     segment: str | None = None
     forgotten: bool = False
-    vector: vec.Vector | None = None
+    block: int | None = None
+    """The index block holding its vector and words (None in short-term memory)."""
+    vector: Vector | None = None
 
     @classmethod
     def load(cls, value: object, *, where: str, record: str = "page") -> PageRec | None:
@@ -145,6 +343,7 @@ class PageRec:
         if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
             return None
         bad: list[str] = []
+        block = value.get("block")
         page = cls(
             id=value["id"],
             query=_str(value.get("query")),
@@ -155,6 +354,7 @@ class PageRec:
             summary=_str(value.get("summary")),
             segment=value.get("segment") if isinstance(value.get("segment"), str) else None,
             forgotten=value.get("forgotten") is True,
+            block=_int(block) if block is not None else None,
         )
         if bad:
             _report(where, f"{record} {page.id!r}", bad)
@@ -173,6 +373,7 @@ class PageRec:
             value["keywords"] = self.keywords
             value["summary"] = self.summary
             value["segment"] = self.segment
+            value["block"] = self.block
         return value
 
     def public(self) -> Page:
@@ -191,7 +392,7 @@ class PageRec:
 
 @dataclass(slots=True)
 class SegRec:
-    """A mid-term segment as stored."""
+    """A segment as stored (in `mid_term`, or in an archive block)."""
 
     id: str
     pages: list[str]
@@ -204,6 +405,8 @@ class SegRec:
     created: float
     promoted: int = 0
     """Its first `promoted` pages were promoted (a promotion takes every page after them)."""
+    promoted_visits: int = 0
+    """Its N_visit at its last promotion: only visits since then count towards the next."""
     forgotten: bool = False
     hidden: list[str] = field(default_factory=list)
     """Its forgotten pages. Its keywords, summary, vector and `l_interaction` are made from
@@ -230,6 +433,7 @@ class SegRec:
             last_access=_num(value.get("last_access"), 0.0, bad, "last_access"),
             created=_num(value.get("created"), 0.0, bad, "created"),
             promoted=min(_int(value.get("promoted"), bad, "promoted"), len(pages)),
+            promoted_visits=_int(value.get("promoted_visits"), bad, "promoted_visits"),
             forgotten=value.get("forgotten") is True,
             hidden=hidden or [],
         )
@@ -271,6 +475,7 @@ class SegRec:
             "last_access": self.last_access,
             "created": self.created,
             "promoted": self.promoted,
+            "promoted_visits": self.promoted_visits,
             "forgotten": self.forgotten,
             "hidden": self.hidden,
         }
@@ -282,7 +487,9 @@ class SegRec:
         if len(self.counts) > 200:
             self.counts = {word: self.counts[word] for word in top_keywords(self.counts, limit=100)}
 
-    def public(self, pages: tuple[Page, ...], *, heat: float, n_visit: int) -> Segment:
+    def public(
+        self, pages: tuple[Page, ...], *, heat: float, n_visit: int, archived: bool = False
+    ) -> Segment:
         return Segment(
             id=self.id,
             pages=pages,
@@ -295,31 +502,41 @@ class SegRec:
             keywords=tuple(self.keywords),
             promoted=self.promoted,
             forgotten=self.forgotten,
+            archived=archived,
         )
+
+
+def _segments(value: object, where: str, record: str) -> list[SegRec]:
+    segments = []
+    for raw in _list(value, where, record, "segments"):
+        segment = SegRec.load(raw, where=where)
+        if segment is None:
+            warn(where, record, "skipped a malformed segment (no object or id)")
+        else:
+            segments.append(segment)
+    return segments
 
 
 @dataclass(slots=True)
 class UserState:
-    """The `state` record: short-term pages, segments and segment vectors."""
+    """The `state` record: short-term pages, the id counter, the blocks' revisions."""
 
     user_id: str
     seq: int = 0
     dim: int | None = None
     stm: list[PageRec] = field(default_factory=list)
-    segments: list[SegRec] = field(default_factory=list)
-    vectors: dict[str, vec.Vector] = field(default_factory=dict)
+    index: list[tuple[str, int]] = field(default_factory=list)
+    """(revision, rows) of each index block, so a retrieval knows whether its in-process copy
+    of the index is current without reading the blocks."""
+    archive: list[tuple[str, int]] = field(default_factory=list)
+    """(revision, segments) of each archive block."""
     seq_rebuilt: bool = False
-    """`seq` was unusable and rebuilt from the ids (the caller adds the long-term ones)."""
+    """`seq` was unusable and rebuilt from the short-term ids (the caller raises it past the
+    other records' ids)."""
 
     def next_id(self, kind: str) -> str:
         self.seq += 1
         return f"{kind}{self.seq}"
-
-    def segment(self, segment_id: str) -> SegRec | None:
-        for segment in self.segments:
-            if segment.id == segment_id:
-                return segment
-        return None
 
     @classmethod
     def load(cls, value: object, *, user_id: str, where: str) -> UserState:
@@ -333,59 +550,240 @@ class UserState:
         seq = value.get("seq")
         state.seq = _int(seq, bad, "seq")
         dim = _int(value.get("dim"), bad, "dim")
+        if dim > MAX_DIM:
+            # Never trusted: a zero vector of that size is what the next write would allocate.
+            warn(where, "state record", f"'dim' {dim} is over {MAX_DIM}; ignored")
+            dim = 0
+        state.dim = dim or None
         for raw in _list(value.get("stm"), where, "state record", "stm"):
             page = PageRec.load(raw, where=where, record="short-term page")
             if page is None:
                 warn(where, "state record", "skipped a malformed short-term page (no object or id)")
             else:
                 state.stm.append(page)
-        for raw in _list(value.get("segments"), where, "state record", "segments"):
-            segment = SegRec.load(raw, where=where)
-            if segment is None:
-                warn(where, "state record", "skipped a malformed segment (no object or id)")
-            else:
-                state.segments.append(segment)
+        state.index = _revs(value.get("index"), where, "index")
+        state.archive = _revs(value.get("archive"), where, "archive")
         if bad:
             _report(where, "state record", bad)
         if state.seq != seq:
             # Ids come from `seq`: restarting it at 0 would give a new page the id of a kept one
-            # and overwrite it. Its floor is the highest id in the record.
-            ids = [page.id for page in state.stm]
-            ids += [page_id for seg in state.segments for page_id in (seg.id, *seg.pages)]
-            state.seq = max(map(id_number, ids), default=0)
+            # and overwrite it. Its floor is the highest id of every record (the caller adds the
+            # others').
+            state.seq = max((id_number(page.id) for page in state.stm), default=0)
             state.seq_rebuilt = True
-        if not state.segments:
-            return state  # no vector to check `dim` against: the next embedding sets it
-        if dim > MAX_DIM:
-            # Never trusted: a zero vector of that size is what the next write would allocate.
-            warn(where, "state record", f"'dim' {dim} is over {MAX_DIM}; segment vectors ignored")
-            return state
-        state.dim = dim or None
-        matrix = DECODED.get(value, len(state.segments), dim) if dim else None
-        if matrix is None:
-            # `dim` stays (bounded): the segments' page vectors are read with it.
-            warn(where, "state record", "segment vectors unreadable; segments kept without them")
-        else:
-            state.vectors = {seg.id: matrix[i] for i, seg in enumerate(state.segments)}
         return state
 
     def dump(self) -> dict[str, Any]:
-        rows: list[vec.Vector] = []
-        if self.dim:
-            zero = vec.zeros(self.dim)
-            rows = [self.vectors.get(segment.id, zero) for segment in self.segments]
-        rev = uuid.uuid4().hex
-        text = DECODED.put(rev, vec.stack(rows)) if rows else ""
         return {
             "version": VERSION,
             "user_id": self.user_id,
             "seq": self.seq,
             "dim": self.dim,
             "stm": [page.dump() for page in self.stm],
+            "index": [list(pair) for pair in self.index],
+            "archive": [list(pair) for pair in self.archive],
+        }
+
+
+@dataclass(slots=True)
+class MidTerm:
+    """The `mid_term` record: the mid-term segments and their vectors (the centroid of their
+    visible pages, or the embedded model-made summary), one base64 row each (a consolidation
+    encodes the rows that changed only)."""
+
+    segments: list[SegRec] = field(default_factory=list)
+    vectors: dict[str, Vector] = field(default_factory=dict)
+    encoded: dict[str, tuple[Vector, str]] = field(default_factory=dict)
+    """The stored row of each vector, while the vector is that very object."""
+
+    def segment(self, segment_id: str) -> SegRec | None:
+        for segment in self.segments:
+            if segment.id == segment_id:
+                return segment
+        return None
+
+    @classmethod
+    def load(cls, value: object, *, dim: int | None, where: str) -> MidTerm:
+        mid = cls()
+        if value is None:
+            return mid
+        if not isinstance(value, Mapping):
+            warn(where, "mid_term record", "not an object; starting empty")
+            return mid
+        rev = value.get("rev")
+        mid.segments = _segments(value.get("segments"), where, "mid_term record")
+        if not mid.segments or not dim:
+            return mid
+        rows = _strs(value.get("rows"))
+        matrix = DECODED.get_rows(_str(rev), rows, dim) if len(rows) == len(mid.segments) else None
+        if matrix is None:
+            warn(where, "mid_term record", "segment vectors unreadable; segments kept without them")
+            return mid
+        for i, seg in enumerate(mid.segments):
+            mid.vectors[seg.id] = matrix[i]
+            mid.encoded[seg.id] = (mid.vectors[seg.id], rows[i])
+        return mid
+
+    def dump(self, dim: int | None) -> dict[str, Any]:
+        rev = uuid.uuid4().hex
+        rows: list[str] = []
+        if dim and self.segments:
+            zero = zeros(dim)
+            vectors = [self.vectors.get(segment.id, zero) for segment in self.segments]
+            vectors = [v if v.shape == zero.shape else zero for v in vectors]
+            for segment, vector in zip(self.segments, vectors, strict=True):
+                known = self.encoded.get(segment.id)
+                rows.append(
+                    known[1] if known is not None and known[0] is vector else encode(vector)
+                )
+            DECODED.put_rows(rev, rows, np.stack(vectors))
+        return {
+            "version": VERSION,
             "segments": [segment.dump() for segment in self.segments],
             "rev": rev,
-            "vectors": text,
+            "rows": rows,
         }
+
+    def top_seq(self) -> int:
+        return max((id_number(i) for seg in self.segments for i in (seg.id, *seg.pages)), default=0)
+
+
+@dataclass(slots=True)
+class ArchiveBlock:
+    """An `archive/<n>` record: segments moved out of the mid-term tier, oldest first.
+
+    Kept as stored until a segment of it is needed (listing, forgetting): archiving appends
+    one entry without parsing the others.
+    """
+
+    raw: list[Any] = field(default_factory=list)
+    where: str = ""
+    parsed: list[SegRec] | None = None
+
+    @classmethod
+    def load(cls, value: object, *, where: str) -> ArchiveBlock:
+        if value is None:
+            return cls(where=where)
+        if not isinstance(value, Mapping):
+            warn(where, "archive record", "not an object; read as empty")
+            return cls(where=where)
+        return cls(list(_list(value.get("segments"), where, "archive record", "segments")), where)
+
+    @property
+    def segments(self) -> list[SegRec]:
+        if self.parsed is None:
+            self.parsed = _segments(self.raw, self.where, "archive record")
+        return self.parsed
+
+    def append(self, segment: SegRec) -> None:
+        if self.parsed is None:
+            self.raw.append(segment.dump())
+        else:
+            self.parsed.append(segment)
+
+    def __len__(self) -> int:
+        return len(self.raw) if self.parsed is None else len(self.parsed)
+
+    def dump(self) -> dict[str, Any]:
+        segments = self.raw if self.parsed is None else [s.dump() for s in self.parsed]
+        return {"version": VERSION, "segments": segments}
+
+
+@dataclass(slots=True)
+class IndexBlock:
+    """An `index/<n>` record: the searchable part of up to `INDEX_ROWS` pages (of any segment,
+    mid-term or archived) in the order they left short-term memory.
+
+    Each page's vector (unit length, one base64 row: appending a page encodes that row only,
+    and nothing is decoded until a search needs it) and content words (space-separated,
+    repeated as often as they occur: BM25 needs the counts); the page bodies stay in
+    `pages/<id>`.
+    """
+
+    ids: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    terms: list[str] = field(default_factory=list)
+    rows: list[str] = field(default_factory=list)
+    hidden: set[str] = field(default_factory=set)
+    rev: str = ""
+    grown_from: str | None = None
+    """The revision this version only appended pages to (None: anything else changed); a
+    search's copy at that revision reads the new rows only."""
+    lineage: str | None = ""
+    """What `grown_from` becomes when this version is written."""
+
+    @classmethod
+    def load(cls, value: object, *, where: str, number: int) -> IndexBlock:
+        """The block (its shape checked; its vectors are checked by `vectors`)."""
+        if value is None:
+            return cls()
+        if isinstance(value, Mapping):
+            ids, rows = _strs(value.get("ids")), _strs(value.get("rows"))
+            times, terms = _nums(value.get("times"), len(ids)), _strs(value.get("terms"))
+            if times is not None and len(rows) == len(ids) == len(terms):
+                hidden = set(_strs(value.get("hidden")))
+                rev, grown_from = _str(value.get("rev")), value.get("grown_from")
+                grown = grown_from if isinstance(grown_from, str) and grown_from else None
+                return cls(ids, times, terms, rows, hidden, rev, grown, rev)
+        warn(where, f"index block {number}", "unreadable; its pages are not searched")
+        return cls()
+
+    def vectors(self, dim: int, start: int = 0) -> Vector | None:
+        """The vectors of its pages from `start` on, or None when one is not a vector of
+        `dim` finite values."""
+        if start == 0:
+            return DECODED.get_rows(self.rev, self.rows, dim)
+        decoded = [decode_matrix(row, 1, dim) for row in self.rows[start:]]
+        if any(row is None for row in decoded):
+            return None
+        if not decoded:
+            return np.zeros((0, max(dim, 1)), np.float32)
+        return np.vstack(decoded)  # type: ignore[arg-type]
+
+    def append(self, page_id: str, timestamp: float, terms: Sequence[str], vector: Vector) -> None:
+        """Add a page (its vector scaled to length 1: a retrieval then needs no row norms)."""
+        self.ids.append(page_id)
+        self.times.append(float(timestamp))
+        self.terms.append(" ".join(terms))
+        self.rows.append(encode(unit(vector).astype(np.float32)))
+        self.rev = uuid.uuid4().hex
+
+    def remove(self, page_id: str) -> None:
+        if page_id in self.ids:
+            index = self.ids.index(page_id)
+            for column in (self.ids, self.times, self.terms, self.rows):
+                del column[index]
+        self.hidden.discard(page_id)
+        self.rev, self.lineage = uuid.uuid4().hex, None
+
+    def hide(self, page_id: str, *, hidden: bool) -> None:
+        if hidden:
+            self.hidden.add(page_id)
+        else:
+            self.hidden.discard(page_id)
+        # A new revision, not an extension: the search's copy must read the block again.
+        self.rev, self.lineage = uuid.uuid4().hex, None
+
+    def vectors_of(self, page_ids: set[str], dim: int) -> list[Vector]:
+        matrix = self.vectors(dim)
+        if matrix is None:
+            return []
+        return [matrix[i] for i, pid in enumerate(self.ids) if pid in page_ids]
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "rev": self.rev,
+            "ids": self.ids,
+            "times": self.times,
+            "terms": self.terms,
+            "hidden": sorted(self.hidden),
+            "rows": self.rows,
+            "grown_from": self.lineage,
+        }
+
+
+# --- long-term memory and visits ---------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -399,7 +797,7 @@ class FactRec:
     source: str | None = None
     forgotten: bool = False
     pages: list[str] | None = None
-    """The pages it was made from; None: from its whole source segment (a keyword profile
+    """The pages it was made from; None: from its whole source segment (a model-made profile
     line, or an entry written before pages were recorded)."""
     hidden_by: list[str] = field(default_factory=list)
     """Forgotten pages or segments it was made from: hidden while any is (restoring the last
@@ -419,7 +817,10 @@ class FactRec:
         return item_id in self.pages
 
     def public(self) -> Fact:
-        return Fact(self.id, self.text, self.kind, self.timestamp, self.source, not self.shown)
+        pages = tuple(p for p in self.pages or () if isinstance(p, str))
+        return Fact(
+            self.id, self.text, self.kind, self.timestamp, self.source, not self.shown, pages
+        )
 
 
 @dataclass(slots=True)
@@ -427,7 +828,9 @@ class LongTerm:
     """The `long_term` record: entries, oldest first, and their vectors."""
 
     facts: list[FactRec] = field(default_factory=list)
-    vectors: dict[str, vec.Vector] = field(default_factory=dict)
+    vectors: dict[str, Vector] = field(default_factory=dict)
+    matrix: Vector | None = None
+    """The vectors as read, one row per entry in order (a retrieval scores them at once)."""
 
     @classmethod
     def load(cls, value: object, *, where: str) -> LongTerm:
@@ -464,9 +867,48 @@ class LongTerm:
         matrix = DECODED.get(value, len(lpm.facts), dim) if 0 < dim <= MAX_DIM else None
         if matrix is not None:
             lpm.vectors = {fact.id: matrix[i] for i, fact in enumerate(lpm.facts)}
+            lpm.matrix = matrix
         elif lpm.facts and (dim or value.get("vectors")):
             warn(where, "long_term record", "vectors unreadable; entries kept without them")
         return lpm
+
+    @classmethod
+    def read(cls, value: object, *, where: str) -> LongTerm:
+        """`load` for a reader that changes nothing (a retrieval, every turn): the entries
+        parsed once per version of the record. The version is its revision plus each entry's
+        id, text length and flags, read in the same call: a new write, or an edit of what a
+        retrieval shows, is parsed again."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("facts"), list):
+            return cls.load(value, where=where)
+        vectors = value.get("vectors")
+        text = vectors if isinstance(vectors, str) else ""
+        key = (
+            value.get("rev"),
+            value.get("dim"),
+            (len(text), text[:32], text[-32:]),
+            tuple(
+                tuple(
+                    tuple(field) if isinstance(field, list) else field
+                    for field in map(raw.get, _FACT_FIELDS)
+                )
+                if isinstance(raw, Mapping)
+                else None
+                for raw in value["facts"]
+            ),
+        )
+        try:
+            hash(key)
+        except TypeError:  # an unhashable value where a string belongs: parse (and warn)
+            return cls.load(value, where=where)
+        with _READ_LOCK:
+            found = _READ.get(key)
+        if found is None:
+            found = cls.load(value, where=where)
+            with _READ_LOCK:
+                _READ[key] = found
+                while len(_READ) > 256:
+                    _READ.popitem(last=False)
+        return found
 
     def dump(self) -> dict[str, Any]:
         # The newest entry's dimension (the embeddings in use): after a change of embedding
@@ -482,10 +924,10 @@ class LongTerm:
         )
         text, rev = "", uuid.uuid4().hex
         if dim:
-            zero = vec.zeros(dim)
+            zero = zeros(dim)
             rows = [self.vectors.get(f.id, zero) for f in self.facts]
             rows = [row if row.shape == zero.shape else zero for row in rows]
-            text = DECODED.put(rev, vec.stack(rows))
+            text = DECODED.put(rev, np.stack(rows))
         return {
             "version": VERSION,
             "facts": [
@@ -511,6 +953,11 @@ class LongTerm:
         return max((id_number(fact.id) for fact in self.facts), default=0)
 
 
+_FACT_FIELDS = ("id", "text", "kind", "timestamp", "source", "forgotten", "pages", "hidden_by")
+_READ: OrderedDict[tuple[Any, ...], LongTerm] = OrderedDict()
+_READ_LOCK = threading.Lock()
+
+
 def load_visits(value: object) -> dict[str, tuple[int, float]]:
     """The `visits` record: segment id -> (N_visit, last retrieval time)."""
     if not isinstance(value, Mapping) or not isinstance(value.get("segments"), Mapping):
@@ -524,137 +971,3 @@ def load_visits(value: object) -> dict[str, tuple[int, float]]:
 
 def dump_visits(visits: Mapping[str, tuple[int, float]]) -> dict[str, Any]:
     return {"version": VERSION, "segments": {k: [n, t] for k, (n, t) in visits.items()}}
-
-
-class _DecodedMatrices:
-    """Decoded page matrices by the random revision their record was written with.
-
-    Every write of a `vectors/` record draws a new revision, and the revision is read from the
-    store in the same call that uses the cache, so an entry can never be older than its record
-    (in this process or any other). Decoding dominated retrieval time before this cache
-    (base64 of every searched segment's matrix on every turn); bounded by entry count.
-    """
-
-    def __init__(self, size: int = 1024) -> None:
-        self.size = size
-        self._entries: OrderedDict[tuple[str, int, int, int, str, str], vec.Vector] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, value: Mapping[str, Any], rows: int, dim: int) -> vec.Vector | None:
-        rev, text = value.get("rev"), value.get("vectors")
-        key = None
-        if isinstance(rev, str) and rev and isinstance(text, str):
-            # The text's length and ends too: a hand edit that kept the revision is not served.
-            key = (rev, rows, dim, len(text), text[:32], text[-32:])
-        if key is not None:
-            with self._lock:
-                found = self._entries.get(key)
-                if found is not None:
-                    self._entries.move_to_end(key)
-                    return found
-        matrix = vec.decode_matrix(text, rows, dim)
-        if matrix is not None and key is not None:
-            self._remember(key, matrix)
-        return matrix
-
-    def put(self, rev: str, matrix: vec.Vector) -> str:
-        """Encode `matrix`, remember it under `rev` (saves decoding it back); the text."""
-        text = vec.encode(matrix)
-        rows, dim = int(matrix.shape[0]), int(matrix.shape[1])
-        self._remember((rev, rows, dim, len(text), text[:32], text[-32:]), matrix)
-        return text
-
-    def _remember(self, key: tuple[str, int, int, int, str, str], matrix: vec.Vector) -> None:
-        matrix.flags.writeable = False  # shared by every reader: nobody may change it
-        with self._lock:
-            self._entries[key] = matrix
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-
-
-DECODED = _DecodedMatrices()
-
-
-BLOCK_ROWS = 256
-"""Page vectors per block: a new page re-encodes its block only, never the whole segment."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Block:
-    rev: str
-    text: str
-    matrix: vec.Vector
-
-    @classmethod
-    def of(cls, rows: list[vec.Vector]) -> _Block:
-        rev = uuid.uuid4().hex
-        matrix = vec.stack(rows)
-        return cls(rev, DECODED.put(rev, matrix), matrix)
-
-
-@dataclass(slots=True)
-class SegVectors:
-    """The `vectors/<segment id>` record: the segment's page vectors (unit length), in page
-    order, in blocks of `BLOCK_ROWS` rows, and the ids of its hidden pages."""
-
-    ids: list[str] = field(default_factory=list)
-    blocks: list[_Block] = field(default_factory=list)
-    hidden: set[str] = field(default_factory=set)
-
-    @classmethod
-    def load(cls, value: object, dim: int | None, *, where: str) -> SegVectors:
-        if not isinstance(value, Mapping) or not dim:
-            return cls()
-        ids = _strs(value.get("ids"))
-        blocks: list[_Block] = []
-        raw_blocks = value.get("blocks")
-        for raw in raw_blocks if isinstance(raw_blocks, list) else []:
-            rows = _int(raw.get("rows")) if isinstance(raw, Mapping) else 0
-            matrix = DECODED.get(raw, rows, dim) if isinstance(raw, Mapping) and rows else None
-            if matrix is None:
-                break
-            blocks.append(_Block(str(raw.get("rev")), str(raw.get("vectors")), matrix))
-        if sum(int(block.matrix.shape[0]) for block in blocks) != len(ids):
-            logger.warning("tiered memory %s: page vectors of a segment unreadable", where)
-            return cls()
-        return cls(ids=ids, blocks=blocks, hidden=set(_strs(value.get("hidden"))))
-
-    def parts(self) -> list[tuple[list[str], vec.Vector]]:
-        """`(page ids, their vectors)` per block."""
-        out, start = [], 0
-        for block in self.blocks:
-            end = start + int(block.matrix.shape[0])
-            out.append((self.ids[start:end], block.matrix))
-            start = end
-        return out
-
-    def append(self, page_id: str, vector: vec.Vector) -> None:
-        """Add a page's vector, scaled to length 1 (retrieval then needs no row norms)."""
-        row = vec.unit(vector)
-        if self.blocks and self.blocks[-1].matrix.shape[0] < BLOCK_ROWS:
-            self.blocks[-1] = _Block.of([*self.blocks[-1].matrix, row])
-        else:
-            self.blocks.append(_Block.of([row]))
-        self.ids.append(page_id)
-
-    def remove(self, page_id: str) -> None:
-        if page_id in self.ids:
-            rows = [row for _, matrix in self.parts() for row in matrix]
-            index = self.ids.index(page_id)
-            del self.ids[index], rows[index]
-            self.blocks = [
-                _Block.of(rows[i : i + BLOCK_ROWS]) for i in range(0, len(rows), BLOCK_ROWS)
-            ]
-        self.hidden.discard(page_id)
-
-    def dump(self) -> dict[str, Any]:
-        return {
-            "version": VERSION,
-            "ids": self.ids,
-            "hidden": sorted(self.hidden),
-            "dim": int(self.blocks[0].matrix.shape[1]) if self.blocks else 0,
-            "blocks": [
-                {"rev": b.rev, "rows": int(b.matrix.shape[0]), "vectors": b.text}
-                for b in self.blocks
-            ],
-        }

@@ -23,14 +23,19 @@ from langgraph.store.base import BaseStore
 from layered_memory._logs import get_logger
 from layered_memory.tiers import _flows
 from layered_memory.tiers._flows import Ask, Embed, Failed, Flow, Op, StoreBatch
-from layered_memory.tiers._settings import (
+from layered_memory.tiers._text import storable
+from layered_memory.tiers._types import (
     DEFAULT_NAMESPACE,
+    Consolidation,
+    Fact,
+    Forgotten,
+    Page,
+    Retrieval,
+    Segment,
     TierSettings,
     check_prefix,
     user_namespace,
 )
-from layered_memory.tiers._text import storable
-from layered_memory.tiers._types import Consolidation, Fact, Forgotten, Page, Retrieval, Segment
 from layered_memory.writeback.redaction import redact
 
 if TYPE_CHECKING:
@@ -73,7 +78,7 @@ class TieredMemory:
         memory_writer: Opt-in: a `MemoryWriter`, or a function `user_id -> MemoryWriter | None`;
             each promotion then also writes one line into that MEMORY.md.
         **settings: Any field of `TierSettings` (`stm_capacity=7`, `mtm_capacity=200`,
-            `theta=0.6`, `tau=5.0`, `mu=86400.0`, `top_m=5`, `top_k=5`, thresholds, ...).
+            `theta=0.6`, `tau=5.0`, `mu=86400.0`, `top_k=20`, `relevance_z=1.0`, ...).
 
     Raises:
         TypeError: `store`, `embeddings`, `model` or `clock` of the wrong type, or an unknown
@@ -156,13 +161,16 @@ class TieredMemory:
             )
 
     def consolidate(self, user_id: str) -> Consolidation:
-        """Move short-term pages over capacity to mid-term, evict, promote hot segments."""
+        """Move short-term pages over capacity to mid-term, archive the coldest segments over
+        `mtm_capacity`, promote hot ones."""
         ctx = self._context(user_id)
         with self._locked(ctx):
             return self._run(_flows.consolidate(ctx))
 
     def retrieve(self, user_id: str, query: str) -> Retrieval:
-        """What the three tiers hold for `query`; updates the searched segments' N_visit."""
+        """What the tiers hold for `query`: the relevant pages of every tier (mid-term and
+        archive searched alike), the relevant long-term entries, the short-term pages; each
+        segment a returned page belongs to gets a visit."""
         return self._run(_flows.retrieve(self._context(user_id), _text_arg(query, "query")))
 
     def short_term(self, user_id: str) -> list[Page]:
@@ -170,7 +178,7 @@ class TieredMemory:
         return self._run(_flows.short_term(self._context(user_id)))
 
     def segments(self, user_id: str) -> list[Segment]:
-        """The mid-term segments with their pages and current heat."""
+        """The mid-term segments, then the archived ones, with their pages and current heat."""
         return self._run(_flows.segments(self._context(user_id)))
 
     def long_term(self, user_id: str) -> list[str]:
@@ -273,6 +281,7 @@ class TieredMemory:
             now=float(now),
             has_model=self.model is not None,
             has_writer=self.memory_writer is not None,
+            store=id(self.store),
         )
 
     @contextmanager

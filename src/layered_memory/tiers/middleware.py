@@ -35,7 +35,7 @@ from layered_memory.core._run_data import context_value
 from layered_memory.core._system_message import append_block
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.tiers._render import DEFAULT_MAX_CHARS, render_retrieval
-from layered_memory.tiers._settings import check_user_id
+from layered_memory.tiers._types import check_user_id
 from layered_memory.tiers.memory import TieredMemory
 
 if TYPE_CHECKING:

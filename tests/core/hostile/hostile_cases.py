@@ -259,6 +259,7 @@ def paths_lists(root: Path) -> dict[str, Any]:
     return {
         "rules": [rule.name for rule in rule_set.rules],
         "invalid": {Path(path).name: reason for path, reason in rule_set.invalid},
+        "errors": {Path(p.path).name: p.reason for p in rule_set.problems if p.severity == "error"},
         "matched": [r.name for r in rule_set.match(["/src/b/x.py"]).applied],
         "warnings": len(logged),
     }

@@ -23,12 +23,13 @@ from layered_memory.rules import build_rule_set, compile_glob, parse_rule_file
 FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.CASE
 
 
-def ours(glob: str, key: str) -> bool:
-    return any(part.regex.fullmatch(key) for part in compile_glob(glob))
+def ours(glob: str, key: str, *, ignore_case: bool = False) -> bool:
+    return any(part.regex.fullmatch(key) for part in compile_glob(glob, ignore_case=ignore_case))
 
 
-def theirs(glob: str, key: str) -> bool:
-    return bool(wcglob.globmatch(key, glob, flags=FLAGS))
+def theirs(glob: str, key: str, *, ignore_case: bool = False) -> bool:
+    flags = FLAGS & ~wcglob.CASE | wcglob.IGNORECASE if ignore_case else FLAGS
+    return bool(wcglob.globmatch(key, glob, flags=flags))
 
 
 _SEGMENT_ATOMS = [
@@ -64,6 +65,32 @@ def test_same_verdicts_as_wcmatch(glob: str, tried: list[str]) -> None:
         assume(False)  # too many brace expansions: refused (tested below)
     for key in tried:
         assert ours(glob, key) == theirs(glob, key), (glob, key)
+
+
+@settings(max_examples=250, deadline=None)
+@given(globs(), st.lists(keys.map("/".__add__), min_size=1, max_size=8))
+def test_same_verdicts_as_wcmatch_on_absolute_keys(glob: str, tried: list[str]) -> None:
+    # An absolute key's first segment is empty: `*/x` must not match `/x`, `**/x` must.
+    try:
+        compile_glob(glob)
+    except GlobError:
+        assume(False)
+    for key in tried:
+        assert ours(glob, key) == theirs(glob, key), (glob, key)
+
+
+@settings(max_examples=150, deadline=None)
+@given(globs(), st.lists(keys, min_size=1, max_size=8))
+def test_same_verdicts_as_wcmatch_ignoring_case(glob: str, tried: list[str]) -> None:
+    try:
+        compile_glob(glob, ignore_case=True)
+    except GlobError:
+        assume(False)
+    for key in tried:
+        assert ours(glob, key, ignore_case=True) == theirs(glob, key, ignore_case=True), (
+            glob,
+            key,
+        )
 
 
 @pytest.mark.parametrize(("glob", "key"), [("docs/", "docs/a/b.md"), ("src/**/", "src/a.py")])
