@@ -32,6 +32,7 @@ from benchmarks.scenarios import (
     consolidation,
     end_to_end,
     graph,
+    mcp,
     nested,
     per_call,
     redaction,
@@ -59,6 +60,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "redaction": ("12. Redaction", redaction.run),
     "nested": ("13. Nested memory and imports", nested.run),
     "consolidation": ("14. Consolidation", consolidation.run),
+    "mcp": ("15. MCP read_graph", mcp.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -33,7 +33,7 @@ def test_the_package_comes_from_the_wheel(installed_cli: InstalledCli, bare_fold
     assert not Path(found).is_relative_to(ROOT)
     result = installed_cli.run(["--help"], cwd=bare_folder)
     assert result.returncode == 0
-    for name in ("demo", "doctor", "inspect", "lint", "review", "sync", "graph", "tiers"):
+    for name in ("demo", "doctor", "inspect", "lint", "review", "sync", "graph", "mcp", "tiers"):
         assert name in result.stdout
 
 
@@ -148,6 +148,23 @@ def test_review(installed_cli: InstalledCli, bare_folder: Path) -> None:
     assert "## Learned\n\n- Builds use uv. <!-- learned id=" in memory
     result = installed_cli.run(["inspect", "--root", ".", "--json"], cwd=bare_folder)
     assert [entry["text"] for entry in json.loads(result.stdout)["learned"]] == ["Builds use uv."]
+
+
+async def test_mcp_serves_the_graph(installed_cli: InstalledCli, bare_folder: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    server = StdioServerParameters(
+        command=str(installed_cli.script),
+        args=["mcp", "--graph", "memory.jsonl"],
+        env=installed_cli.env(),
+        cwd=bare_folder,
+    )
+    entity = {"name": "Jane", "entityType": "person", "observations": ["Head of IT"]}
+    async with Client(server, mode="legacy", read_timeout_seconds=60) as client:
+        assert len((await client.list_tools()).tools) == 9
+        created = await client.call_tool("create_entities", {"entities": [entity]})
+    assert not created.is_error
+    assert json.loads((bare_folder / "memory.jsonl").read_text(encoding="utf-8"))["name"] == "Jane"
 
 
 @pytest.mark.postgres

@@ -1,7 +1,9 @@
 """A minimal MCP client over stdio (newline-delimited JSON-RPC 2.0), enough to call tools.
 
-Plain JSON-RPC over the subprocess pipes keeps the test free of the `mcp` package and its web
-stack. Every read has a deadline, so a server that hangs fails the test instead of freezing it.
+A synchronous client for the byte-for-byte comparison with the reference server, which steps
+`KnowledgeGraph` and the server in lockstep from plain (sync) tests; `layered-memory mcp` is
+tested with the MCP SDK's own client (`test_graph_mcp.py`). Every read has a deadline, so a
+server that hangs fails the test instead of freezing it.
 """
 
 from __future__ import annotations

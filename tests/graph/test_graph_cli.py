@@ -72,7 +72,7 @@ def test_the_text_form_prints_the_block(
     [
         (["missing.jsonl"], "no such file"),
         (["{file}", "--session-key", "not a key"], "session key"),
-        (["{file}", "--max-chars", "10"], "--max-chars 10: too small"),
+        (["{file}", "--max-chars", "10"], "--max-chars 10 is too small"),
     ],
 )
 def test_usage_errors_exit_2(
@@ -113,5 +113,5 @@ def test_max_chars_below_the_middlewares_minimum_is_refused_with_that_minimum(
     assert main([*argv, str(least - 1)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert f"use at least {least}" in err
+    assert f"at least {least}" in err
     assert main([*argv, str(least)]) == 0  # the same budget the middleware takes

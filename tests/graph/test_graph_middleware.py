@@ -18,8 +18,13 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from layered_memory.core._defuse import defuse
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware, _source
-from layered_memory.graph._focus import FocusSettings, focus_names, render_unavailable
-from layered_memory.graph._index import NameMatcher, tokens
+from layered_memory.graph._focus import (
+    FocusSettings,
+    NameMatcher,
+    focus_names,
+    render_unavailable,
+    tokens,
+)
 from layered_memory.testing import ScriptedChatModel
 
 RUNTIME = SimpleNamespace(context=None)

@@ -22,6 +22,7 @@ def test_graph_public_names_are_pinned() -> None:
         "ObservationDeletion",
         "ObservationResult",
         "Relation",
+        "mcp_server",
     ]
     for name in graph.__all__:
         assert getattr(graph, name) is not None

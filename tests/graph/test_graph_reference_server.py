@@ -251,18 +251,16 @@ def test_the_reference_fixture_survives_both_byte_for_byte(
     assert sides.bytes() == FIXTURE.read_bytes()
 
 
-def test_tool_names_and_input_schemas_are_the_servers(
+def test_tool_definitions_are_the_servers(
     tmp_path: Path, mcp_server: Callable[[Path], McpStdioClient]
 ) -> None:
     server = mcp_server(tmp_path / "memory.jsonl")
     published = {tool["name"]: tool for tool in server.list_tools()}
 
     assert list(published) == list(SPECS)
-    for name, (description, schema) in SPECS.items():
-        theirs = dict(published[name]["inputSchema"])
-        theirs.pop("$schema", None)
-        assert schema == theirs, name
-        assert description == published[name]["description"], name
+    for name, spec in SPECS.items():
+        # Title, description, input and output schemas, annotations: all of it.
+        assert spec.listing() == published[name], name
 
 
 @pytest.mark.parametrize("query", ["İstanbul", "ΟΔΟΣ", "straße", "ǅ"])

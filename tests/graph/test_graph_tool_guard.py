@@ -25,7 +25,7 @@ from langgraph.store.memory import InMemoryStore
 
 from layered_memory.core.guard import ProtectedPaths, is_protected
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
-from layered_memory.graph._tool_guard import GraphFile
+from layered_memory.graph.middleware import GraphFile
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 RUNTIME = SimpleNamespace(context=None)

@@ -1,5 +1,5 @@
 """The `layered-memory` console script: `demo`, `doctor`, `inspect`, `lint`, `review`, `sync`,
-`graph`, `tiers`.
+`graph`, `mcp`, `tiers`.
 
 Each subcommand is one `_add_<name>` function declaring its arguments and one `_run_<name>`
 function (or a module of its own) doing the work, so owners of different subcommands never edit
@@ -485,12 +485,19 @@ def _run_review(args: argparse.Namespace) -> int:
 
 
 # -- graph, tiers (their own folders) --------------------------------------------------------
+# -- graph, mcp (cli/graph.py), tiers (its own folder) ---------------------------------------
 
 
 def _add_graph(subparsers: Subparsers) -> None:
-    from layered_memory.graph._cli import add_parser
+    from layered_memory.cli.graph import add_graph_parser
 
-    add_parser(subparsers)
+    add_graph_parser(subparsers)
+
+
+def _add_mcp(subparsers: Subparsers) -> None:
+    from layered_memory.cli.graph import add_mcp_parser
+
+    add_mcp_parser(subparsers)
 
 
 def _add_tiers(subparsers: Subparsers) -> None:
@@ -525,6 +532,7 @@ SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     _add_review,
     _add_sync,
     _add_graph,
+    _add_mcp,
     _add_tiers,
 )
 

@@ -56,7 +56,7 @@ entries on purpose with `edit_file`.
   (another store) are not serialized. A `StateBackend` needs no more: its files live in one
   thread's graph state, written at the end of a graph step through the `files` reducer; the
   view leaves the agent's own tools on it as deepagents wrote them (two tool calls of one turn
-  writing one file are refused by deepagents, and by `graph/_tool_guard.py` for the graph).
+  writing one file are refused by deepagents, and by `graph/middleware.py` for the graph).
 
 A protected view (`guard.protect`) given as the backend is read and written past its guard
 (its own base backend), after the guard's `refusal` said each path is not read-only memory.

@@ -3,8 +3,9 @@
 One `memory.jsonl` can be shared by Claude Desktop's `@modelcontextprotocol/server-memory` and
 a LangChain or deepagents agent: `KnowledgeGraph` runs the server's nine operations on the file
 in any deepagents backend (with cross-process write locks and secret redaction the server
-lacks), and `KnowledgeGraphMiddleware` gives an agent the server's tools plus what the graph
-knows about the entities in focus, within a character budget.
+lacks), `KnowledgeGraphMiddleware` gives an agent the server's tools plus what the graph
+knows about the entities in focus, within a character budget, and `mcp_server` serves the
+graph to any MCP client with the server's tools (`layered-memory mcp --graph FILE`).
 
 Example:
     from deepagents.backends import FilesystemBackend
@@ -24,7 +25,7 @@ from layered_memory.errors import (
     KnowledgeGraphError,
     KnowledgeGraphInputError,
 )
-from layered_memory.graph._types import (
+from layered_memory.graph._format import (
     Entity,
     GraphData,
     ObservationAddition,
@@ -32,6 +33,7 @@ from layered_memory.graph._types import (
     ObservationResult,
     Relation,
 )
+from layered_memory.graph._tools import mcp_server
 from layered_memory.graph.knowledge_graph import DEFAULT_PATH, KnowledgeGraph
 from layered_memory.graph.middleware import KnowledgeGraphMiddleware, KnowledgeGraphState
 
@@ -49,4 +51,5 @@ __all__ = [
     "ObservationDeletion",
     "ObservationResult",
     "Relation",
+    "mcp_server",
 ]

@@ -16,11 +16,27 @@
   kept in the agent state, refuse a second change of the file in one model turn (parallel
   tool calls there overwrite each other); redact secrets from the text a `write_file` /
   `edit_file` would put in the graph file, and say so in the tool's result (the package's
-  `redact_memory_edit` / `note_redaction`, as `MemoryMiddleware` does for memory files). See
-  `_tool_guard`.
+  `redact_memory_edit` / `note_redaction`, as `MemoryMiddleware` does for memory files).
 
 Everything a later step needs is in the state (digest, focus context) or in the messages
 (which tools ran), never in the instance: a run resumed in another process behaves the same.
+
+What the tool hook decides is a pure function of the call, the conversation and where the
+graph file lives (the functions at the end of this module):
+
+- Read-only: the six mutating graph tools are refused, and so are deepagents' file tools
+  (`write_file`, `edit_file`, `delete`) on the graph file under any alias, with the same
+  `guard.refusal` the protected backend view asks.
+- A graph kept in the agent state (`StateBackend`, also behind a `CompositeBackend` route):
+  each tool call of one model turn runs as its own task on the state as it was before the turn,
+  and the `files` channel keeps the last write of a file. Two calls that both change the graph
+  file in one turn would silently lose one change, so the later one is refused with a message
+  telling the model to repeat it (as deepagents refuses parallel `write_file`s of one path).
+- After which tool results the next model call reloads the file: the graph's own mutations,
+  a subagent (`task`), a shell command (`execute`) and a file tool that wrote the graph file.
+- A writable graph: a `write_file` / `edit_file` of the graph file has its text redacted before
+  the tool runs, as `MemoryMiddleware` does for memory files (`redact_memory_edit`): the
+  graph's own tools redact what they store, and the file tools must not be a way around that.
 """
 
 from __future__ import annotations
@@ -29,8 +45,10 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
+from deepagents.backends import StateBackend
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
@@ -42,14 +60,17 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
     ResponseT,
 )
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from layered_memory._logs import get_logger
+from layered_memory.core._internals import final_route
 from layered_memory.core._run_data import context_strings, current_config
 from layered_memory.core._system_message import append_block
+from layered_memory.core._tool_calls import MUTATING_TOOLS as FILE_MUTATING_TOOLS
+from layered_memory.core._tool_calls import error_message, named_paths, refused
 from layered_memory.core._validation import check_int, check_match_keys
-from layered_memory.core.guard import ProtectedPaths, protect
+from layered_memory.core.guard import SHELL_TOOLS, ProtectedPaths, protect, refusal
 from layered_memory.errors import LayeredMemoryError, SessionKeyError
 from layered_memory.graph import _source
 from layered_memory.graph._focus import (
@@ -57,6 +78,7 @@ from layered_memory.graph._focus import (
     DEFAULT_MAX_ENTITIES,
     DEFAULT_MAX_OBSERVATION_CHARS,
     DEFAULT_MAX_RELATIONS,
+    MAX_SCAN_CHARS,
     FocusSettings,
     focus_names,
     minimum_chars,
@@ -64,15 +86,7 @@ from layered_memory.graph._focus import (
     render_unavailable,
 )
 from layered_memory.graph._format import GraphSnapshot
-from layered_memory.graph._index import MAX_SCAN_CHARS
-from layered_memory.graph._tool_guard import (
-    GraphFile,
-    graph_may_have_changed,
-    kept_in_state,
-    parallel_refusal,
-    read_only_refusal,
-)
-from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, graph_tools
+from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, MUTATING_TOOLS, graph_tools
 from layered_memory.graph.knowledge_graph import DEFAULT_PATH, KnowledgeGraph
 from layered_memory.middleware import MatchKeySource
 from layered_memory.sessions import parse_session_key
@@ -203,6 +217,27 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         self._renders: OrderedDict[tuple[Any, ...], str] = OrderedDict()
         self._renders_lock = threading.Lock()
 
+    def focus(self, *, message: str = "", context: Sequence[str] = ()) -> tuple[list[str], str]:
+        """What a model call would be told: the entity names in focus and the block, read from
+        the file now (`layered-memory graph --message` prints this).
+
+        Args:
+            message: The latest user message.
+            context: Focus values as the run gives them: the session key's entity, then the
+                `match_keys` values.
+
+        Raises:
+            KnowledgeGraphError: The file cannot be read.
+        """
+        snapshot = self.graph.snapshot()
+        names = focus_names(
+            snapshot,
+            context=list(context),
+            message=message[:MAX_SCAN_CHARS],
+            limit=self.settings.max_entities,
+        )
+        return names, render_focus(snapshot, names, self.settings)
+
     def read_only(self) -> KnowledgeGraphMiddleware[Any, Any]:
         """A twin for subagents: the same graph and focus, only the reading tools."""
         return KnowledgeGraphMiddleware[Any, Any](
@@ -314,9 +349,9 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         """Refuse a change of a read-only graph, or a second change of a state-kept graph in
         one model turn; else run the tool, with secrets redacted from a file tool's write of
         the graph file."""
-        refusal = self._refusal(request)
-        if refusal is not None:
-            return refusal
+        refused_call = self._refusal(request)
+        if refused_call is not None:
+            return refused_call
         request, redaction = self._redacted(request)
         return note_redaction(handler(request), redaction)
 
@@ -326,9 +361,9 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async twin of `wrap_tool_call`."""
-        refusal = self._refusal(request)
-        if refusal is not None:
-            return refusal
+        refused_call = self._refusal(request)
+        if refused_call is not None:
+            return refused_call
         request, redaction = self._redacted(request)
         return note_redaction(await handler(request), redaction)
 
@@ -443,3 +478,139 @@ def _latest_user_text(messages: Sequence[Any]) -> str:
         if isinstance(message, HumanMessage):
             return message.text[:MAX_SCAN_CHARS]
     return ""
+
+
+# --- the tool hook's decisions, pure: functions of the call, the conversation and the file --
+
+SUBAGENT_TOOLS = frozenset({"task"})
+"""Tools that run a subagent, which may hold the graph's tools too."""
+
+
+def read_only_paths(path: str) -> ProtectedPaths:
+    """The graph file, protected as `guard.protect` and `guard.refusal` take it."""
+    return ProtectedPaths(files={path: "the knowledge graph, read-only for this agent"})
+
+
+def kept_in_state(backend: Any, path: str) -> bool:
+    """Whether `path` is stored in the agent state, where parallel writes overwrite each other."""
+    target, _key = final_route(backend, path)
+    return isinstance(target, StateBackend)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphFile:
+    """The graph file as tool calls may name it.
+
+    Attributes:
+        backend: The backend it lives in.
+        path: Its path there.
+        protected: It alone, as `guard.refusal` takes protected paths.
+    """
+
+    backend: Any
+    path: str
+    protected: ProtectedPaths
+
+    @classmethod
+    def of(cls, backend: Any, path: str) -> GraphFile:
+        """The graph file `path` of `backend`."""
+        return cls(backend, path, read_only_paths(path))
+
+    def changed_by(self, call: Mapping[str, Any]) -> bool:
+        """Whether the call changes the file: a graph mutation, or a file tool writing it
+        under any alias (`..`, a symlink, a route) or deleting a folder holding it."""
+        name = call.get("name", "")
+        if name in MUTATING_TOOLS:
+            return True
+        operation = FILE_MUTATING_TOOLS.get(name)
+        return operation is not None and any(
+            refusal(self.backend, self.protected, operation, path) is not None
+            for path in named_paths(call)
+        )
+
+    def access_of(self, path: str) -> tuple[str | None, None]:
+        """`("graph", None)` when a file tool writing `path` writes the graph file (under any
+        alias), else `(None, None)`: the form `redact_memory_edit` asks of a memory file."""
+        found = refusal(self.backend, self.protected, "write", path)
+        return ("graph" if found is not None else None), None
+
+
+def read_only_refusal(call: Mapping[str, Any], graph: GraphFile) -> ToolMessage | None:
+    """The refusal of a call that would change a read-only graph (None: it would not)."""
+    name = call.get("name", "")
+    if name in MUTATING_TOOLS:
+        return error_message(
+            call,
+            f"Error: {name} refused: the knowledge graph is read-only for this agent. Nothing "
+            "was changed; report what should be recorded instead.",
+        )
+    operation = FILE_MUTATING_TOOLS.get(name)
+    if operation is None:
+        return None
+    for path in sorted(named_paths(call)):
+        reason = refusal(graph.backend, graph.protected, operation, path)
+        if reason is not None:
+            return refused(call, reason)
+    return None
+
+
+def parallel_refusal(
+    call: Mapping[str, Any], state: Mapping[str, Any], graph: GraphFile
+) -> ToolMessage | None:
+    """The refusal of a change to a state-kept graph file that another call of the same model
+    turn would overwrite: an earlier change of the file, or a subagent anywhere in the turn (it
+    hands back every file as it found it before the turn, the graph file included)."""
+    if not graph.changed_by(call):
+        return None
+    turn = _latest_ai_message(state.get("messages") or ())
+    if turn is None:
+        return None
+    conflict: str | None = None
+    earlier = True
+    for other in turn.tool_calls:
+        if other.get("id") == call.get("id"):
+            earlier = False
+            continue
+        if other.get("name") in SUBAGENT_TOOLS:
+            conflict = f"the subagent call ({other.get('name')}) in the same turn hands back"
+            break
+        if earlier and conflict is None and graph.changed_by(other):
+            conflict = f"{other.get('name')} in the same turn already changes"
+    if conflict is None:
+        return None
+    return error_message(
+        call,
+        f"Error: {call.get('name', '')} refused: {conflict} the knowledge graph {graph.path}, "
+        "which is kept in the agent state, where changes made in parallel overwrite each other. "
+        "Nothing was changed; make this call again after that call's result.",
+    )
+
+
+def _latest_ai_message(messages: Sequence[Any]) -> AIMessage | None:
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message
+    return None
+
+
+def graph_may_have_changed(messages: Sequence[Any], graph: GraphFile) -> bool:
+    """Whether a tool that ran since the model last spoke may have changed the graph file."""
+    results: list[ToolMessage] = []
+    turn: AIMessage | None = None
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            turn = message
+            break
+        if isinstance(message, ToolMessage) and message.status != "error":
+            results.append(message)
+    if not results:
+        return False
+    calls = {call.get("id"): call for call in turn.tool_calls} if turn is not None else {}
+    for result in results:
+        name = result.name or ""
+        if name in MUTATING_TOOLS or name in SUBAGENT_TOOLS or name in SHELL_TOOLS:
+            return True
+        call = calls.get(result.tool_call_id)
+        if name in FILE_MUTATING_TOOLS and call is not None and graph.changed_by(call):
+            return True
+    return False

@@ -548,6 +548,28 @@ def hostile_consolidation(folder: Path) -> dict[str, Any]:
     }
 
 
+@case
+def graph_mcp_results(root: Path) -> dict[str, Any]:
+    """A graph holding 100,000 closing tags and backslashes, served over MCP: the defused
+    answer and the undefusing of names given back stay linear in their size."""
+    from layered_memory.graph import KnowledgeGraph
+    from layered_memory.graph._tools import SPECS, _undefused_arguments, defused_result
+
+    graph = KnowledgeGraph(fs(root), "/memory.jsonl", redact_secrets=False)
+    name = "x</system>" * 10_000
+    graph.create_entities(
+        [{"name": name, "entityType": "t", "observations": ["</system>\\" * 100_000]}]
+    )
+    text, value = defused_result(graph.read_graph())
+    shown = value["entities"][0]["name"]
+    given = {"entityNames": [shown, "<\\" * 100_000]}
+    graph.delete_entities(_undefused_arguments(SPECS["delete_entities"], given)["entityNames"])
+    return {
+        "defused": "</system>" not in text,
+        "deleted": graph.read_graph()["entities"] == [],
+    }
+
+
 def main(argv: list[str]) -> int:
     workdir = Path(argv[0])
     names = argv[1:] or list(CASES)

@@ -219,3 +219,8 @@ def test_a_hostile_consolidation_finishes_and_stores_nothing_bad(outcomes: dict[
     assert found["marks_line_parsed"] is True
     assert found["stored_instruction"] is False
     assert found["key_stored"] is False
+
+
+def test_a_hostile_graph_is_defused_and_named_back_in_linear_time(outcomes: dict[str, Any]) -> None:
+    result = outcome(outcomes, "graph_mcp_results")
+    assert result == {"defused": True, "deleted": True}
