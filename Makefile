@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,12 +29,15 @@ test: $(STAMP) $(GRAPH_SERVER)  ## run the whole test suite
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests examples benchmarks
-	$(VENV)/bin/ruff format --check src tests examples benchmarks
+	$(VENV)/bin/ruff check src tests examples benchmarks conftest.py
+	$(VENV)/bin/ruff format --check src tests examples benchmarks conftest.py
 	$(VENV)/bin/mypy
+
+docs: $(STAMP)  ## build the docs site into site/ (`.venv/bin/mkdocs serve` to browse it)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: $(STAMP)  ## benchmarks against deepagents' built-in MemoryMiddleware (not part of the tests)
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/graph/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/graph/node_modules site

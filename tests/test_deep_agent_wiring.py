@@ -80,7 +80,7 @@ async def test_memory_slot_puts_memory_after_the_cache_breakpoint(
 
 
 def test_without_the_slot_memory_lands_before_the_breakpoint(backend: FilesystemBackend) -> None:
-    """What the README warns against: as plain user middleware, the breakpoint moves onto the
+    """What the docs warn against: as plain user middleware, the breakpoint moves onto the
     memory block, so the static prompt has no breakpoint of its own."""
     model = RecordingAnthropic(model_name="claude-sonnet-4-5", api_key="sk-ant-test")  # type: ignore[call-arg,arg-type]
     agent = create_deep_agent(

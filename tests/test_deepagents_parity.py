@@ -37,7 +37,7 @@ INTENDED_DIFFERENCES = {
     "keeps_leading_blank_lines": {"deepagents": True, "layered_memory": False},
     "shows_a_duplicated_source_twice": {"deepagents": True, "layered_memory": False},
 }
-"""What deepagents' class does (0.7.32) vs what ours does on purpose (see the README table)."""
+"""What deepagents' class does (0.7.32) vs what ours does on purpose (docs/deepagents.md)."""
 
 
 @pytest.fixture(params=list(CLASSES))

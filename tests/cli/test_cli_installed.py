@@ -191,10 +191,10 @@ def test_sync_inspect_and_tiers_against_a_store(
         assert json.loads(result.stdout)["short_term"] == []
 
 
-def readme_local_hook() -> dict:
-    """The README's `.pre-commit-config.yaml` with `repo: local`."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = [block.split("```", 1)[0] for block in readme.split("```yaml\n")[1:]]
+def documented_local_hook() -> dict:
+    """The `.pre-commit-config.yaml` with `repo: local` of the CLI docs page."""
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    blocks = [block.split("```", 1)[0] for block in page.split("```yaml\n")[1:]]
     (block,) = [block for block in blocks if "repo: local" in block]
     config: dict = yaml.safe_load(block)
     return config
@@ -205,7 +205,7 @@ def test_the_pre_commit_hook(
 ) -> None:
     """pre-commit runs the hook of `.pre-commit-hooks.yaml` on the files of a commit.
 
-    The manifest is validated by pre-commit itself; the hook then runs as the README's local
+    The manifest is validated by pre-commit itself; the hook then runs as the docs' local
     hook, with the manifest's own `entry`, `files` and `types`, against the installed console
     script (language `unsupported`: pre-commit's `python` language would pip-install this
     repository and its dependencies into an environment of its own, which needs the network).
@@ -218,9 +218,9 @@ def test_the_pre_commit_hook(
     git = shutil.which("git")
     if git is None:  # pragma: no cover - git is on every developer machine and in CI
         pytest.skip("git is not installed")
-    # The README's local hook (its way to run the hook before a release is tagged): the
+    # The docs' local hook (their way to run the hook before a release is tagged): the
     # manifest's own `entry`, `files` and `types`.
-    local = readme_local_hook()
+    local = documented_local_hook()
     (documented,) = local["repos"][0]["hooks"]
     for field in ("id", "name", "entry", "files", "types"):
         assert documented[field] == hook[field], field

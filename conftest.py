@@ -1,15 +1,27 @@
-"""Shared fixtures: real servers (skip on a laptop, required in CI) and small helpers.
+"""Shared fixtures: real servers (skip on a laptop, required in CI) and small helpers; and the
+code blocks of README.md and docs/ as tests.
 
 `LAYERED_MEMORY_REQUIRE_SERVICES=1` (set by `.ci/run`) turns "server unreachable" from a skip
 into a failure, so CI can never pass by skipping the Redis and PostgreSQL tests.
+
+Every Python block of README.md and docs/*.md runs (pytest-markdown-docs, `--markdown-docs` in
+pyproject's addopts), each in an empty folder of its own, as a reader would run it. A block
+needing a server names its fixture (`` ``` {.python fixture:postgres_url} ``): it skips without
+one, and fails in CI. A block that cannot run offline is marked `notest` and says why.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Generator
+from pathlib import Path
 
 import pytest
+from pytest_markdown_docs.plugin import MarkdownDocstringCodeModule, MarkdownTextFile
+
+ROOT = Path(__file__).resolve().parent
+DOCS = ROOT / "docs"
 
 REQUIRE_SERVICES = os.environ.get("LAYERED_MEMORY_REQUIRE_SERVICES", "") not in ("", "0")
 REDIS_URL = os.environ.get("LAYERED_MEMORY_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -73,3 +85,31 @@ def private_state_dir(
     """Each test records unrestored read-only memory in a folder of its own, never in the
     user's `~/.local/state` (`core._unrestored`)."""
     monkeypatch.setenv("LAYERED_MEMORY_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(
+    file_path: Path,
+) -> Generator[None, list[pytest.Collector], list[pytest.Collector]]:
+    """Markdown tests come from README.md and docs/ only: not from docstrings (the plugin
+    imports every `.py` file it is given for them) nor from the real rule files kept as test
+    data under tests/."""
+    collected = yield
+    return [
+        node
+        for node in collected
+        if not isinstance(node, MarkdownDocstringCodeModule)
+        and (not isinstance(node, MarkdownTextFile) or _documentation(file_path))
+    ]
+
+
+def _documentation(path: Path) -> bool:
+    return path == ROOT / "README.md" or path.is_relative_to(DOCS)
+
+
+@pytest.fixture(autouse=True)
+def empty_folder_for_markdown(request: pytest.FixtureRequest) -> None:
+    """A code block of the docs runs in an empty folder, as written: it creates its files."""
+    if request.node.get_closest_marker("markdown-docs"):
+        folder = request.getfixturevalue("tmp_path")
+        request.getfixturevalue("monkeypatch").chdir(folder)
