@@ -14,7 +14,7 @@ import pytest
 from cli_config_helpers import PROJECT, write, write_project
 
 from layered_memory.cli import main
-from layered_memory.cli._checks import CHECKS, ping
+from layered_memory.cli.doctor import CHECKS, ping
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ Each subcommand is one `_add_<name>` function declaring its arguments and one `_
 function (or a module of its own) doing the work, so owners of different subcommands never edit
 the same lines. Every subcommand has `--json` (a documented schema with a `"version"` key),
 documents its exit status in `--help`, colours only a terminal (never with `NO_COLOR`), and
-prints file names, keys and memory through `_text.printable` / `dumps_json`.
+prints file names, keys and memory through `_output.printable` / `dumps_json`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
-from layered_memory.cli._text import escaped_output, printable
+from layered_memory.cli._output import escaped_output, printable
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -258,8 +258,7 @@ def _add_inspect(subparsers: Subparsers) -> None:
 
 
 def _run_inspect(args: argparse.Namespace) -> int:
-    from layered_memory.cli._inspect_view import print_report
-    from layered_memory.cli.inspect import run_inspect
+    from layered_memory.cli.inspect import print_report, run_inspect
 
     return run_inspect(args, render=print_report)
 
@@ -268,7 +267,7 @@ def _run_inspect(args: argparse.Namespace) -> int:
 
 
 def _doctor_description() -> str:
-    from layered_memory.cli._checks import CHECKS
+    from layered_memory.cli.doctor import CHECKS
 
     checks = "\n".join(f"  {code:<22}{text}" for code, text in CHECKS.items())
     return f"""\
@@ -502,7 +501,7 @@ def _add_mcp(subparsers: Subparsers) -> None:
 
 def _add_tiers(subparsers: Subparsers) -> None:
     try:
-        from layered_memory.tiers._cli import add_parser
+        from layered_memory.cli.tiers import add_parser
     except ImportError:  # the `tiers` extra (numpy) is not installed: say so when it is used
         stub = subparsers.add_parser(
             "tiers",

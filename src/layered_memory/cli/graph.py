@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layered_memory.cli._text import dumps_json, printable
+from layered_memory.cli._output import dumps_json, printable
 
 if TYPE_CHECKING:
     from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
@@ -257,7 +257,7 @@ def _mcp_usage_error(args: argparse.Namespace) -> str | None:
 def _serve_store(args: argparse.Namespace) -> int:
     from deepagents.backends import StoreBackend
 
-    from layered_memory.cli._store import CliStoreError, open_store, parse_namespace
+    from layered_memory.cli._source import CliStoreError, open_store, parse_namespace
     from layered_memory.graph import DEFAULT_PATH, KnowledgeGraph
 
     path = args.graph or DEFAULT_PATH

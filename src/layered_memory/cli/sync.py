@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from layered_memory.cli._store import (
+from layered_memory.cli._output import Painter, dumps_json, printable, printable_url, use_colour
+from layered_memory.cli._source import (
     CliStoreError,
     FileItem,
     file_value,
@@ -33,8 +34,6 @@ from layered_memory.cli._store import (
     open_store,
     parse_namespace,
 )
-from layered_memory.cli._style import Painter, use_colour
-from layered_memory.cli._text import dumps_json, printable, printable_url
 from layered_memory.core.files import atomic_write
 from layered_memory.core.loading import MAX_FILE_BYTES
 from layered_memory.sessions.stores._urls import redact_url

@@ -16,8 +16,8 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from layered_memory.cli._store import open_store, parse_namespace
-from layered_memory.cli._text import dumps_json, printable
+from layered_memory.cli._output import dumps_json, printable
+from layered_memory.cli._source import open_store, parse_namespace
 from layered_memory.errors import LayeredMemoryError, TierItemError
 from layered_memory.tiers._types import DEFAULT_NAMESPACE, Page, check_prefix, user_namespace
 from layered_memory.tiers.memory import TieredMemory
