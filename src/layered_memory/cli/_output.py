@@ -140,6 +140,11 @@ def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """`1 relation`, `2 relations`, `1,024 entities` (with `plural`): every count the CLI prints."""
+    return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
+
+
 # -- colour -----------------------------------------------------------------------------------
 
 _STYLES = {

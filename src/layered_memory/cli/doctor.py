@@ -23,7 +23,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from layered_memory.cli._output import SEVERITY_STYLE, Painter, dumps_json, printable, use_colour
+from layered_memory.cli._output import (
+    SEVERITY_STYLE,
+    Painter,
+    counted,
+    dumps_json,
+    printable,
+    use_colour,
+)
 from layered_memory.cli._source import (
     LOAD_ERRORS,
     CliStoreError,
@@ -136,14 +143,12 @@ def _counts(findings: list[Finding]) -> dict[str, int]:
 
 
 def _summary(counts: dict[str, int]) -> str:
-    def count(number: int, noun: str) -> str:
-        return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
-
-    notes = f", {count(counts['info'], 'note')}" if counts["info"] else ""
+    notes = f", {counted(counts['info'], 'note')}" if counts["info"] else ""
     if not counts["error"] and not counts["warning"]:
         return f"doctor: no problems found{notes}"
     return (
-        f"doctor: {count(counts['error'], 'error')}, {count(counts['warning'], 'warning')}{notes}"
+        f"doctor: {counted(counts['error'], 'error')}, "
+        f"{counted(counts['warning'], 'warning')}{notes}"
     )
 
 

@@ -38,7 +38,14 @@ from typing import Any
 
 from deepagents.backends import FilesystemBackend
 
-from layered_memory.cli._output import SEVERITY_STYLE, Painter, dumps_json, printable, use_colour
+from layered_memory.cli._output import (
+    SEVERITY_STYLE,
+    Painter,
+    counted,
+    dumps_json,
+    printable,
+    use_colour,
+)
 from layered_memory.cli._source import FileReport, InspectReport, shown_of
 from layered_memory.core._disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
@@ -121,10 +128,6 @@ def _display(path: str) -> str:
     except ValueError:  # another drive on Windows
         return printable(path)
     return printable(path if relative.startswith("..") else relative)
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 # -- rule files -----------------------------------------------------------------------------
@@ -382,12 +385,12 @@ def summary(result: LintResult) -> str:
     if result.rule_files or not result.memory_files:
         bad = len(result.invalid(result.rule_files))
         total = len(result.rule_files)
-        parts.append(f"{_count(total, 'rule file')}: {total - bad} valid, {bad} invalid")
+        parts.append(f"{counted(total, 'rule file')}: {total - bad} valid, {bad} invalid")
     if result.memory_files:
         bad = len(result.invalid(result.memory_files))
         total = len(result.memory_files)
-        parts.append(f"{_count(total, 'memory file')}: {total - bad} ok, {bad} with errors")
-    parts.append(f"{_count(errors, 'error')}, {_count(warnings, 'warning')}")
+        parts.append(f"{counted(total, 'memory file')}: {total - bad} ok, {bad} with errors")
+    parts.append(f"{counted(errors, 'error')}, {counted(warnings, 'warning')}")
     return "; ".join(parts)
 
 
