@@ -355,11 +355,7 @@ def rule_findings(rule_set: RuleSet | None, *, root: Path | None) -> list[Findin
         for problem in rule_set.problems
     ]
     for dead in dead_globs(rule_set.rules, disk_root=str(root) if root else None):
-        message = dead.reason
-        if dead.all_dead:
-            message += f"; rule {dead.rule.name!r} can never apply"
-        severity: Severity = "error" if dead.all_dead else "warning"
-        findings.append(Finding("rule-never-applies", severity, dead.rule.path, message))
+        findings.append(Finding("rule-never-applies", dead.severity, dead.rule.path, dead.message))
     return findings
 
 

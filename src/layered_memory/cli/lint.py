@@ -34,7 +34,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from deepagents.backends import FilesystemBackend
 
@@ -209,9 +209,9 @@ def _rule_set(
 
 
 def glob_problems(rule_set: RuleSet, *, disk_root: str | None = None) -> list[LintProblem]:
-    """Warnings for globs no match key can match (`dead_globs`)."""
+    """Globs no match key can match (`dead_globs`), as `doctor` reports them."""
     return [
-        LintProblem(dead.rule.path, "warning", dead.reason)
+        LintProblem(dead.rule.path, dead.severity, dead.message)
         for dead in dead_globs(rule_set.rules, disk_root=disk_root)
     ]
 
@@ -530,6 +530,20 @@ class DeadGlob:
     glob: str
     reason: str
     all_dead: bool
+
+    # `lint` and `doctor` report a dead glob alike (issue 26: a warning in one, an error in the
+    # other). The severity is the rules parser's own for the same kind of glob: `'..'
+    # segments never match (keys are normalized paths)` is an invalid glob, an error
+    # (`RuleProblem`: the part named is skipped); a `.` segment never matches for the same
+    # reason, and a glob naming the backend's disk folder never matches a key either.
+    severity: ClassVar[Literal["error"]] = "error"
+
+    @property
+    def message(self) -> str:
+        """The reason, and when no glob of the rule can match, that the rule never applies."""
+        if self.all_dead:
+            return f"{self.reason}; rule {self.rule.name!r} can never apply"
+        return self.reason
 
 
 def _has_dot_segment(pattern: str) -> bool:
