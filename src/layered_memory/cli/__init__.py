@@ -359,10 +359,14 @@ utf-8 items, other files as base64 items, keyed by their path from DIR
 (/AGENTS.md, /.claude/rules/python.md), as deepagents' StoreBackend keeps them.
 This is how a team keeps memory in git and deploys it to shared agents.
 
-Copied: every file below DIR except dot-folders and dotfiles (.git/, .env)
+Copied: every file below DIR (push copies all of them, not only memory
+files; --pattern limits it) except dot-folders and dotfiles (.git/, .env)
 other than .agents/rules/, .claude/rules/ and .cursor/rules/; __pycache__/,
 node_modules/ and editor/OS junk (*~, *.swp, *.swo, *.tmp, *.pyc, Thumbs.db,
 desktop.ini); symlinks, files over 8 MB and non-UTF-8 file names (reported).
+With --pattern GLOB (repeatable), only the paths from DIR that match one of
+the globs, on both sides (AGENTS.md, MEMORY.md, '.claude/rules/**'; the glob
+dialect of rule files: * stays within a folder, ** crosses folders).
 
 One line per file: added, updated, unchanged, deleted, kept (only on the
 destination; --delete removes it), skipped, refused (a pulled key with '..'
@@ -371,7 +375,7 @@ the source side has no files at all (a mistyped --root or --namespace would
 otherwise empty the destination).
 
 --json prints {"version": 1, "direction", "dry_run", "root", "store" (no
-password), "namespace", "actions": [{"key", "status", "detail"}], "counts":
+password), "namespace", "patterns", "actions": [{"key", "status", "detail"}], "counts":
 {status: n}, "ok"}. Exit status: 0; 1 when a file failed or a key was refused;
 2 on a usage error or a store error."""
 
@@ -399,6 +403,14 @@ def _add_sync(subparsers: Subparsers) -> None:
         action="store_true",
         help="delete files/items missing on the source side (default: keep them)",
     )
+    parser.add_argument(
+        "--pattern",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="sync only the paths from DIR matching GLOB (e.g. AGENTS.md, '.claude/rules/**'); "
+        "repeatable (default: every file below DIR)",
+    )
     parser.add_argument("--json", action="store_true", help="print the actions as JSON")
     parser.set_defaults(run=_run_sync)
 
@@ -414,6 +426,7 @@ def _run_sync(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         delete=args.delete,
         as_json=args.json,
+        patterns=args.pattern,
     )
 
 
