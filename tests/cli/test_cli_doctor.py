@@ -365,7 +365,9 @@ def test_lint_and_doctor_report_a_dead_glob_alike(
     )
     _status, data = doctor(capsys)
     from_doctor = [
-        (f["severity"], f["message"]) for f in data["findings"] if f["check"] == "rule-never-applies"
+        (f["severity"], f["message"])
+        for f in data["findings"]
+        if f["check"] == "rule-never-applies"
     ]
     assert main(["lint", ".claude/rules", "--json"]) == 1
     from_lint = [

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
+from layered_memory import __version__
 from layered_memory.cli._output import escaped_output, printable
 
 EXIT_OK = 0
@@ -266,9 +267,38 @@ def _run_inspect(args: argparse.Namespace) -> int:
 # -- doctor ---------------------------------------------------------------------------------
 
 
-def _doctor_description() -> str:
-    from layered_memory.cli.doctor import CHECKS
+# Here rather than in `doctor.py`, which imports the middleware: `--help` lists them, and
+# building the parser must stay cheap (`layered-memory --version`, `lint`).
+CHECKS: dict[str, str] = {
+    "no-memory": "no memory file and no rule folder: the agent gets no memory at all",
+    "layer-file": "a layer file that is missing (read-only layer) or refused (a bad path)",
+    "layer-unreadable": "a layer file that exists but cannot be read or decoded",
+    "unrestored": "read-only memory an agent changed in an earlier run that could not be put "
+    "back (a full disk, a permission): left out of the prompt until the file changes",
+    "layer-absent": "a writable layer's file does not exist yet; the agent creates it (note)",
+    "layer-empty": "a layer file holding only comments or blank lines: nothing is shown",
+    "rules-folder": "a rule folder that is missing or is a file",
+    "rule-invalid": "a rule file with an error: skipped, or an invalid glob dropped",
+    "rule-warning": "a rule file used with a warning (a field its tool ignores, a Manual rule)",
+    "rule-never-applies": "a rule glob no match key can ever match ('./src/**', a disk path)",
+    "rule-matches-no-file": "a paths rule that none of the project's files matches",
+    "budget-omits": "a layer file left out of the block by the budget",
+    "budget-truncates": "a layer file cut by the budget",
+    "budget-line-cap": "a file cut by its line cap (MEMORY.md: 200 lines) (note)",
+    "budget-drops-rule": "a rule that applies but does not fit the rules budget",
+    "budget-truncates-rule": "a rule cut to fit the rules budget",
+    "store-unreachable": "a session store, or the --store, that does not answer",
+    "import-too-deep": "@imports more than 5 hops from a configured file: not followed",
+    "import-cycle": "memory files that import each other (harmless at run time, a mistake)",
+    "memory-problem": "any other problem a load reports (a missing @import, a root holding "
+    "none of the files...)",
+    "strict": "strict=True: the agent's run stops at the first of these problems",
+    "not-injected": "system_prompt=None: no block reaches the model (note)",
+}
+"""Every check, by the code findings carry (`--ignore CODE` leaves one out)."""
 
+
+def _doctor_description() -> str:
     checks = "\n".join(f"  {code:<22}{text}" for code, text in CHECKS.items())
     return f"""\
 One report of everything that makes memory silently absent or wrong, for your
@@ -394,7 +424,12 @@ def _add_sync(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--namespace", required=True, metavar="NS", help="store namespace, e.g. org/acme/project"
     )
-    parser.add_argument("--root", required=True, metavar="DIR", help="the memory folder")
+    parser.add_argument(
+        "--root",
+        required=True,
+        metavar="DIR",
+        help="the memory folder: every file below it is copied (see --pattern)",
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="print what would change; write nothing"
     )
@@ -565,6 +600,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Layered memory for LangChain and deepagents agents.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"layered-memory {__version__}", help="and exit 0"
     )
     # Subcommand parsers are `_Parser`s too (argparse makes them of the parent's class); the
     # `add_*` functions only need the ArgumentParser interface.

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from layered_memory.cli import CHECKS
 from layered_memory.cli._output import (
     SEVERITY_STYLE,
     Painter,
@@ -225,34 +226,6 @@ def run_doctor(args: Any) -> int:
 # -- the checks -------------------------------------------------------------------------------
 
 Severity = Literal["error", "warning", "info"]
-
-CHECKS: dict[str, str] = {
-    "no-memory": "no memory file and no rule folder: the agent gets no memory at all",
-    "layer-file": "a layer file that is missing (read-only layer) or refused (a bad path)",
-    "layer-unreadable": "a layer file that exists but cannot be read or decoded",
-    "unrestored": "read-only memory an agent changed in an earlier run that could not be put "
-    "back (a full disk, a permission): left out of the prompt until the file changes",
-    "layer-absent": "a writable layer's file does not exist yet; the agent creates it (note)",
-    "layer-empty": "a layer file holding only comments or blank lines: nothing is shown",
-    "rules-folder": "a rule folder that is missing or is a file",
-    "rule-invalid": "a rule file with an error: skipped, or an invalid glob dropped",
-    "rule-warning": "a rule file used with a warning (a field its tool ignores, a Manual rule)",
-    "rule-never-applies": "a rule glob no match key can ever match ('./src/**', a disk path)",
-    "rule-matches-no-file": "a paths rule that none of the project's files matches",
-    "budget-omits": "a layer file left out of the block by the budget",
-    "budget-truncates": "a layer file cut by the budget",
-    "budget-line-cap": "a file cut by its line cap (MEMORY.md: 200 lines) (note)",
-    "budget-drops-rule": "a rule that applies but does not fit the rules budget",
-    "budget-truncates-rule": "a rule cut to fit the rules budget",
-    "store-unreachable": "a session store, or the --store, that does not answer",
-    "import-too-deep": "@imports more than 5 hops from a configured file: not followed",
-    "import-cycle": "memory files that import each other (harmless at run time, a mistake)",
-    "memory-problem": "any other problem a load reports (a missing @import, a root holding "
-    "none of the files...)",
-    "strict": "strict=True: the agent's run stops at the first of these problems",
-    "not-injected": "system_prompt=None: no block reaches the model (note)",
-}
-"""Every check, by the code findings carry (`--ignore CODE` leaves one out)."""
 
 PROBE_KEY = "layered-memory-doctor:probe"
 STORE_TIMEOUT_SECONDS = 10.0

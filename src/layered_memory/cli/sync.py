@@ -24,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,6 @@ from layered_memory.cli._source import (
 from layered_memory.core.files import atomic_write
 from layered_memory.core.loading import MAX_FILE_BYTES
 from layered_memory.rules import GlobError, compile_glob
-from layered_memory.rules._glob import nfc
 from layered_memory.sessions.stores._urls import redact_url
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class Patterns:
     def __call__(self, key: str) -> bool:
         if not self.globs:
             return True
-        path = nfc(key.lstrip("/"))
+        path = unicodedata.normalize("NFC", key.lstrip("/"))  # as rule globs match keys
         return any(
             part.regex.fullmatch(path) is not None
             for glob in self.globs
@@ -237,9 +237,8 @@ def _push(
     files, skipped = _selected(wanted, *scan_folder(root))
     if not dry_run:
         store.setup()  # type: ignore[attr-defined]
-    items = [
-        item for item in _existing_items(store, namespace, missing_ok=dry_run) if wanted(item.key)
-    ]
+    existing = _existing_items(store, namespace, missing_ok=dry_run)
+    items = [item for item in existing if wanted(item.key)]
     managed, ignored = _split_store_items(items)
     left_alone = {action.key for action in skipped}
     actions = _compare(files, managed, delete=delete, skipped_locally=left_alone)
