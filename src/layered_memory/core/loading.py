@@ -321,7 +321,7 @@ def download_files_safely(
     fetch = download or backend.download_files
     special, rest = _special_answers(backend, paths)
     if not special:
-        return cast(list[FileDownloadResponse], fetch(list(paths)))
+        return cast("list[FileDownloadResponse]", fetch(list(paths)))
     return _answers(paths, special, fetch(rest) if rest else [])
 
 
@@ -329,7 +329,7 @@ async def adownload_files_safely(backend: Any, paths: Sequence[str]) -> list[Fil
     """Async twin of `download_files_safely`."""
     special, rest = _special_answers(backend, paths)
     if not special:
-        return cast(list[FileDownloadResponse], await backend.adownload_files(list(paths)))
+        return cast("list[FileDownloadResponse]", await backend.adownload_files(list(paths)))
     return _answers(paths, special, await backend.adownload_files(rest) if rest else [])
 
 
