@@ -8,7 +8,7 @@ Expiry is checked against the server's clock by default, so workers with skewed 
 Faults: every call takes at most the store's ``timeout`` (5 s by default; `setup` and
 `purge_expired`: `MAINTENANCE_TIMEOUT`), waiting for a pooled connection included. A query the
 server does not answer in time (a frozen server) has its connection cut
-(`_deadline.SocketDeadline`) and raises `StoreUnavailableError`; the pool then discards that
+(`resilience.SocketDeadline`) and raises `StoreUnavailableError`; the pool then discards that
 connection and opens a new one.
 """
 
@@ -307,7 +307,7 @@ class PostgresSessionStore(ThreadedAsyncTwins):
         """Run ``work`` on a pooled connection within ``timeout`` (default: the store's).
 
         Errors become the package's own. The deadline covers the wait for a connection and the
-        work: when it passes, the connection's socket is shut down (see `_deadline`), the
+        work: when it passes, the connection's socket is shut down (`SocketDeadline`), the
         blocked call fails at once, and the connection, now closed, is discarded by the pool
         instead of being handed out again.
         """
