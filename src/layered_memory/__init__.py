@@ -2,9 +2,9 @@
 
 The public names are pinned by `tests/test_public_api.py`.
 
-They are imported on first use (PEP 562 `__getattr__`), not when the package is: every import
-of a submodule runs this file first, and the middleware pulls in deepagents, LangChain and
-LangGraph (about 2 s). `layered-memory --version` and `lint` of a rule folder need none of them
+They are imported on first use (PEP 562 `__getattr__`), not with the package: every import of
+a submodule runs this file first, and the middleware pulls in deepagents, LangChain and
+LangGraph (about 2 s), which `layered-memory --version` and rule parsing never need
 (`tests/cli/test_cli_startup.py`; `benchmarks/cli_startup.py` measures it).
 """
 
@@ -13,9 +13,20 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # what the names below are, for type checkers and the docs
+if TYPE_CHECKING:  # the same names, for type checkers and the docs
     from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
+    from layered_memory.core.guard import ProtectedPaths, protect
     from layered_memory.core.layers import Layer
+    from layered_memory.core.shared_memory import (
+        ORG_AGENTS,
+        ORG_RULES,
+        PROJECT_AGENTS,
+        PROJECT_MEMORY,
+        USER_MEMORY,
+        shared_memory_backend,
+        shared_memory_layers,
+        user_namespace,
+    )
     from layered_memory.errors import (
         LayeredMemoryError,
         MemorySourceError,
@@ -38,13 +49,36 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the docs
     )
     from layered_memory.writeback.consolidation import MemoryConsolidator
     from layered_memory.writeback.hooks import HookEvent, HookRegistry
-    from layered_memory.writeback.insights import MemoryWriter, register_write_back
+    from layered_memory.writeback.insights import (
+        InsightNotebook,
+        MemoryWriter,
+        record_insight_tool,
+        register_write_back,
+    )
+    from layered_memory.writeback.redaction import redact
 
 __version__ = "0.1.0"
 
 _HOMES = {
-    "layered_memory.core.assembler": ("MemoryAssembler", "MemorySnapshot"),
+    "layered_memory.core.assembler": (
+        "MemoryAssembler",
+        "MemorySnapshot",
+    ),
+    "layered_memory.core.guard": (
+        "ProtectedPaths",
+        "protect",
+    ),
     "layered_memory.core.layers": ("Layer",),
+    "layered_memory.core.shared_memory": (
+        "ORG_AGENTS",
+        "ORG_RULES",
+        "PROJECT_AGENTS",
+        "PROJECT_MEMORY",
+        "USER_MEMORY",
+        "shared_memory_backend",
+        "shared_memory_layers",
+        "user_namespace",
+    ),
     "layered_memory.errors": (
         "LayeredMemoryError",
         "MemorySourceError",
@@ -55,8 +89,15 @@ _HOMES = {
         "SessionStoreError",
         "StoreUnavailableError",
     ),
-    "layered_memory.middleware": ("LeanMemoryMiddleware", "MemoryMiddleware"),
-    "layered_memory.sessions": ("build_session_key", "build_thread_config", "parse_session_key"),
+    "layered_memory.middleware": (
+        "LeanMemoryMiddleware",
+        "MemoryMiddleware",
+    ),
+    "layered_memory.sessions": (
+        "build_session_key",
+        "build_thread_config",
+        "parse_session_key",
+    ),
     "layered_memory.sessions.stores": (
         "FileSessionStore",
         "HybridSessionStore",
@@ -66,17 +107,32 @@ _HOMES = {
         "SessionStore",
     ),
     "layered_memory.writeback.consolidation": ("MemoryConsolidator",),
-    "layered_memory.writeback.hooks": ("HookEvent", "HookRegistry"),
-    "layered_memory.writeback.insights": ("MemoryWriter", "register_write_back"),
+    "layered_memory.writeback.hooks": (
+        "HookEvent",
+        "HookRegistry",
+    ),
+    "layered_memory.writeback.insights": (
+        "InsightNotebook",
+        "MemoryWriter",
+        "record_insight_tool",
+        "register_write_back",
+    ),
+    "layered_memory.writeback.redaction": ("redact",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
+    "ORG_AGENTS",
+    "ORG_RULES",
+    "PROJECT_AGENTS",
+    "PROJECT_MEMORY",
+    "USER_MEMORY",
     "FileSessionStore",
     "HookEvent",
     "HookRegistry",
     "HybridSessionStore",
     "InMemorySessionStore",
+    "InsightNotebook",
     "Layer",
     "LayeredMemoryError",
     "LeanMemoryMiddleware",
@@ -88,6 +144,7 @@ __all__ = [
     "MemoryWriteError",
     "MemoryWriter",
     "PostgresSessionStore",
+    "ProtectedPaths",
     "RedisSessionStore",
     "ReviewError",
     "RuleFileError",
@@ -99,7 +156,13 @@ __all__ = [
     "build_session_key",
     "build_thread_config",
     "parse_session_key",
+    "protect",
+    "record_insight_tool",
+    "redact",
     "register_write_back",
+    "shared_memory_backend",
+    "shared_memory_layers",
+    "user_namespace",
 ]
 
 

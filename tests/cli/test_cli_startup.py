@@ -48,7 +48,8 @@ def test_the_package_and_the_rule_parser_import_no_framework() -> None:
         text = "---\\npaths: ['src/**']\\n---\\nRuff."
         parsed = parse_rule_file("/rules/py.md", text, folder_index=0)
         rules = build_rule_set([parsed], log=False)
-        print(parsed[0].name, parsed[1], [rule.name for rule in rules.match(["src/app.py"]).applied])
+        applied = rules.match(["src/app.py"]).applied
+        print(parsed[0].name, parsed[1], [rule.name for rule in applied])
         """
     )
     assert out == "py [] ['py']\n"

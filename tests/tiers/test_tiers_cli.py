@@ -102,4 +102,4 @@ def test_the_default_namespace_is_the_tiers_own() -> None:
     from layered_memory.cli.tiers import DEFAULT_NAMESPACE
     from layered_memory.tiers._types import DEFAULT_NAMESPACE as TIERS_DEFAULT
 
-    assert DEFAULT_NAMESPACE == "/".join(TIERS_DEFAULT)
+    assert "/".join(TIERS_DEFAULT) == DEFAULT_NAMESPACE

@@ -77,7 +77,6 @@ from layered_memory.core._memory_state import (
     touched_of,
 )
 from layered_memory.core._run_data import context_strings
-from layered_memory.core._validation import is_backend
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.files import LEARNED_MARK
 from layered_memory.core.layers import Layer
@@ -88,11 +87,11 @@ from layered_memory.core.render import (
     PieceReport,
     RenderedMemory,
 )
+from layered_memory.core.validation import is_backend
 from layered_memory.errors import ConfigLoadError, LayeredMemoryError
 from layered_memory.middleware import MemoryMiddleware
 from layered_memory.rules import RuleDecision, list_rule_files
-from layered_memory.sessions.stores._common import driver_detail, password_hint, redact_url
-from layered_memory.sessions.stores._urls import scrub
+from layered_memory.sessions.stores.urls import driver_detail, password_hint, redact_url, scrub
 from layered_memory.writeback.consolidation import learned_entries
 
 # -- --config: the user's own middleware ------------------------------------------------------

@@ -52,7 +52,7 @@ from layered_memory.cli._source import (
     source_options,
     tokens,
 )
-from layered_memory.sessions.stores._urls import scrub
+from layered_memory.sessions.stores.urls import scrub
 
 # -- the command ------------------------------------------------------------------------------
 

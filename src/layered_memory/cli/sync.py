@@ -42,7 +42,7 @@ from layered_memory.cli._source import (
 from layered_memory.core.files import atomic_write
 from layered_memory.core.loading import MAX_FILE_BYTES
 from layered_memory.rules import GlobError, compile_glob
-from layered_memory.sessions.stores._urls import redact_url
+from layered_memory.sessions.stores.urls import redact_url
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore

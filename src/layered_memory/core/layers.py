@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from layered_memory.core._internals import is_backend_class
-from layered_memory.core._validation import MAX_PATH_CHARS, as_path, invalid_path_reason
+from layered_memory.core.validation import MAX_PATH_CHARS, as_path, invalid_path_reason
 
 MEMORY_FILE_NAME = "MEMORY.md"
 MEMORY_FILE_DEFAULT_MAX_LINES = 200
