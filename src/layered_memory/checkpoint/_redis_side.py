@@ -55,8 +55,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from layered_memory.checkpoint._breaker import Breaker
+from layered_memory._logs import get_logger
 from layered_memory.errors import CheckpointCacheError
+from layered_memory.sessions.stores.resilience import CircuitBreaker
 
 if TYPE_CHECKING:
     import redis as redis_sync
@@ -78,6 +79,8 @@ __all__ = [
     "new_token",
     "payload_field",
 ]
+
+logger = get_logger("layered_memory.checkpoint")
 
 # Serializer type tags whose decoding never runs pickle. `EncryptedSerializer` appends
 # "+<cipher>"; only the part before it names the format. JsonPlusSerializer decodes "pickle"
@@ -424,7 +427,16 @@ class RedisSide:
         self._redis = _redis()
         self.prefix = prefix
         self.ttl_ms = ttl_ms
-        self.breaker = Breaker(where, retry_after=retry_after)
+        # A fixed wait (no doubling): a Redis back from an outage is used again within
+        # `retry_after`, as the saver's docstring promises.
+        self.breaker = CircuitBreaker(
+            f"Redis at {where}",
+            retry_after=retry_after,
+            max_retry_after=retry_after,
+            logger=logger,
+            while_open="checkpoints are served by the wrapped saver alone until it answers again",
+            when_back="it answers again: checkpoint cache back in use",
+        )
         self._url = url
         self._timeout = timeout
         self._errors: tuple[type[BaseException], ...] = (self._redis.RedisError, OSError)
@@ -552,7 +564,7 @@ class RedisSide:
     def _failed(self, exc: BaseException, op: Op | None = None) -> None:
         if op is not None and op.begun:
             self._remember(op)
-        self.breaker.failure(exc)
+        self.breaker.failed(f"{type(exc).__name__}: {exc}")
 
     @staticmethod
     def new_op(threads: Sequence[str] | None) -> Op:
@@ -566,20 +578,20 @@ class RedisSide:
     def _ready(self, *, writing: bool = False) -> dict[str, Any] | None:
         # A write tries Redis even in the breaker's cool-down: while its mark is not sent,
         # other workers keep serving the thread's older checkpoint. One timeout bounds it.
-        if not (writing or self.breaker.allow()):
+        if not self.breaker.allow(force=writing):
             return None
         scripts = self._sync()
-        if self.breaker.needs_repair() or self._unfinished:
+        if self.breaker.is_open or self._unfinished:
             try:
                 self._repair(scripts)
             except self._errors as exc:
                 self._failed(exc)
                 return None
-            self.breaker.repaired()
+            self.breaker.succeeded()
         return scripts
 
     def _repair(self, scripts: dict[str, Any]) -> None:
-        if self.breaker.needs_repair():
+        if self.breaker.is_open:
             self._run_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
         for op in self._unfinished_ops():
             self._run_many(scripts["END_WRITE"], self._write_calls(op))
@@ -648,20 +660,20 @@ class RedisSide:
     # -- async --------------------------------------------------------------------------------
 
     async def _aready(self, *, writing: bool = False) -> dict[str, Any] | None:
-        if not (writing or self.breaker.allow()):
+        if not self.breaker.allow(force=writing):
             return None
         scripts = self._async()
-        if self.breaker.needs_repair() or self._unfinished:
+        if self.breaker.is_open or self._unfinished:
             try:
                 await self._arepair(scripts)
             except self._errors as exc:
                 self._failed(exc)
                 return None
-            self.breaker.repaired()
+            self.breaker.succeeded()
         return scripts
 
     async def _arepair(self, scripts: dict[str, Any]) -> None:
-        if self.breaker.needs_repair():
+        if self.breaker.is_open:
             await self._arun_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
         for op in self._unfinished_ops():
             await self._arun_many(scripts["END_WRITE"], self._write_calls(op))
