@@ -27,7 +27,8 @@ from langchain_core.tools import BaseTool, StructuredTool
 from layered_memory._logs import get_logger
 from layered_memory.core._run_data import is_dry_run, run_value, thread_id_of
 from layered_memory.core.files import Texts, strategy_for
-from layered_memory.writeback._sections import (
+from layered_memory.writeback.hooks import HookEvent, HookRegistry
+from layered_memory.writeback.sections import (
     RESCAN_MARGIN,
     Insight,
     InsightPlan,
@@ -37,7 +38,6 @@ from layered_memory.writeback._sections import (
     plan_insight,
     redacted_line,
 )
-from layered_memory.writeback.hooks import HookEvent, HookRegistry
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
