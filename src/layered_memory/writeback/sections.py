@@ -67,7 +67,7 @@ __all__ = [
 #
 # No I/O here: `plan_insight` maps the current texts of MEMORY.md and its archive to the new
 # texts, and the sync and async writers share it. Lines are split on `\n` only and joined back
-# unchanged, so every byte outside the lines this module adds or moves stays as it was (CRLF
+# unchanged, so every byte outside the lines write-back adds or moves stays as it was (CRLF
 # files keep CRLF; new lines use the file's own line ending).
 # ================================================================================================
 
@@ -503,7 +503,7 @@ def redacted_line(
 #
 # `Plan` maps the current texts of the memory file, its archive and the queue, plus the changes
 # to make, to their new texts; it runs inside one locked transaction (`core.files.transact`).
-# Lines are split on `\n` only and every line outside the entries this module writes stays as it
+# Lines are split on `\n` only and every line outside the entries consolidation writes stays as it
 # was (the section's own prose, every other section, CRLF endings).
 # ================================================================================================
 
