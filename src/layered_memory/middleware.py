@@ -76,16 +76,6 @@ from layered_memory.core._tool_calls import (
     with_state_update,
     without_files,
 )
-from layered_memory.core._validation import (
-    check_backend,
-    check_instance,
-    check_int,
-    check_layers,
-    check_match_keys,
-    check_names,
-    check_path_list,
-    is_backend,
-)
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
     SHELL_TOOLS,
@@ -109,6 +99,16 @@ from layered_memory.core.render import (
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
     MemoryExtras,
+)
+from layered_memory.core.validation import (
+    check_backend,
+    check_instance,
+    check_int,
+    check_layers,
+    check_match_keys,
+    check_names,
+    check_path_list,
+    is_backend,
 )
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import HookEvent, HookRegistry

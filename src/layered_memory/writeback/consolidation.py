@@ -55,10 +55,10 @@ from langchain_core.messages import (
 
 from layered_memory._logs import get_logger
 from layered_memory.core._run_data import is_dry_run, thread_id_of
-from layered_memory.core._validation import check_backend
 from layered_memory.core.files import Texts, learned_entry, strategy_for
 from layered_memory.core.loading import adownload_files_safely, download_files_safely
 from layered_memory.core.render import neutralize_tags
+from layered_memory.core.validation import check_backend
 from layered_memory.errors import MemoryWriteError, ReviewError
 from layered_memory.writeback.insights import archive_path_for
 from layered_memory.writeback.sections import (
