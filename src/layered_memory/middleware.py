@@ -112,12 +112,12 @@ from layered_memory.core.validation import (
 )
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import HookEvent, HookRegistry
-from layered_memory.writeback.redaction import Redaction
-from layered_memory.writeback.redaction.memory_edits import (
+from layered_memory.writeback.memory_edits import (
     note_redaction,
     redact_memory_edit,
     secret_path_refusal,
 )
+from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol

@@ -95,8 +95,8 @@ from layered_memory.graph.knowledge_graph import (
 )
 from layered_memory.middleware import MatchKeySource
 from layered_memory.sessions import parse_session_key
+from layered_memory.writeback.memory_edits import note_redaction, redact_memory_edit
 from layered_memory.writeback.redaction import Redaction
-from layered_memory.writeback.redaction.memory_edits import note_redaction, redact_memory_edit
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
