@@ -5,7 +5,6 @@ from __future__ import annotations
 import layered_memory
 
 CONTRACT = {  # from DESIGN.md: users and acceptance checks import these
-    "LeanMemoryMiddleware",
     "MemoryMiddleware",
     "Layer",
     "HookEvent",
