@@ -578,8 +578,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         two model calls of a run they rarely change. Compared by value (C-level `==`, no
         Python call), the last block comes back without rebuilding the session, the extras
         and the key tuple from the state nor hashing 50 match keys for the renderer's cache:
-        per model call 18.9 -> 15.5 us against 12.8 us for a middleware that appends one
-        precomputed block (`make bench`, scenario 1).
+        59 -> 37 Python calls per model call; 1.69x -> 1.12x the time of an ideal middleware
+        that appends one precomputed block (1.84x -> 1.15x for the `sources=` drop-in;
+        `benchmarks/run.py --only per_call --quick`, scenario 1, issue 23).
         """
         memory = loaded(state)
         digest = memory.get("digest")
@@ -816,9 +817,9 @@ def _without_end_of_run(cls: type[Any]) -> type[Any]:
 
     `create_agent` adds an `after_agent` node for every middleware whose class overrides the
     hook (it compares `m.__class__.after_agent` with `AgentMiddleware`'s). Without hooks or
-    a consolidator the node did nothing, yet ran at every invocation: 7% of the Python calls
-    of the 20-turn deep-agent conversation of `make bench` (scenario 6: 1.07x deepagents'
-    own middleware, 1.00x without it). So `MemoryMiddleware.__class__` names this twin then;
+    a consolidator the node did nothing, yet ran at every invocation: 5% of the Python calls
+    of the 20-turn deep-agent conversation of `make bench` (scenario 6, the `sources=`
+    drop-in: 1.073x deepagents' own middleware with the node, 1.018x without it). So `MemoryMiddleware.__class__` names this twin then;
     `type(instance)` stays `cls` (a user's subclass keeps its behaviour, and `read_only()`
     builds the same class), and the name, which deepagents replaces its memory slot by, too.
     """
