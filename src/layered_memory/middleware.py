@@ -819,9 +819,10 @@ def _without_end_of_run(cls: type[Any]) -> type[Any]:
     hook (it compares `m.__class__.after_agent` with `AgentMiddleware`'s). Without hooks or
     a consolidator the node did nothing, yet ran at every invocation: 5% of the Python calls
     of the 20-turn deep-agent conversation of `make bench` (scenario 6, the `sources=`
-    drop-in: 1.073x deepagents' own middleware with the node, 1.018x without it). So `MemoryMiddleware.__class__` names this twin then;
-    `type(instance)` stays `cls` (a user's subclass keeps its behaviour, and `read_only()`
-    builds the same class), and the name, which deepagents replaces its memory slot by, too.
+    drop-in: 1.073x deepagents' own middleware with the node, 1.018x without it). So
+    `MemoryMiddleware.__class__` names this twin then; `type(instance)` stays `cls` (a
+    user's subclass keeps its behaviour, and `read_only()` builds the same class), and so
+    does the name, by which deepagents replaces its memory slot.
     """
     twin = _WITHOUT_END_OF_RUN.get(cls)
     if twin is None:
