@@ -177,6 +177,13 @@ def test_the_graph_has_an_end_of_run_node_only_with_write_back(
     assert end_of_run_nodes(agent(custom)) == []
     assert (type(custom), custom.name) == (Custom, "Custom")
 
+    class OwnEnd(MemoryMiddleware):  # type: ignore[type-arg]
+        def after_agent(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    own_end = OwnEnd(backend=backend, sources=["/AGENTS.md"])
+    assert "OwnEnd.after_agent" in agent(own_end).get_graph().nodes  # a user's hook is kept
+
     ended: list[str] = []
     hooks = HookRegistry()
     hooks.register(

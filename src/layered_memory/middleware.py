@@ -824,6 +824,11 @@ def _without_end_of_run(cls: type[Any]) -> type[Any]:
     user's subclass keeps its behaviour, and `read_only()` builds the same class), and so
     does the name, by which deepagents replaces its memory slot.
     """
+    if (cls.after_agent, cls.aafter_agent) != (
+        MemoryMiddleware.after_agent,
+        MemoryMiddleware.aafter_agent,
+    ):
+        return cls  # a subclass with an end of run of its own keeps it
     twin = _WITHOUT_END_OF_RUN.get(cls)
     if twin is None:
         # Two threads may both build one: either is right, the dict keeps the last.
