@@ -77,16 +77,6 @@ from layered_memory.core._tool_calls import (
     with_state_update,
     without_files,
 )
-from layered_memory.core._validation import (
-    check_backend,
-    check_instance,
-    check_int,
-    check_layers,
-    check_match_keys,
-    check_names,
-    check_path_list,
-    is_backend,
-)
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
     SHELL_TOOLS,
@@ -111,14 +101,24 @@ from layered_memory.core.render import (
     MEMORY_SYSTEM_PROMPT,
     MemoryExtras,
 )
+from layered_memory.core.validation import (
+    check_backend,
+    check_instance,
+    check_int,
+    check_layers,
+    check_match_keys,
+    check_names,
+    check_path_list,
+    is_backend,
+)
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
-from layered_memory.writeback.redaction import Redaction
-from layered_memory.writeback.redaction.memory_edits import (
+from layered_memory.writeback.memory_edits import (
     note_redaction,
     redact_memory_edit,
     secret_path_refusal,
 )
+from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol

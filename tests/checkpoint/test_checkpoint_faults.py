@@ -89,7 +89,7 @@ async def test_a_write_in_the_breakers_cool_down_still_reaches_redis(
     put_messages(writer, "t", conversation(4, tag="old"))
     for _ in range(3):
         await read(reader, "t", use_async)  # the reader holds the old checkpoint, hot
-    writer._redis_side.breaker.failure(TimeoutError("one slow call"))  # as a timeout does
+    writer._redis_side.breaker.failed("TimeoutError: one slow call")  # as a timeout does
     assert writer._redis_side.breaker.is_open
     if use_async:
         stored = await aput_messages(writer, "t", conversation(6, tag="new"))

@@ -14,15 +14,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from layered_memory._logs import get_logger
 from layered_memory.checkpoint import _scripts
-from layered_memory.checkpoint._breaker import Breaker
 from layered_memory.checkpoint._codec import Keys, new_token, payload_field
+from layered_memory.sessions.stores.resilience import CircuitBreaker
 
 if TYPE_CHECKING:
     import redis as redis_sync
     import redis.asyncio as redis_async
 
 __all__ = ["Op", "Read", "RedisSide"]
+
+logger = get_logger("layered_memory.checkpoint")
 
 # How long a write in progress keeps its thread out of the cache when its second step never
 # reaches Redis (the writer died, or lost Redis mid-write). Long, because a write slower than
@@ -85,7 +88,16 @@ class RedisSide:
         self._redis = _redis()
         self.prefix = prefix
         self.ttl_ms = ttl_ms
-        self.breaker = Breaker(where, retry_after=retry_after)
+        # A fixed wait (no doubling): a Redis back from an outage is used again within
+        # `retry_after`, as the saver's docstring promises.
+        self.breaker = CircuitBreaker(
+            f"Redis at {where}",
+            retry_after=retry_after,
+            max_retry_after=retry_after,
+            logger=logger,
+            while_open="checkpoints are served by the wrapped saver alone until it answers again",
+            when_back="it answers again: checkpoint cache back in use",
+        )
         self._url = url
         self._timeout = timeout
         self._errors: tuple[type[BaseException], ...] = (self._redis.RedisError, OSError)
@@ -215,7 +227,7 @@ class RedisSide:
     def _failed(self, exc: BaseException, op: Op | None = None) -> None:
         if op is not None and op.begun:
             self._remember(op)
-        self.breaker.failure(exc)
+        self.breaker.failed(f"{type(exc).__name__}: {exc}")
 
     @staticmethod
     def new_op(threads: Sequence[str] | None) -> Op:
@@ -229,20 +241,20 @@ class RedisSide:
     def _ready(self, *, writing: bool = False) -> dict[str, Any] | None:
         # A write tries Redis even in the breaker's cool-down: while its mark is not sent,
         # other workers keep serving the thread's older checkpoint. One timeout bounds it.
-        if not (writing or self.breaker.allow()):
+        if not self.breaker.allow(force=writing):
             return None
         scripts = self._sync()
-        if self.breaker.needs_repair() or self._unfinished:
+        if self.breaker.is_open or self._unfinished:
             try:
                 self._repair(scripts)
             except self._errors as exc:
                 self._failed(exc)
                 return None
-            self.breaker.repaired()
+            self.breaker.succeeded()
         return scripts
 
     def _repair(self, scripts: dict[str, Any]) -> None:
-        if self.breaker.needs_repair():
+        if self.breaker.is_open:
             self._run_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
         for op in self._unfinished_ops():
             self._run_many(scripts["END_WRITE"], self._write_calls(op))
@@ -311,20 +323,20 @@ class RedisSide:
     # -- async --------------------------------------------------------------------------------
 
     async def _aready(self, *, writing: bool = False) -> dict[str, Any] | None:
-        if not (writing or self.breaker.allow()):
+        if not self.breaker.allow(force=writing):
             return None
         scripts = self._async()
-        if self.breaker.needs_repair() or self._unfinished:
+        if self.breaker.is_open or self._unfinished:
             try:
                 await self._arepair(scripts)
             except self._errors as exc:
                 self._failed(exc)
                 return None
-            self.breaker.repaired()
+            self.breaker.succeeded()
         return scripts
 
     async def _arepair(self, scripts: dict[str, Any]) -> None:
-        if self.breaker.needs_repair():
+        if self.breaker.is_open:
             await self._arun_many(scripts["REPAIR"], [([Keys.of(self.prefix, "").epoch], [])])
         for op in self._unfinished_ops():
             await self._arun_many(scripts["END_WRITE"], self._write_calls(op))

@@ -23,7 +23,7 @@ from layered_memory.core._unrestored import LEFT_OUT_START
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
 from layered_memory.core.render import MemoryExtras
 from layered_memory.rules import RuleSet
-from layered_memory.sessions.stores._urls import scrub
+from layered_memory.sessions.stores.urls import scrub
 
 Severity = Literal["error", "warning", "info"]
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from layered_memory.errors import ConfigLoadError
 from layered_memory.middleware import MemoryMiddleware
-from layered_memory.sessions.stores._urls import scrub
+from layered_memory.sessions.stores.urls import scrub
 
 WANTED = (
     "a MemoryMiddleware, a compiled agent (create_agent / create_deep_agent) holding one, a "

@@ -9,8 +9,8 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from layered_memory.core._validation import invalid_path_reason
 from layered_memory.core.guard import Operation, refusal_message
+from layered_memory.core.validation import invalid_path_reason
 
 MUTATING_TOOLS: Mapping[str, Operation] = {
     "write_file": "write",

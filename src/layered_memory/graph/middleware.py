@@ -69,8 +69,8 @@ from layered_memory.core._run_data import context_strings, current_config
 from layered_memory.core._system_message import append_block
 from layered_memory.core._tool_calls import MUTATING_TOOLS as FILE_MUTATING_TOOLS
 from layered_memory.core._tool_calls import error_message, named_paths, refused
-from layered_memory.core._validation import check_int, check_match_keys
 from layered_memory.core.guard import SHELL_TOOLS, ProtectedPaths, protect, refusal
+from layered_memory.core.validation import check_int, check_match_keys
 from layered_memory.errors import LayeredMemoryError, SessionKeyError
 from layered_memory.graph import _source
 from layered_memory.graph._focus import (
@@ -90,8 +90,8 @@ from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, MUTATING_TOOLS
 from layered_memory.graph.knowledge_graph import DEFAULT_PATH, KnowledgeGraph
 from layered_memory.middleware import MatchKeySource
 from layered_memory.sessions import parse_session_key
+from layered_memory.writeback.memory_edits import note_redaction, redact_memory_edit
 from layered_memory.writeback.redaction import Redaction
-from layered_memory.writeback.redaction.memory_edits import note_redaction, redact_memory_edit
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
