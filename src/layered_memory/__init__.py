@@ -26,7 +26,7 @@ from layered_memory.errors import (
     SessionStoreError,
     StoreUnavailableError,
 )
-from layered_memory.middleware import LeanMemoryMiddleware, MemoryMiddleware
+from layered_memory.middleware import MemoryMiddleware
 from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
 from layered_memory.sessions.stores import (
     FileSessionStore,
@@ -62,7 +62,6 @@ __all__ = [
     "InsightNotebook",
     "Layer",
     "LayeredMemoryError",
-    "LeanMemoryMiddleware",
     "MemoryAssembler",
     "MemoryConsolidator",
     "MemoryMiddleware",
