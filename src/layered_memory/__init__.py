@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and the docs
         SessionStoreError,
         StoreUnavailableError,
     )
-    from layered_memory.middleware import LeanMemoryMiddleware, MemoryMiddleware
+    from layered_memory.middleware import MemoryMiddleware
     from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
     from layered_memory.sessions.stores import (
         FileSessionStore,
@@ -89,10 +89,7 @@ _HOMES = {
         "SessionStoreError",
         "StoreUnavailableError",
     ),
-    "layered_memory.middleware": (
-        "LeanMemoryMiddleware",
-        "MemoryMiddleware",
-    ),
+    "layered_memory.middleware": ("MemoryMiddleware",),
     "layered_memory.sessions": (
         "build_session_key",
         "build_thread_config",
@@ -135,7 +132,6 @@ __all__ = [
     "InsightNotebook",
     "Layer",
     "LayeredMemoryError",
-    "LeanMemoryMiddleware",
     "MemoryAssembler",
     "MemoryConsolidator",
     "MemoryMiddleware",

@@ -29,7 +29,7 @@ if importlib.util.find_spec("numpy") is None:
     raise ImportError(msg)
 
 DEFAULT_NAMESPACE = "layered_memory/tiers"
-"""`tiers._types.DEFAULT_NAMESPACE` joined by '/' (pinned by `tests/tiers/test_tiers_cli.py`),
+"""`tiers.records.DEFAULT_NAMESPACE` joined by '/' (pinned by `tests/tiers/test_tiers_cli.py`),
 spelled out so that declaring the option imports nothing of the tiers."""
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -113,8 +113,8 @@ def _page_line(page: Page, indent: str) -> str:
 def run_tiers(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit status."""
     from layered_memory.cli._source import open_store, parse_namespace
-    from layered_memory.tiers._types import check_prefix
     from layered_memory.tiers.memory import TieredMemory
+    from layered_memory.tiers.records import check_prefix
 
     if args.purge and not args.forget:
         print("layered-memory tiers: --purge goes with --forget ITEM", file=sys.stderr)
@@ -154,7 +154,7 @@ def _edit(memory: TieredMemory, args: argparse.Namespace) -> int:
 
 
 def _show(memory: TieredMemory, user_id: str, *, as_json: bool) -> None:
-    from layered_memory.tiers._types import user_namespace
+    from layered_memory.tiers.records import user_namespace
 
     stm = memory.short_term(user_id)
     every = memory.segments(user_id)
