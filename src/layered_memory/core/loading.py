@@ -14,10 +14,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
-
-from deepagents.backends.filesystem import FilesystemBackend
-from deepagents.backends.protocol import FileDownloadResponse
+from typing import TYPE_CHECKING, Any, cast
 
 from layered_memory._logs import get_logger
 from layered_memory.core._disk_cache import (
@@ -26,8 +23,12 @@ from layered_memory.core._disk_cache import (
     now_ns,
     oversized_files,
 )
+from layered_memory.core._internals import is_backend_class
 from layered_memory.core.layers import normalize_backend_path
 from layered_memory.errors import MemorySourceError
+
+if TYPE_CHECKING:
+    from deepagents.backends.protocol import FileDownloadResponse
 
 logger = get_logger(__name__)
 
@@ -138,12 +139,12 @@ def plan_paths(paths: Iterable[str], backend: Any) -> tuple[dict[str, str], list
     Returns:
         `(plan, problems)` where `plan` maps requested path -> path to download (in order).
     """
-    if isinstance(backend, FilesystemBackend) and not backend.virtual_mode:
+    if is_backend_class(backend, "FilesystemBackend") and not backend.virtual_mode:
         return _plan_paths(paths, backend)  # real paths: symlinks are resolved on disk
     # Every load asks for the same few hundred paths; for virtual paths the answer depends on
     # the strings alone (and, in a refusal, the root's name), so it is worked out once.
     requested = tuple(paths)
-    key = (requested, str(backend.cwd) if isinstance(backend, FilesystemBackend) else "")
+    key = (requested, str(backend.cwd) if is_backend_class(backend, "FilesystemBackend") else "")
     remembered = _lexical_plans.get(key)
     if remembered is None:
         plan, problems = _plan_paths(requested, backend)
@@ -288,6 +289,8 @@ def _answers(
     paths: Sequence[str], special: Mapping[str, str], responses: Sequence[Any]
 ) -> list[FileDownloadResponse]:
     """`responses` (for the paths not in `special`) with a refusal for each special one."""
+    from deepagents.backends.protocol import FileDownloadResponse  # loaded: `special` is a disk's
+
     answers = iter(responses)
     return [
         FileDownloadResponse(
@@ -318,7 +321,7 @@ def download_files_safely(
     fetch = download or backend.download_files
     special, rest = _special_answers(backend, paths)
     if not special:
-        return cast(list[FileDownloadResponse], fetch(list(paths)))
+        return cast("list[FileDownloadResponse]", fetch(list(paths)))
     return _answers(paths, special, fetch(rest) if rest else [])
 
 
@@ -326,7 +329,7 @@ async def adownload_files_safely(backend: Any, paths: Sequence[str]) -> list[Fil
     """Async twin of `download_files_safely`."""
     special, rest = _special_answers(backend, paths)
     if not special:
-        return cast(list[FileDownloadResponse], await backend.adownload_files(list(paths)))
+        return cast("list[FileDownloadResponse]", await backend.adownload_files(list(paths)))
     return _answers(paths, special, await backend.adownload_files(rest) if rest else [])
 
 
