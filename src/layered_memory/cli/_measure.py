@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from layered_memory.core._imports import TOO_DEEP_REASON
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.files import LEARNED_MARK
 from layered_memory.core.layers import Layer
+from layered_memory.core.loading import TOO_DEEP_REASON
 from layered_memory.core.render import PieceReport, RenderedMemory
 from layered_memory.rules import RuleDecision
 from layered_memory.writeback.consolidation import learned_entries

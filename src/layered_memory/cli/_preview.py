@@ -18,15 +18,15 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from layered_memory.cli._config import error_detail
-from layered_memory.core._memory_state import (
+from layered_memory.core.assembler import MemorySnapshot
+from layered_memory.core.render import RenderedMemory
+from layered_memory.core.state import (
+    context_strings,
     match_keys_of,
     merge_paths,
     snapshot_update,
     touched_of,
 )
-from layered_memory.core._run_data import context_strings
-from layered_memory.core.assembler import MemorySnapshot
-from layered_memory.core.render import RenderedMemory
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.middleware import MemoryMiddleware
 

@@ -357,7 +357,7 @@ def disk_root(backend: Any) -> Path | None:
     routes); None for other backends. The agent names files of that folder from `/`."""
     from deepagents.backends import FilesystemBackend
 
-    from layered_memory.core._internals import final_route
+    from layered_memory.core.internals import final_route
 
     if backend is None:
         return None

@@ -25,7 +25,7 @@ from layered_memory.cli._glob_checks import dead_globs
 from layered_memory.cli._measure import FileReport, InspectReport, shown_of
 from layered_memory.cli._style import SEVERITY_STYLE, Painter, use_colour
 from layered_memory.cli._text import dumps_json, printable
-from layered_memory.core._disk_cache import special_file_kind
+from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_texts
 from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget

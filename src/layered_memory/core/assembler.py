@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._logs import get_logger
-from layered_memory.core import _discovery as discovery
-from layered_memory.core._discovery import Discovered, Plan
-from layered_memory.core._disk_cache import (
+from layered_memory.core import loading as discovery
+from layered_memory.core.disk_cache import (
     DirSignatures,
     DiskReadCache,
     clear_shared_caches,
@@ -36,25 +35,18 @@ from layered_memory.core._disk_cache import (
     now_ns,
     read_cache_for,
 )
-from layered_memory.core._imports import TOO_DEEP_REASON
-from layered_memory.core._nested import MAX_NESTED_DIRECTORIES, directories_of
-from layered_memory.core._run_start import (
-    Pinned,
-    RunStart,
-    folder_chains,
-    identity_of,
-    text_digest,
-    walk_nested,
-)
-from layered_memory.core._unrestored import Unrestored, left_out
-from layered_memory.core._unrestored import entries as recorded_unrestored
 from layered_memory.core.layers import Layer, check_unique_layer_names, normalize_backend_path
 from layered_memory.core.loading import (
+    MAX_NESTED_DIRECTORIES,
+    TOO_DEEP_REASON,
+    Discovered,
     DownloadResult,
+    Plan,
     SourceProblem,
     adownload_files_safely,
     adownload_texts,
     digest_texts,
+    directories_of,
     download_files_safely,
     download_texts,
     report_problems,
@@ -69,6 +61,17 @@ from layered_memory.core.render import (
     minimum_budget,
     render_memory_report,
 )
+from layered_memory.core.snapshot import (
+    Pinned,
+    RunStart,
+    Unrestored,
+    folder_chains,
+    identity_of,
+    left_out,
+    text_digest,
+    walk_nested,
+)
+from layered_memory.core.snapshot import entries as recorded_unrestored
 from layered_memory.errors import SessionStoreError
 from layered_memory.rules import (
     PARTIAL_LISTING,
@@ -360,7 +363,7 @@ class MemoryAssembler:
         self, snapshot: MemorySnapshot, *, backend: BackendProtocol | None = None
     ) -> dict[str, Any]:
         """What a run-start snapshot keeps besides the texts already in the run's state (see
-        `core._run_start`): digests of the nested files of untouched folders and of what they
+        `core.snapshot`): digests of the nested files of untouched folders and of what they
         import, the rule folders' other files and, on disk, their identities."""
         io = backend if backend is not None else self.backend
         found = self._nested_beyond(snapshot, io) if self.nested else (None, True)

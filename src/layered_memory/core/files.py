@@ -94,8 +94,8 @@ from deepagents.backends.store import StoreBackend
 from deepagents.backends.utils import perform_string_replacement
 from filelock import FileLock, Timeout
 
-from layered_memory.core._disk_cache import disk_path, special_file_kind
-from layered_memory.core._internals import (
+from layered_memory.core.disk_cache import disk_path, special_file_kind
+from layered_memory.core.internals import (
     STORE_UPSERT_SQL,
     async_store_connection,
     filesystem_path,

@@ -30,8 +30,8 @@ from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FILE_NOT_FOUND, BackendProtocol
 
 from layered_memory._logs import get_logger
-from layered_memory.core._disk_cache import RACY_WINDOW_NS, disk_path, now_ns
-from layered_memory.core._internals import final_route
+from layered_memory.core.disk_cache import RACY_WINDOW_NS, disk_path, now_ns
+from layered_memory.core.internals import final_route
 from layered_memory.errors import KnowledgeGraphError
 from layered_memory.graph._format import GraphSnapshot, digest_of, parse
 

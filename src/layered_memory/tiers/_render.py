@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Final
 
-from layered_memory.core._defuse import defuse
+from layered_memory.core.defuse import defuse
 from layered_memory.tiers._types import Page, Retrieval
 
 DEFAULT_MAX_CHARS: Final = 8000

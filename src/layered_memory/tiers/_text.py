@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from layered_memory.core._defuse import drop_invisible
+from layered_memory.core.defuse import drop_invisible
 
 MAX_KEYWORDS: Final = 8
 """Keywords kept per page."""

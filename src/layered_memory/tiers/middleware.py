@@ -31,8 +31,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.config import get_config
 
 from layered_memory._logs import get_logger
-from layered_memory.core._run_data import context_value
-from layered_memory.core._system_message import append_block
+from layered_memory.core.state import append_block, context_value
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.tiers._render import DEFAULT_MAX_CHARS, render_retrieval
 from layered_memory.tiers._types import check_user_id

@@ -6,7 +6,7 @@ entries, each as `[ID] text`, and the run's conversation within a budget. It ans
 of one tool, `update_memory` (`UPDATE_MEMORY_TOOL`); no call means nothing to learn.
 
 Everything from the memory file and the conversation is data to the model: it is defused
-(`core.render.neutralize_tags`), so a closing tag inside an entry or a message cannot end the
+(`core.defuse.defuse`), so a closing tag inside an entry or a message cannot end the
 element that holds it and pose as our instructions.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from layered_memory.core.render import neutralize_tags
+from layered_memory.core.defuse import defuse
 
 TOOL_NAME: Final = "update_memory"
 
@@ -196,4 +196,4 @@ _LOOK_PAST: Final = 1_000
 
 
 def _defused(text: str) -> str:
-    return neutralize_tags(text, names=_TAGS)
+    return defuse(text, names=_TAGS)

@@ -28,7 +28,7 @@ from typing import Any
 from deepagents.backends.composite import CompositeBackend
 from deepagents.backends.filesystem import FilesystemBackend
 
-from layered_memory.core._internals import final_route
+from layered_memory.core.internals import final_route
 
 RACY_WINDOW_NS = 2_000_000_000
 """Files modified this close to our read are re-read next time (coarse filesystem clocks)."""
