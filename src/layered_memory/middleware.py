@@ -72,12 +72,11 @@ from layered_memory.core.guard._shell import (
     run_start_in_context,
 )
 from layered_memory.core.layers import Layer, layers_from_sources
-from layered_memory.core.loading import directories_of
+from layered_memory.core.loading import MemoryExtras, directories_of
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
-    MemoryExtras,
 )
 from layered_memory.core.snapshot import Pinned, RunStart
 from layered_memory.core.state import (
@@ -466,10 +465,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
         """Async twin of `wrap_tool_call`."""
-        refusal_message, notes = self._before_tool(request)
+        # The guard's checks resolve and stat paths on disk: in a worker thread (which
+        # carries the run's context along), never on the event loop.
+        refusal_message, notes = await asyncio.to_thread(self._before_tool, request)
         if refusal_message is not None:
             return refusal_message
-        request, redaction = self._redacted(request)
+        request, redaction = await asyncio.to_thread(self._redacted, request)
         if self._unguarded(request):
             with during_run(self._run_start_later(request)):
                 result = note_redaction(await handler(request), redaction)

@@ -209,7 +209,8 @@ def test_files_dropped_whole_are_named_in_one_line() -> None:
 
 
 def test_the_smallest_budget_keeps_the_whole_template() -> None:
-    from layered_memory.core.render import MEMORY_SYSTEM_PROMPT, MemoryExtras, minimum_budget
+    from layered_memory.core.loading import MemoryExtras
+    from layered_memory.core.render import MEMORY_SYSTEM_PROMPT, minimum_budget
 
     tail = MEMORY_SYSTEM_PROMPT.format(agent_memory="\0").split("\0", 1)[1]
     extras = MemoryExtras(

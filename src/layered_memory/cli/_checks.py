@@ -19,8 +19,7 @@ from layered_memory.cli._measure import InspectReport, report_from
 from layered_memory.cli._source import Loaded
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
 from layered_memory.core.defuse import defuse_attribute, defuse_name
-from layered_memory.core.loading import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
-from layered_memory.core.render import MemoryExtras
+from layered_memory.core.loading import MAX_IMPORT_DEPTH, TOO_DEEP_REASON, MemoryExtras
 from layered_memory.core.snapshot import LEFT_OUT_START
 from layered_memory.rules import RuleSet
 from layered_memory.sessions.stores._urls import scrub

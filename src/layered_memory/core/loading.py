@@ -53,14 +53,15 @@ Rules of the plan:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
 import logging
 import posixpath
 import re
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from deepagents.backends.filesystem import FilesystemBackend
@@ -259,11 +260,7 @@ def download_texts(
 
     With a `cache`, files unchanged on disk since their last read are not downloaded again.
     """
-    plan, refused = plan_paths(paths, backend)
-    reused, fetch, signatures = _split(plan, cache)
-    if not fetch:
-        return _merge(plan, reused, DownloadResult({}), refused)
-    refused.extend(_refuse_special(backend, fetch, signatures))
+    plan, refused, reused, fetch, signatures = _prepare(backend, paths, cache)
     if not fetch:
         return _merge(plan, reused, DownloadResult({}), refused)
     started = now_ns()
@@ -281,11 +278,10 @@ async def adownload_texts(
     backend: Any, paths: Iterable[str], *, cache: DiskReadCache | None = None
 ) -> DownloadResult:
     """Async twin of `download_texts`."""
-    plan, refused = plan_paths(paths, backend)
-    reused, fetch, signatures = _split(plan, cache)
-    if not fetch:
-        return _merge(plan, reused, DownloadResult({}), refused)
-    refused.extend(_refuse_special(backend, fetch, signatures))
+    # The checks before the download stat local files (path resolution, the cache's
+    # signatures, special files): in a worker thread, as the backend's own download is.
+    prepared = await asyncio.to_thread(_prepare, backend, list(paths), cache)
+    plan, refused, reused, fetch, signatures = prepared
     if not fetch:
         return _merge(plan, reused, DownloadResult({}), refused)
     started = now_ns()
@@ -297,6 +293,18 @@ async def adownload_texts(
     if cache is not None:
         cache.remember(fetch, signatures, fetched.texts, fetched.missing, started)
     return _merge(plan, reused, fetched, refused)
+
+
+def _prepare(
+    backend: Any, paths: Iterable[str], cache: DiskReadCache | None
+) -> tuple[dict[str, str], list[SourceProblem], DownloadResult, dict[str, str], dict[str, Any]]:
+    """Everything before the download, shared by both twins: the planned paths, the refused
+    ones, what the cache still holds, what to download and its pre-read signatures."""
+    plan, refused = plan_paths(paths, backend)
+    reused, fetch, signatures = _split(plan, cache)
+    if fetch:
+        refused.extend(_refuse_special(backend, fetch, signatures))
+    return plan, refused, reused, fetch, signatures
 
 
 def _refuse_special(
@@ -638,31 +646,106 @@ Plan = Generator[list[str], DownloadResult, "Discovered"]
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryExtras:
+    """Nested and imported memory of one load (empty without `nested=` and imports): the one
+    shape from the load plan through the snapshot and the graph state to the renderer.
+
+    Attributes:
+        nested: Nested file path -> text, shallow to deep.
+        imports: Imported file path -> text.
+        edges: Importing file -> the paths it imports, in order (found or not).
+        access: Nested or imported file -> its access (inherited from what imports it).
+        missing: Importing file -> `@` references that named no file (worth reporting).
+        nested_dirs: The directories nested memory was looked up in (a touched path outside
+            them means a reload).
+        too_deep: Files `MAX_IMPORT_DEPTH` hops from a configured file whose own imports were
+            not followed.
+    """
+
+    nested: Mapping[str, str] = field(default_factory=dict)
+    imports: Mapping[str, str] = field(default_factory=dict)
+    edges: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    access: Mapping[str, Access] = field(default_factory=dict)
+    missing: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    nested_dirs: Sequence[str] = ()
+    too_deep: Sequence[str] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.nested or self.imports or self.missing or self.nested_dirs)
+
+    @property
+    def cycles(self) -> list[tuple[str, ...]]:
+        """Import cycles among the loaded files (harmless at run time; `lint` reports them)."""
+        return import_cycles(self.edges)
+
+    def without(self, paths: Collection[str]) -> MemoryExtras:
+        """The same, with the texts and access of `paths` left out (edges and references
+        stay: what a file imports is still what it imports)."""
+        if not paths:
+            return self
+        return replace(
+            self,
+            nested={p: t for p, t in self.nested.items() if p not in paths},
+            imports={p: t for p, t in self.imports.items() if p not in paths},
+            access={p: a for p, a in self.access.items() if p not in paths},
+        )
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain data for the checkpointed state (JSON-able; `from_state` reads it back)."""
+        return {
+            "nested": dict(self.nested),
+            "imports": dict(self.imports),
+            "edges": {path: list(targets) for path, targets in self.edges.items()},
+            "access": dict(self.access),
+            "missing": {path: list(refs) for path, refs in self.missing.items()},
+            "nested_dirs": list(self.nested_dirs),
+            "too_deep": list(self.too_deep),
+        }
+
+    @classmethod
+    def from_state(cls, data: Mapping[str, Any] | None) -> MemoryExtras:
+        """What `to_state` wrote, read in place: no copy and no conversion, because every
+        model call reads it (the state's lists serve as the sequences)."""
+        if not data:
+            return _NO_EXTRAS
+        return cls(
+            nested=data.get("nested") or {},
+            imports=data.get("imports") or {},
+            edges=data.get("edges") or {},
+            access=data.get("access") or {},
+            missing=data.get("missing") or {},
+            nested_dirs=data.get("nested_dirs") or (),
+            too_deep=data.get("too_deep") or (),
+        )
+
+    def digest_parts(self) -> tuple[Mapping[str, str], ...]:
+        """The parts that shape the block, for the snapshot's digest."""
+        return (
+            self.nested,
+            self.imports,
+            {path: "\n".join(targets) for path, targets in self.edges.items()},
+            dict(self.access),
+            {path: "\n".join(refs) for path, refs in self.missing.items()},
+            {"nested directories": "\n".join(self.nested_dirs)},
+        )
+
+
+_NO_EXTRAS = MemoryExtras()
+
+
+@dataclass(frozen=True, slots=True)
 class Discovered:
     """Everything a load found beyond the configured files.
 
     Attributes:
         first: The first batched download (configured files, rule files, nested candidates).
-        nested: Nested file path -> text, shallow to deep.
-        nested_dirs: The directories looked up (a touched path outside them means a reload).
-        imports: Imported file path -> text.
-        edges: Importing file -> the paths it imports, in order (found or not).
-        access: Imported file -> its access (inherited from what imports it).
-        missing: Importing file -> references that named no file (worth reporting).
+        extras: The nested and imported files found.
         problems: Imported or nested files that exist but could not be used.
-        too_deep: Files `MAX_IMPORT_DEPTH` hops from a configured file whose own imports were
-            not followed.
     """
 
     first: DownloadResult
-    nested: Mapping[str, str] = field(default_factory=dict)
-    nested_dirs: tuple[str, ...] = ()
-    imports: Mapping[str, str] = field(default_factory=dict)
-    edges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    access: Mapping[str, Access] = field(default_factory=dict)
-    missing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    extras: MemoryExtras = _NO_EXTRAS
     problems: tuple[SourceProblem, ...] = ()
-    too_deep: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -717,8 +800,10 @@ def plan(
                 problems.append(unusable[path])
                 break
     if not follow_imports:
-        nested_only = dict.fromkeys(nested, nested_access)
-        return Discovered(first, nested, tuple(dirs), access=nested_only, problems=tuple(problems))
+        extras = MemoryExtras(
+            nested, nested_dirs=tuple(dirs), access=dict.fromkeys(nested, nested_access)
+        )
+        return Discovered(first, extras, tuple(problems))
     roots: dict[str, str] = {p: t for p, t in first.texts.items() if p in access_of}
     roots.update(nested)
     access: dict[str, Access] = {**access_of, **dict.fromkeys(nested, nested_access)}
@@ -810,17 +895,16 @@ def _follow(
         )
     shown_access = {path: access[path] for path in nested}
     shown_access.update((path, imported_access[path]) for path in imports)
-    return Discovered(
-        first,
+    extras = MemoryExtras(
         nested,
-        dirs,
         imports,
         edges,
         shown_access,
         {importer: tuple(dict.fromkeys(refs)) for importer, refs in missing.items()},
-        tuple(problems),
+        dirs,
         too_deep,
     )
+    return Discovered(first, extras, tuple(problems))
 
 
 def run(plan_: Plan, download: Callable[[list[str]], DownloadResult]) -> Discovered:

@@ -35,7 +35,7 @@ import functools
 import json
 import posixpath
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from layered_memory.core.defuse import (
@@ -46,7 +46,7 @@ from layered_memory.core.defuse import (
     drop_invisible,
 )
 from layered_memory.core.layers import Layer
-from layered_memory.core.loading import import_cycles, strip_html_comments
+from layered_memory.core.loading import MemoryExtras, strip_html_comments
 from layered_memory.writeback.redaction import redact_json, redact_text
 
 # -- the block ------------------------------------------------------------------------------------
@@ -61,7 +61,6 @@ __all__ = [
     "NESTED_NOTE",
     "NO_MEMORY",
     "UNREADABLE_NOTE",
-    "MemoryExtras",
     "PieceReport",
     "RenderedMemory",
     "SessionEntry",
@@ -471,37 +470,6 @@ class SessionEntry:
 
     key: str
     data: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryExtras:
-    """Nested and imported memory of one load (empty without `nested=` and imports).
-
-    Attributes:
-        nested: Nested file path -> text, shallow to deep.
-        imports: Imported file path -> text.
-        edges: Importing file -> the paths it imports, in order.
-        access: Nested or imported file -> `writable` / `read-only`.
-        missing: Importing file -> `@` references that named no file.
-        nested_dirs: The directories nested memory was looked up in.
-        too_deep: Files whose own imports were past `MAX_IMPORT_DEPTH` and not followed.
-    """
-
-    nested: Mapping[str, str] = field(default_factory=dict)
-    imports: Mapping[str, str] = field(default_factory=dict)
-    edges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    access: Mapping[str, str] = field(default_factory=dict)
-    missing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    nested_dirs: tuple[str, ...] = ()
-    too_deep: tuple[str, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.nested or self.imports or self.missing or self.nested_dirs)
-
-    @property
-    def cycles(self) -> list[tuple[str, ...]]:
-        """Import cycles among the loaded files (harmless at run time; `lint` reports them)."""
-        return import_cycles(self.edges)
 
 
 @dataclass(frozen=True, slots=True)

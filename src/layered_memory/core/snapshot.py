@@ -184,9 +184,10 @@ class Pinned:
         started (each becomes a problem naming it)."""
         start = self.start
         dropped: dict[str, str] = {}
-        for kind in (found.nested, found.imports):
+        extras = found.extras
+        for kind in (extras.nested, extras.imports):
             for path, text in kind.items():
-                if found.access.get(path) != "read-only" or path in start.texts:
+                if extras.access.get(path) != "read-only" or path in start.texts:
                     continue
                 digest = start.digests.get(path)
                 if digest is None:
@@ -198,9 +199,7 @@ class Pinned:
             return found
         return replace(
             found,
-            nested={p: t for p, t in found.nested.items() if p not in dropped},
-            imports={p: t for p, t in found.imports.items() if p not in dropped},
-            access={p: a for p, a in found.access.items() if p not in dropped},
+            extras=extras.without(dropped),
             problems=(
                 *found.problems,
                 *(SourceProblem(path, why, unreadable=True) for path, why in dropped.items()),

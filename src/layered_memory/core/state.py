@@ -43,7 +43,8 @@ from langgraph.types import Command
 from layered_memory.core._validation import invalid_path_reason
 from layered_memory.core.assembler import MemorySnapshot
 from layered_memory.core.guard import Operation, refusal_message
-from layered_memory.core.render import MemoryExtras, SessionEntry
+from layered_memory.core.loading import MemoryExtras
+from layered_memory.core.render import SessionEntry
 from layered_memory.core.snapshot import RunStart
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class LoadedMemory(TypedDict):
     match_context: list[str]
     """Context strings for rule matching (entity name, task tag), fixed per invocation."""
     extras: NotRequired[dict[str, Any]]
-    """Nested memory and `@path` imports (`MemoryExtras` as plain data)."""
+    """Nested memory and `@path` imports (`MemoryExtras.to_state`)."""
     run_start: NotRequired[dict[str, Any]]
     """What the run-start snapshot keeps besides the texts above (`run_start_of`): taken by
     `before_agent`, carried unchanged by every later load of the run."""
@@ -139,7 +140,7 @@ def snapshot_update(
             match_context=context_keys,
         )
         if snapshot.extras:
-            update["memory_loaded"]["extras"] = extras_to_state(snapshot.extras)
+            update["memory_loaded"]["extras"] = snapshot.extras.to_state()
         if start:
             update["memory_loaded"]["run_start"] = start
     elif previous.get("match_context", []) != context_keys:
@@ -180,33 +181,9 @@ def match_keys_of(state: Mapping[str, Any]) -> tuple[str, ...]:
     return (*state.get("memory_touched_paths", ()), *loaded(state).get("match_context", ()))
 
 
-def extras_to_state(extras: MemoryExtras) -> dict[str, Any]:
-    """Nested and imported memory as plain data for the checkpointed state."""
-    return {
-        "nested": dict(extras.nested),
-        "imports": dict(extras.imports),
-        "edges": {path: list(targets) for path, targets in extras.edges.items()},
-        "access": dict(extras.access),
-        "missing": {path: list(refs) for path, refs in extras.missing.items()},
-        "nested_dirs": list(extras.nested_dirs),
-        "too_deep": list(extras.too_deep),
-    }
-
-
 def extras_of(state: Mapping[str, Any]) -> MemoryExtras:
     """The nested and imported memory kept in state."""
-    data = loaded(state).get("extras")
-    if not data:
-        return MemoryExtras()
-    return MemoryExtras(
-        nested=data.get("nested") or {},
-        imports=data.get("imports") or {},
-        edges={path: tuple(targets) for path, targets in (data.get("edges") or {}).items()},
-        access=data.get("access") or {},
-        missing={path: tuple(refs) for path, refs in (data.get("missing") or {}).items()},
-        nested_dirs=tuple(data.get("nested_dirs") or ()),
-        too_deep=tuple(data.get("too_deep") or ()),
-    )
+    return MemoryExtras.from_state(loaded(state).get("extras"))
 
 
 def touched_of(state: Mapping[str, Any]) -> list[str]:
