@@ -32,6 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests examples benchmarks conftest.py
 	$(VENV)/bin/ruff format --check src tests examples benchmarks conftest.py
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 docs: $(STAMP)  ## build the docs site into site/ (`.venv/bin/mkdocs serve` to browse it)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

@@ -110,7 +110,7 @@ def _redis_reason() -> str | None:
 @asynccontextmanager
 async def open_saver(stack: AsyncExitStack) -> AsyncIterator[Any]:
     """The durable saver: PostgreSQL when it answers, else memory."""
-    from layered_memory.sessions.stores._common import redact_url
+    from layered_memory.sessions.stores.urls import redact_url
 
     reason = await _postgres_reason()
     if reason is None:
@@ -129,7 +129,7 @@ async def open_saver(stack: AsyncExitStack) -> AsyncIterator[Any]:
 def workers(saver: Any, *, prefix: str, count: int) -> list[Any]:
     """``count`` workers' checkpointers: a Redis L1 in front of ``saver`` when Redis answers."""
     from layered_memory.checkpoint import CachedCheckpointSaver
-    from layered_memory.sessions.stores._common import redact_url
+    from layered_memory.sessions.stores.urls import redact_url
 
     reason = _redis_reason()
     if reason is not None:

@@ -34,15 +34,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 from layered_memory import (
     HookEvent,
     HookRegistry,
+    InsightNotebook,
     Layer,
     MemoryMiddleware,
     MemoryWriter,
     build_thread_config,
+    record_insight_tool,
     register_write_back,
 )
 from layered_memory.cli.demo import model_failure
 from layered_memory.testing import PromptRecorder, ScriptedChatModel, system_text, tool_call
-from layered_memory.writeback.insights import InsightNotebook, record_insight_tool
 
 AGENTS_MD = "# Reporting team\n\n- Reports are one page, with a summary first.\n"
 MEMORY_MD = "# Memory\n\nWhat this agent has learned about our clients.\n"

@@ -77,7 +77,7 @@ def namespaces(run_id: str) -> dict[str, tuple[str, ...]]:
 
 
 def _backend(store: Any, run_id: str) -> Any:
-    from layered_memory.core.shared_memory import shared_memory_backend, user_namespace
+    from layered_memory import shared_memory_backend, user_namespace
 
     spaces = namespaces(run_id)
     return shared_memory_backend(
@@ -109,13 +109,15 @@ def run_worker(url: str, run_id: str, index: int, model_name: str | None) -> dic
     from langgraph.store.postgres import PostgresStore
 
     from layered_memory import (
+        ORG_RULES,
+        PROJECT_MEMORY,
         HookRegistry,
         MemoryMiddleware,
         MemoryWriter,
         build_thread_config,
         register_write_back,
+        shared_memory_layers,
     )
-    from layered_memory.core.shared_memory import ORG_RULES, PROJECT_MEMORY, shared_memory_layers
     from layered_memory.testing import PromptRecorder
 
     entity, user = client_for(index), f"user-{index + 1}"

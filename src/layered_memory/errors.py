@@ -239,3 +239,25 @@ class ConfigLoadError(LayeredMemoryError):
         self.module = module
         self.attribute = attribute
         super().__init__(message)
+
+
+class MemoryContextError(LayeredMemoryError, LookupError):
+    """`current_memory()` was called outside a `memory_context()` block."""
+
+
+class UserIdError(LayeredMemoryError, ValueError):
+    """The run's context gives no usable user id, so there is no user namespace to use.
+
+    Attributes:
+        key: The context key that was looked up.
+        reason: What is wrong (missing, empty, or containing a `.`).
+    """
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(
+            f"per-user memory needs a user id in the run's context under {key!r} "
+            f"(agent.invoke(..., context={{{key!r}: ...}})): {reason}; "
+            "refusing to fall back to a shared namespace"
+        )

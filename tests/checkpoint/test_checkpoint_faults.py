@@ -24,7 +24,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from layered_memory.checkpoint import CachedCheckpointSaver
-from layered_memory.checkpoint._codec import Keys
+from layered_memory.checkpoint._redis_side import Keys
 from redis_replication import follow, promote, replicated
 
 pytestmark = pytest.mark.redis
@@ -89,7 +89,7 @@ async def test_a_write_in_the_breakers_cool_down_still_reaches_redis(
     put_messages(writer, "t", conversation(4, tag="old"))
     for _ in range(3):
         await read(reader, "t", use_async)  # the reader holds the old checkpoint, hot
-    writer._redis_side.breaker.failure(TimeoutError("one slow call"))  # as a timeout does
+    writer._redis_side.breaker.failed("TimeoutError: one slow call")  # as a timeout does
     assert writer._redis_side.breaker.is_open
     if use_async:
         stored = await aput_messages(writer, "t", conversation(6, tag="new"))
@@ -116,7 +116,7 @@ import redis
 from checkpoint_harness import aput_messages, conversation
 from langgraph.checkpoint.memory import InMemorySaver
 from layered_memory.checkpoint import CachedCheckpointSaver
-from layered_memory.checkpoint._codec import Keys
+from layered_memory.checkpoint._redis_side import Keys
 
 saver = CachedCheckpointSaver(InMemorySaver(), redis_url={redis_url!r}, prefix={prefix!r})
 asyncio.run(aput_messages(saver, "t", conversation(2)))

@@ -16,10 +16,17 @@ from deepagents.backends import FilesystemBackend
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 
-from layered_memory import HookEvent, HookRegistry, MemoryWriter, register_write_back
-from layered_memory.insights import InsightNotebook, record_insight_tool
-from layered_memory.redaction import find_secrets, redact
+from layered_memory import (
+    HookEvent,
+    HookRegistry,
+    InsightNotebook,
+    MemoryWriter,
+    record_insight_tool,
+    redact,
+    register_write_back,
+)
 from layered_memory.testing import ScriptedChatModel, tool_call
+from layered_memory.writeback.redaction import find_secrets
 
 # Values built in pieces so secret scanners do not flag this file.
 PASSWORD = "Xk9m" + "Q2pL7vTz"

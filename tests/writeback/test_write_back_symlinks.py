@@ -15,8 +15,14 @@ from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
 from deepagents.backends.local_shell import LocalShellBackend
 
-from layered_memory import HookRegistry, Layer, MemoryMiddleware, MemoryWriteError, MemoryWriter
-from layered_memory.insights import register_write_back
+from layered_memory import (
+    HookRegistry,
+    Layer,
+    MemoryMiddleware,
+    MemoryWriteError,
+    MemoryWriter,
+    register_write_back,
+)
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 AGENTS = "# Project\nRead-only instructions.\n"

@@ -4,12 +4,11 @@ Reads of a thread's latest checkpoint are answered from a per-process snapshot a
 round trip confirms the thread has not changed; everything else (`list`, reads of a given
 checkpoint id, delta-channel history) goes to the wrapped saver untouched. Writes go to the
 wrapped saver, bracketed by two Redis scripts that make every process drop what it holds for the
-thread. See `_scripts` for why that stays correct across processes, Redis restarts and outages.
+thread. See `_redis_side` for why that stays correct across processes, Redis restarts and outages.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -25,10 +24,10 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from layered_memory.checkpoint._local import LocalTuples
-from layered_memory.checkpoint._reads import ReadPath
+from layered_memory.checkpoint._reads import LocalTuples, ReadPath
 from layered_memory.checkpoint._redis_side import RedisSide
-from layered_memory.sessions.stores._common import redact_url
+from layered_memory.core.validation import check_int, check_seconds
+from layered_memory.sessions.stores.urls import redact_url
 
 __all__ = ["DEFAULT_PREFIX", "CachedCheckpointSaver"]
 
@@ -70,27 +69,6 @@ def _class_for(saver_type: type) -> type[CachedCheckpointSaver]:
         cls.__qualname__ = "CachedCheckpointSaver"
         _CLASSES[names] = cls
     return cls
-
-
-def _check_positive(name: str, value: object, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        msg = f"{name} must be a number, got {type(value).__name__}"
-        raise TypeError(msg)
-    if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        msg = f"{name} must be {bound}, got {value!r}"
-        raise ValueError(msg)
-    return float(value)
-
-
-def _check_count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{name} must be an int, got {type(value).__name__}"
-        raise TypeError(msg)
-    if value < 0:
-        msg = f"{name} must be >= 0, got {value!r}"
-        raise ValueError(msg)
-    return value
 
 
 _INSTALL_HINT = "CachedCheckpointSaver needs the redis package: pip install 'layered-memory[redis]'"
@@ -192,7 +170,7 @@ class CachedCheckpointSaver(BaseCheckpointSaver[Any]):
             msg = f"saver must be a BaseCheckpointSaver, got {type(saver).__name__}"
             raise TypeError(msg)
         url = _check_url(redis_url)
-        ttl_seconds = _check_positive("ttl", ttl)
+        ttl_seconds = check_seconds(ttl, parameter="ttl")
         if not isinstance(prefix, str) or not prefix:
             msg = "prefix must be a non-empty str"
             raise ValueError(msg) if isinstance(prefix, str) else TypeError(msg)
@@ -204,12 +182,12 @@ class CachedCheckpointSaver(BaseCheckpointSaver[Any]):
             where=redact_url(url),
             prefix=prefix,
             ttl_ms=max(1, int(ttl_seconds * 1000)),
-            timeout=_check_positive("timeout", timeout),
-            retry_after=_check_positive("retry_after", retry_after, allow_zero=True),
+            timeout=check_seconds(timeout, parameter="timeout"),
+            retry_after=check_seconds(retry_after, parameter="retry_after", allow_zero=True),
         )
         self._local_limits = (
-            _check_count("local_entries", local_entries),
-            _check_count("local_max_bytes", local_max_bytes),
+            check_int(local_entries, parameter="local_entries", unit="a number of entries"),
+            check_int(local_max_bytes, parameter="local_max_bytes", unit="a number of bytes"),
         )
         self._reads = ReadPath(
             saver,

@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse quotes the arguments it rejects: hide passwords, escape control characters."""
 
     def error(self, message: str) -> NoReturn:
-        from layered_memory.sessions.stores._urls import scrub
+        from layered_memory.sessions.stores.urls import scrub
 
         super().error(printable(scrub(message, None)))
 

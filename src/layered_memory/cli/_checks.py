@@ -22,7 +22,7 @@ from layered_memory.core.defuse import defuse_attribute, defuse_name
 from layered_memory.core.loading import MAX_IMPORT_DEPTH, TOO_DEEP_REASON, MemoryExtras
 from layered_memory.core.snapshot import LEFT_OUT_START
 from layered_memory.rules import RuleSet
-from layered_memory.sessions.stores._urls import scrub
+from layered_memory.sessions.stores.urls import scrub
 
 Severity = Literal["error", "warning", "info"]
 

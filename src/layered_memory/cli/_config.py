@@ -4,7 +4,7 @@ As `uvicorn app:app` does, the module is imported from the current folder and `s
 (`myapp.agent:agent`), or from a file (`path/to/agent.py:agent`); the attribute may be dotted.
 What it names may be:
 
-- a `MemoryMiddleware` (or `LeanMemoryMiddleware`);
+- a `MemoryMiddleware`;
 - a compiled agent (`create_agent` / `create_deep_agent` result): LangChain adds a graph node
   per middleware hook, `"<name>.before_agent"`, whose callable is the middleware's bound
   method, so the instance is read from the graph's builder (`langchain/agents/factory.py`);
@@ -33,7 +33,7 @@ from typing import Any
 
 from layered_memory.errors import ConfigLoadError
 from layered_memory.middleware import MemoryMiddleware
-from layered_memory.sessions.stores._urls import scrub
+from layered_memory.sessions.stores.urls import scrub
 
 WANTED = (
     "a MemoryMiddleware, a compiled agent (create_agent / create_deep_agent) holding one, a "

@@ -24,14 +24,14 @@ from layered_memory.cli._preview import (
     preview,
 )
 from layered_memory.cli._store import CliStoreError, list_file_items, open_store, parse_namespace
-from layered_memory.core._validation import is_backend
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_files_safely
 from layered_memory.core.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS
+from layered_memory.core.validation import is_backend
 from layered_memory.errors import ConfigLoadError
 from layered_memory.rules import list_rule_files
-from layered_memory.sessions.stores._common import redact_url
+from layered_memory.sessions.stores.urls import redact_url
 
 DEFAULT_LAYERS = (("project", "/AGENTS.md", False), ("memory", "/MEMORY.md", True))
 """Discovered when no `--layer` is given, lowest precedence first, if the file exists."""

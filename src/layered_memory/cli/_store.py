@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from layered_memory.errors import LayeredMemoryError
-from layered_memory.sessions.stores._common import driver_detail, password_hint, redact_url
+from layered_memory.sessions.stores.urls import driver_detail, password_hint, redact_url
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore

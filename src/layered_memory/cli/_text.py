@@ -69,7 +69,7 @@ def printable(text: object, *, multiline: bool = False) -> str:
 
 def printable_url(url: str) -> str:
     """A store URL fit to print: password hidden, controls escaped."""
-    from layered_memory.sessions.stores._urls import redact_url
+    from layered_memory.sessions.stores.urls import redact_url
 
     return printable(redact_url(url))
 

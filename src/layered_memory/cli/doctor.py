@@ -38,7 +38,7 @@ from layered_memory.cli._source import (
 from layered_memory.cli._store import CliStoreError
 from layered_memory.cli._style import SEVERITY_STYLE, Painter, use_colour
 from layered_memory.cli._text import dumps_json, printable
-from layered_memory.sessions.stores._urls import redact_url, scrub
+from layered_memory.sessions.stores.urls import redact_url, scrub
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 

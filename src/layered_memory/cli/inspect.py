@@ -13,7 +13,7 @@ from typing import Any
 
 from layered_memory.cli._source import LOAD_ERRORS, loaded_memory, source_options
 from layered_memory.cli._text import printable
-from layered_memory.sessions.stores._urls import scrub
+from layered_memory.sessions.stores.urls import scrub
 
 EXIT_OK, EXIT_USAGE = 0, 2
 

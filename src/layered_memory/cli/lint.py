@@ -423,7 +423,7 @@ def print_result(result: LintResult, *, as_json: bool) -> None:
 def run_lint(args: Any) -> int:
     """Run the subcommand: 0 when nothing is invalid, 1 when something is, 2 on a usage error."""
     from layered_memory.cli._source import LOAD_ERRORS
-    from layered_memory.sessions.stores._urls import scrub
+    from layered_memory.sessions.stores.urls import scrub
 
     if args.config is not None:
         if args.paths or args.memory:

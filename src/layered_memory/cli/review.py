@@ -25,8 +25,7 @@ from layered_memory.cli._source import (
 from layered_memory.cli._store import open_store
 from layered_memory.cli._text import dumps_json, printable
 from layered_memory.errors import ReviewError
-from layered_memory.sessions.stores._common import redact_url
-from layered_memory.sessions.stores._urls import scrub
+from layered_memory.sessions.stores.urls import redact_url, scrub
 from layered_memory.writeback.consolidation import Change, MemoryConsolidator
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2

@@ -37,7 +37,7 @@ from layered_memory.cli._style import Painter, use_colour
 from layered_memory.cli._text import dumps_json, printable, printable_url
 from layered_memory.core.files import atomic_write
 from layered_memory.core.loading import MAX_FILE_BYTES
-from layered_memory.sessions.stores._urls import redact_url
+from layered_memory.sessions.stores.urls import redact_url
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore

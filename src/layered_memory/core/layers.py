@@ -16,7 +16,7 @@ from typing import Any
 
 from deepagents.backends.filesystem import FilesystemBackend
 
-from layered_memory.core._validation import MAX_PATH_CHARS, as_path, invalid_path_reason
+from layered_memory.core.validation import MAX_PATH_CHARS, as_path, invalid_path_reason
 
 MEMORY_FILE_NAME = "MEMORY.md"
 MEMORY_FILE_DEFAULT_MAX_LINES = 200

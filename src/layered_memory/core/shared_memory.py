@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 from deepagents.backends import CompositeBackend, StateBackend, StoreBackend
 
 from layered_memory.core.layers import Layer
-from layered_memory.errors import LayeredMemoryError
+from layered_memory.errors import UserIdError
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -69,24 +69,6 @@ PROJECT_MEMORY: Final = "/project/MEMORY.md"
 
 Namespace = tuple[str, ...]
 NamespaceFactory = Callable[["Runtime[Any]"], Namespace]
-
-
-class UserIdError(LayeredMemoryError, ValueError):
-    """The run's context gives no usable user id, so there is no user namespace to use.
-
-    Attributes:
-        key: The context key that was looked up.
-        reason: What is wrong (missing, empty, or containing a `.`).
-    """
-
-    def __init__(self, key: str, reason: str) -> None:
-        self.key = key
-        self.reason = reason
-        super().__init__(
-            f"per-user memory needs a user id in the run's context under {key!r} "
-            f"(agent.invoke(..., context={{{key!r}: ...}})): {reason}; "
-            "refusing to fall back to a shared namespace"
-        )
 
 
 def user_namespace(

@@ -40,12 +40,12 @@ from langchain_core.messages import SystemMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.types import Command
 
-from layered_memory.core._validation import invalid_path_reason
 from layered_memory.core.assembler import MemorySnapshot
 from layered_memory.core.guard import Operation, refusal_message
 from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.render import SessionEntry
 from layered_memory.core.snapshot import RunStart
+from layered_memory.core.validation import invalid_path_reason
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig

@@ -20,6 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from layered_memory.errors import SessionKeyError
+from layered_memory.sessions.fanout import current_memory, fan_out, memory_context
+from layered_memory.sessions.session_save import (
+    SESSION_SAVE_HANDLER_NAME,
+    default_session_formatter,
+    register_session_save,
+)
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -27,13 +33,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEY_PREFIX",
+    "SESSION_SAVE_HANDLER_NAME",
     "SessionKey",
     "alist_thread_ids",
     "build_session_key",
     "build_thread_config",
+    "current_memory",
+    "default_session_formatter",
+    "fan_out",
     "list_thread_ids",
+    "memory_context",
     "normalize_key_part",
     "parse_session_key",
+    "register_session_save",
 ]
 
 KEY_PREFIX = "entity"

@@ -28,16 +28,12 @@ from typing import Any, Final
 
 from langgraph.types import Send
 
-from layered_memory.errors import LayeredMemoryError
+from layered_memory.errors import MemoryContextError
 
 __all__ = ["MemoryContextError", "current_memory", "fan_out", "memory_context"]
 
 _UNSET: Final = object()
 _memory: ContextVar[object] = ContextVar("layered_memory_memory", default=_UNSET)
-
-
-class MemoryContextError(LayeredMemoryError, LookupError):
-    """`current_memory()` was called outside a `memory_context()` block."""
 
 
 @contextmanager

@@ -19,8 +19,8 @@ from langchain_core.embeddings import Embeddings
 from layered_memory.cli._store import open_store, parse_namespace
 from layered_memory.cli._text import dumps_json, printable
 from layered_memory.errors import LayeredMemoryError, TierItemError
-from layered_memory.tiers._types import DEFAULT_NAMESPACE, Page, check_prefix, user_namespace
 from layered_memory.tiers.memory import TieredMemory
+from layered_memory.tiers.records import DEFAULT_NAMESPACE, Page, check_prefix, user_namespace
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from layered_memory.sessions.stores import HybridSessionStore, InMemorySessionStore
-from layered_memory.sessions.stores._breaker import CircuitBreaker
 from layered_memory.sessions.stores.base import StoredSession
+from layered_memory.sessions.stores.resilience import CircuitBreaker
 
 
 class Clock:

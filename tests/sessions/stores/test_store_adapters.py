@@ -21,8 +21,9 @@ from layered_memory.sessions.stores import (
     PostgresSessionStore,
     RedisSessionStore,
 )
-from layered_memory.sessions.stores._common import MAX_KEY_BYTES, redact_url
+from layered_memory.sessions.stores.base import MAX_KEY_BYTES
 from layered_memory.sessions.stores.file import LOCK_FILE_NAME
+from layered_memory.sessions.stores.urls import redact_url
 
 # -- in-memory ------------------------------------------------------------------------------
 

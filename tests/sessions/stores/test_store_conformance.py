@@ -16,7 +16,7 @@ from layered_memory.sessions.stores import (
     ExpiryAwareSessionStore,
     SessionStore,
 )
-from layered_memory.sessions.stores._common import MAX_KEY_BYTES
+from layered_memory.sessions.stores.base import MAX_KEY_BYTES
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 

@@ -37,7 +37,7 @@ def _assert_clean(text: str) -> None:
 async def test_set_redacts_every_string_of_the_value(
     case: StoreCase, use_async: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores._common"):
+    with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores.base"):
         await call(case.store, use_async, "set", KEY, _value())
     stored = await call(case.store, use_async, "get", KEY)
 

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from layered_memory.redaction import redact
+from layered_memory import redact
 
 LIMIT_SECONDS = 300
 

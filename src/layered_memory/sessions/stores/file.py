@@ -13,18 +13,18 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from layered_memory.core.files import LOCK_POLL_SECONDS, LOCK_TIMEOUT_SECONDS, atomic_write
+from layered_memory.core.validation import check_ttl
 from layered_memory.errors import SessionDataError, SessionStoreError
-from layered_memory.sessions.stores._common import (
+from layered_memory.sessions.stores.base import (
     Clock,
     JsonDict,
+    StoredSession,
+    ThreadedAsyncTwins,
     check_key,
-    check_ttl,
     compact_json,
     encode_value,
     wall_clock,
 )
-from layered_memory.sessions.stores._threaded import ThreadedAsyncTwins
-from layered_memory.sessions.stores.base import StoredSession
 
 __all__ = ["LOCK_FILE_NAME", "FileSessionStore"]
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import threading
 import time
 
-from layered_memory.sessions.stores._common import (
+from layered_memory.core.validation import check_ttl
+from layered_memory.sessions.stores.base import (
     Clock,
     JsonDict,
+    StoredSession,
     check_key,
-    check_ttl,
     decode_value,
     encode_value,
 )
-from layered_memory.sessions.stores.base import StoredSession
 
 __all__ = ["InMemorySessionStore"]
 

@@ -8,37 +8,33 @@ Expiry is checked against the server's clock by default, so workers with skewed 
 Faults: every call takes at most the store's ``timeout`` (5 s by default; `setup` and
 `purge_expired`: `MAINTENANCE_TIMEOUT`), waiting for a pooled connection included. A query the
 server does not answer in time (a frozen server) has its connection cut
-(`_deadline.SocketDeadline`) and raises `StoreUnavailableError`; the pool then discards that
+(`resilience.SocketDeadline`) and raises `StoreUnavailableError`; the pool then discards that
 connection and opens a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, LiteralString, Self, TypeVar
 
+from layered_memory.core.validation import check_seconds, check_ttl
 from layered_memory.errors import SessionStoreError, StoreUnavailableError, StoreURLError
-from layered_memory.sessions.stores._common import (
+from layered_memory.sessions.stores.base import (
     Clock,
     JsonDict,
+    StoredSession,
+    ThreadedAsyncTwins,
     check_key,
-    check_ttl,
     compact_json,
     decode_value,
-    driver_detail,
     encode_value,
-    password_hint,
-    redact_url,
-    scrub,
 )
-from layered_memory.sessions.stores._deadline import SocketDeadline
-from layered_memory.sessions.stores._threaded import ThreadedAsyncTwins
-from layered_memory.sessions.stores.base import StoredSession
+from layered_memory.sessions.stores.resilience import SocketDeadline
+from layered_memory.sessions.stores.urls import driver_detail, password_hint, redact_url, scrub
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -164,7 +160,7 @@ class PostgresSessionStore(ThreadedAsyncTwins):
         self.schema = schema
         self._clock = clock
         self._url = url
-        self.timeout = _check_timeout(timeout)
+        self.timeout = check_seconds(timeout, parameter="timeout")
         sql = self._psycopg.sql
         self._queries = {
             name: sql.SQL(text).format(schema=sql.Identifier(schema))
@@ -210,7 +206,7 @@ class PostgresSessionStore(ThreadedAsyncTwins):
                 without its password.
         """
         psycopg, psycopg_pool = _import_psycopg()
-        _check_timeout(timeout)
+        check_seconds(timeout, parameter="timeout")
         wait = max(1, round(connect_timeout))
         failure: SessionStoreError | None = None
         hint = password_hint(url)
@@ -251,7 +247,7 @@ class PostgresSessionStore(ThreadedAsyncTwins):
             timeout: Most seconds it may take, waiting for another worker's migrations
                 included (migration 3 rewrites the table once: minutes for millions of rows).
         """
-        self._run(self._migrate, None, timeout=_check_timeout(timeout))
+        self._run(self._migrate, None, timeout=check_seconds(timeout, parameter="timeout"))
 
     def _migrate(self, conn: Connection[Any]) -> None:
         sql = self._psycopg.sql
@@ -311,7 +307,7 @@ class PostgresSessionStore(ThreadedAsyncTwins):
         """Run ``work`` on a pooled connection within ``timeout`` (default: the store's).
 
         Errors become the package's own. The deadline covers the wait for a connection and the
-        work: when it passes, the connection's socket is shut down (see `_deadline`), the
+        work: when it passes, the connection's socket is shut down (`SocketDeadline`), the
         blocked call fails at once, and the connection, now closed, is discarded by the pool
         instead of being handed out again.
         """
@@ -416,7 +412,7 @@ class PostgresSessionStore(ThreadedAsyncTwins):
         Args:
             timeout: Most seconds it may take (a large backlog takes longer than one call).
         """
-        seconds = _check_timeout(timeout)
+        seconds = check_seconds(timeout, parameter="timeout")
         return int(self._execute("purge", {"now": self._now()}, None, timeout=seconds))
 
     def close(self) -> None:
@@ -445,16 +441,6 @@ class PostgresSessionStore(ThreadedAsyncTwins):
     async def aclose(self) -> None:
         """Async twin of `close`."""
         await asyncio.to_thread(self.close)
-
-
-def _check_timeout(timeout: float) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        msg = f"timeout must be a number of seconds, got {type(timeout).__name__}"
-        raise TypeError(msg)
-    if not math.isfinite(timeout) or timeout <= 0:
-        msg = f"timeout must be a positive number of seconds, got {timeout!r}"
-        raise ValueError(msg)
-    return float(timeout)
 
 
 def _first_line(text: str) -> str:

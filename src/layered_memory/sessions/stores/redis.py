@@ -28,18 +28,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from layered_memory._logs import get_logger
+from layered_memory.core.validation import check_ttl
 from layered_memory.errors import SessionStoreError, StoreUnavailableError, StoreURLError
-from layered_memory.sessions.stores._common import (
+from layered_memory.sessions.stores.base import (
     JsonDict,
+    StoredSession,
     check_key,
-    check_ttl,
     decode_value,
-    driver_detail,
     encode_value,
-    redact_url,
-    scrub,
 )
-from layered_memory.sessions.stores.base import StoredSession
+from layered_memory.sessions.stores.urls import driver_detail, redact_url, scrub
 
 if TYPE_CHECKING:
     import redis as redis_sync

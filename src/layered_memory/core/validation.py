@@ -1,8 +1,13 @@
 """Constructor argument checks: a wrong argument fails at construction, naming the parameter,
-what was given and what to pass, instead of misbehaving silently at the first run."""
+what was given and what to pass, instead of misbehaving silently at the first run.
+
+The one home of these checks: every subpackage validates numbers (counts, seconds, lifetimes)
+here, so one kind of argument is refused with one message wherever it is passed.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -140,15 +145,42 @@ def check_match_keys(value: object) -> tuple[str | Callable[..., Any], ...]:
     return tuple(value)
 
 
-def check_int(value: object, *, parameter: str, minimum: int = 0) -> int:
-    """A whole number of characters (a bool or a float is a mistake, not a number of chars)."""
+def check_int(
+    value: object, *, parameter: str, minimum: int = 0, unit: str = "a number of characters"
+) -> int:
+    """A whole number of ``unit`` (a bool or a float is a mistake, not a count)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{parameter} must be an int (a number of characters); got {describe(value)}"
+        msg = f"{parameter} must be an int ({unit}); got {describe(value)}"
         raise TypeError(msg)
     if value < minimum:
         msg = f"{parameter} must be >= {minimum}; got {value}"
         raise ValueError(msg)
     return value
+
+
+def check_seconds(value: object, *, parameter: str, allow_zero: bool = False) -> float:
+    """A duration: a finite number of seconds, > 0 (>= 0 with ``allow_zero``); never a bool.
+
+    Infinity is refused: no timer, socket timeout or Redis expiry takes it.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"{parameter} must be a number of seconds, got {type(value).__name__}"
+        raise TypeError(msg)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = "a number of seconds >= 0" if allow_zero else "a positive number of seconds"
+        msg = f"{parameter} must be {bound}, got {value!r}"
+        raise ValueError(msg)
+    return float(value)
+
+
+def check_ttl(ttl: object, *, parameter: str = "ttl") -> float | None:
+    """A lifetime: None (it never ends) or a positive finite number of seconds."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        msg = f"{parameter} must be a number of seconds or None, got {type(ttl).__name__}"
+        raise TypeError(msg)
+    return check_seconds(ttl, parameter=parameter)
 
 
 def check_instance(value: object, expected: type, *, parameter: str, hint: str) -> None:

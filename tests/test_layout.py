@@ -1,0 +1,76 @@
+"""The floor plan holds: private modules stay in their package, imports run downward.
+
+The layers and the independence of the capabilities are import-linter contracts in
+pyproject.toml (`make lint` runs them too); what import-linter has no contract type for (an
+underscore module imported from outside its own package) is checked here.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "layered_memory"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_of(path: Path) -> str:
+    """The package a module belongs to (a package's `__init__` belongs to that package)."""
+    name = module_name(path)
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def imported_modules(tree: ast.Module) -> list[str]:
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+            names.extend(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return [name for name in names if name.startswith("layered_memory.")]
+
+
+def test_private_modules_are_imported_only_inside_their_package() -> None:
+    modules = {module_name(path) for path in PACKAGE.rglob("*.py")}
+    crossings = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        importer = package_of(path)
+        for name in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            if name not in modules:
+                continue  # a name imported from a module, not a module
+            owner, _, last = name.rpartition(".")
+            private = last.startswith("_") and last != "__init__"
+            # The top package's private modules (the logger) serve every subpackage.
+            if (
+                private
+                and owner != "layered_memory"
+                and not (importer == owner or importer.startswith(owner + "."))
+            ):
+                crossings.append(f"{module_name(path)} imports {name}")
+    assert crossings == []
+
+
+def test_import_contracts_hold() -> None:
+    lint_imports = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if lint_imports is None:
+        pytest.fail("lint-imports is missing: install the dev extra (pip install -e '.[dev]')")
+    result = subprocess.run(
+        [lint_imports, "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
