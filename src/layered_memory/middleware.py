@@ -55,7 +55,7 @@ from layered_memory.core.guard import (
     unreadable_message,
     writes_memory,
 )
-from layered_memory.core.guard._shell import (
+from layered_memory.core.guard.shell import (
     Outcome,
     during_run,
     read_only_changes,

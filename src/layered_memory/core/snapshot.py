@@ -17,7 +17,7 @@ start and never again from disk mid-run:
 A mid-run load is pinned to it (`Pinned`): a read-only file's text comes from the snapshot,
 and a nested or imported file loaded for the first time must match its digest, or it is left
 out with a problem naming it. The guard compares the disk with the same snapshot after every
-shell command and `task` call (`core.guard._shell`).
+shell command and `task` call (`core.guard.shell`).
 
 
 Read-only memory an agent changed and the guard could not put back, remembered across runs.

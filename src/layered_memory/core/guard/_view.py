@@ -34,7 +34,7 @@ from deepagents.backends.protocol import (
 )
 
 from layered_memory._logs import get_logger
-from layered_memory.core.guard._shell import Outcome, restore, run_start_in_context, taken_now
+from layered_memory.core.guard.shell import Outcome, restore, run_start_in_context, taken_now
 from layered_memory.core.loading import (
     DownloadResult,
     adownload_texts,
