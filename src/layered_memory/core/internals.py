@@ -16,16 +16,15 @@ below), not the features built on it.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from deepagents.backends.composite import CompositeBackend
-from deepagents.backends.filesystem import FilesystemBackend
-from deepagents.backends.store import StoreBackend
-from langchain.tools import ToolRuntime
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from deepagents.backends.composite import CompositeBackend
+    from deepagents.backends.filesystem import FilesystemBackend
+    from deepagents.backends.store import StoreBackend
     from langchain_core.runnables import RunnableConfig
     from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 
@@ -38,6 +37,28 @@ WRITTEN_FOR = {"deepagents": "0.7.32", "langgraph-checkpoint-postgres": "3.2.0"}
 """The versions these adapters were written and tested against."""
 
 # -- deepagents -------------------------------------------------------------------------------
+
+_BACKEND_HOMES = {
+    "BackendProtocol": "deepagents.backends.protocol",
+    "CompositeBackend": "deepagents.backends.composite",
+    "FilesystemBackend": "deepagents.backends.filesystem",
+    "StoreBackend": "deepagents.backends.store",
+}
+
+
+def is_backend_class(
+    value: object,
+    name: Literal["BackendProtocol", "CompositeBackend", "FilesystemBackend", "StoreBackend"],
+) -> bool:
+    """`isinstance(value, <that deepagents class>)`, without importing deepagents.
+
+    An instance of a class means its module was imported: when it was not, the answer is no.
+    Importing deepagents costs about 2 s (its package imports LangChain and LangGraph), which
+    `layered-memory lint` of a rule folder and `--version` never pay
+    (`tests/cli/test_cli_startup.py`).
+    """
+    module = sys.modules.get(_BACKEND_HOMES[name])
+    return module is not None and isinstance(value, getattr(module, name))
 
 
 def route(backend: CompositeBackend, path: str) -> tuple[Any, str, str | None]:
@@ -52,7 +73,7 @@ def route(backend: CompositeBackend, path: str) -> tuple[Any, str, str | None]:
 
 def final_route(backend: Any, path: str) -> tuple[Any, str]:
     """Follow composite routes (also nested ones) to the backend that stores `path`."""
-    while isinstance(backend, CompositeBackend):
+    while is_backend_class(backend, "CompositeBackend"):
         backend, path, _prefix = route(backend, path)
     return backend, path
 
@@ -152,6 +173,8 @@ def resolve(
 ) -> Any:
     """The backend a factory gives for this run (called with a `ToolRuntime`, as deepagents
     called its factories)."""
+    from langchain.tools import ToolRuntime  # imported when a factory is used (lazy imports)
+
     tool_runtime = ToolRuntime(
         state=state,
         context=getattr(runtime, "context", None),

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from deepagents.backends.filesystem import FilesystemBackend
-
+from layered_memory.core.internals import is_backend_class
 from layered_memory.core.validation import MAX_PATH_CHARS, as_path, invalid_path_reason
 
 MEMORY_FILE_NAME = "MEMORY.md"
@@ -140,7 +139,7 @@ def normalize_backend_path(
     if invalid is not None:
         return None, f"invalid path: {invalid}"
     expanded = expand_user(path)
-    if isinstance(backend, FilesystemBackend):
+    if is_backend_class(backend, "FilesystemBackend"):
         from_home = path.startswith("~")
         if backend.virtual_mode and not resolve_links and not from_home:
             lexical = _normalize_virtual(expanded)

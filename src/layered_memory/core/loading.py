@@ -62,15 +62,16 @@ import posixpath
 import re
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
-
-from deepagents.backends.filesystem import FilesystemBackend
-from deepagents.backends.protocol import FileDownloadResponse
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from layered_memory._logs import get_logger
 from layered_memory.core.disk_cache import DiskReadCache, non_regular_files, now_ns, oversized_files
+from layered_memory.core.internals import is_backend_class
 from layered_memory.core.layers import normalize_backend_path
 from layered_memory.errors import MemorySourceError
+
+if TYPE_CHECKING:
+    from deepagents.backends.protocol import FileDownloadResponse
 
 # -- downloads and decoding -----------------------------------------------------------------------
 
@@ -183,12 +184,12 @@ def plan_paths(paths: Iterable[str], backend: Any) -> tuple[dict[str, str], list
     Returns:
         `(plan, problems)` where `plan` maps requested path -> path to download (in order).
     """
-    if isinstance(backend, FilesystemBackend) and not backend.virtual_mode:
+    if is_backend_class(backend, "FilesystemBackend") and not backend.virtual_mode:
         return _plan_paths(paths, backend)  # real paths: symlinks are resolved on disk
     # Every load asks for the same few hundred paths; for virtual paths the answer depends on
     # the strings alone (and, in a refusal, the root's name), so it is worked out once.
     requested = tuple(paths)
-    key = (requested, str(backend.cwd) if isinstance(backend, FilesystemBackend) else "")
+    key = (requested, str(backend.cwd) if is_backend_class(backend, "FilesystemBackend") else "")
     remembered = _lexical_plans.get(key)
     if remembered is None:
         plan, problems = _plan_paths(requested, backend)
@@ -340,6 +341,8 @@ def _answers(
     paths: Sequence[str], special: Mapping[str, str], responses: Sequence[Any]
 ) -> list[FileDownloadResponse]:
     """`responses` (for the paths not in `special`) with a refusal for each special one."""
+    from deepagents.backends.protocol import FileDownloadResponse  # loaded: `special` is a disk's
+
     answers = iter(responses)
     return [
         FileDownloadResponse(
@@ -370,7 +373,7 @@ def download_files_safely(
     fetch = download or backend.download_files
     special, rest = _special_answers(backend, paths)
     if not special:
-        return cast(list[FileDownloadResponse], fetch(list(paths)))
+        return cast("list[FileDownloadResponse]", fetch(list(paths)))
     return _answers(paths, special, fetch(rest) if rest else [])
 
 
@@ -378,7 +381,7 @@ async def adownload_files_safely(backend: Any, paths: Sequence[str]) -> list[Fil
     """Async twin of `download_files_safely`."""
     special, rest = _special_answers(backend, paths)
     if not special:
-        return cast(list[FileDownloadResponse], await backend.adownload_files(list(paths)))
+        return cast("list[FileDownloadResponse]", await backend.adownload_files(list(paths)))
     return _answers(paths, special, await backend.adownload_files(rest) if rest else [])
 
 
