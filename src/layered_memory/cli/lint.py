@@ -47,7 +47,7 @@ from layered_memory.cli._output import (
     use_colour,
 )
 from layered_memory.cli._source import FileReport, InspectReport, shown_of
-from layered_memory.core._disk_cache import special_file_kind
+from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_texts
 from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from layered_memory.core._internals import is_backend_class
+from layered_memory.core.internals import is_backend_class
 from layered_memory.core.validation import MAX_PATH_CHARS, as_path, invalid_path_reason
 
 MEMORY_FILE_NAME = "MEMORY.md"
