@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
@@ -73,6 +73,7 @@ from layered_memory.core.snapshot import Pinned, RunStart
 from layered_memory.core.state import (
     MUTATING_TOOLS,
     LayeredMemoryState,
+    MatchKeySource,
     append_block,
     context_strings,
     current_config,
@@ -128,9 +129,6 @@ if TYPE_CHECKING:
 __all__ = ["LayeredMemoryState", "MatchKeySource", "MemoryMiddleware"]
 
 logger = get_logger(__name__)
-
-MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
-"""A context name read from runtime.context / state / config, or a callable(state, runtime)."""
 
 ToolResult = ToolMessage | Command[Any]
 

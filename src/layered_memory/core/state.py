@@ -248,6 +248,9 @@ def run_start_of(
 
 # -- run data -------------------------------------------------------------------------------------
 
+MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
+"""A context name read from runtime.context / state / config, or a callable(state, runtime)."""
+
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 

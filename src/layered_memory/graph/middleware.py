@@ -68,6 +68,7 @@ from layered_memory.core.guard import SHELL_TOOLS, ProtectedPaths, protect, refu
 from layered_memory.core.internals import final_route
 from layered_memory.core.state import MUTATING_TOOLS as FILE_MUTATING_TOOLS
 from layered_memory.core.state import (
+    MatchKeySource,
     append_block,
     context_strings,
     current_config,
@@ -98,7 +99,6 @@ from layered_memory.graph.knowledge_graph import (
     cached,
     changed_since,
 )
-from layered_memory.middleware import MatchKeySource
 from layered_memory.sessions import parse_session_key
 from layered_memory.writeback.memory_edits import note_redaction, redact_memory_edit
 from layered_memory.writeback.redaction import Redaction
