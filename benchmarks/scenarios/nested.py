@@ -20,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import layered_memory.core._discovery as discovery_module
 import layered_memory.core.assembler as assembler_module
+import layered_memory.core.loading as discovery_module
 from benchmarks._fixtures import (
     RUNTIME,
     SIX_SOURCES,
@@ -34,7 +34,7 @@ from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, interleaved
 from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
-from layered_memory.core._memory_state import snapshot_update
+from layered_memory.core.state import snapshot_update
 
 SIZES = {"full": (6, 4, 9), "quick": (4, 3, 3), "tiny": (3, 2, 1)}
 """(folder depth, folders per level, rounds)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
@@ -44,39 +44,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from layered_memory._logs import get_logger
-from layered_memory.core import _backend_factory
-from layered_memory.core._memory_state import (
-    LayeredMemoryState,
-    extras_of,
-    loaded,
-    match_keys_of,
-    merge_paths,
-    needs_reload,
-    run_start_of,
-    session_of,
-    snapshot_update,
-    tool_notes,
-    touched_of,
-)
-from layered_memory.core._nested import directories_of
-from layered_memory.core._run_data import context_strings, current_config, run_data, thread_id
-from layered_memory.core._run_start import Pinned, RunStart
-from layered_memory.core._system_message import (
-    append_block,
-    is_anthropic_model,
-    tag_last_block_for_cache,
-)
-from layered_memory.core._tool_calls import (
-    MUTATING_TOOLS,
-    error_message,
-    invalid_path_refused,
-    named_paths,
-    refused,
-    state_files,
-    with_note,
-    with_state_update,
-    without_files,
-)
+from layered_memory.core import internals
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
     SHELL_TOOLS,
@@ -87,7 +55,7 @@ from layered_memory.core.guard import (
     unreadable_message,
     writes_memory,
 )
-from layered_memory.core.guard._shell import (
+from layered_memory.core.guard.shell import (
     Outcome,
     during_run,
     read_only_changes,
@@ -95,11 +63,42 @@ from layered_memory.core.guard._shell import (
     run_start_in_context,
 )
 from layered_memory.core.layers import Layer, layers_from_sources
+from layered_memory.core.loading import MemoryExtras, directories_of
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
-    MemoryExtras,
+)
+from layered_memory.core.snapshot import Pinned, RunStart
+from layered_memory.core.state import (
+    MUTATING_TOOLS,
+    LayeredMemoryState,
+    MatchKeySource,
+    append_block,
+    context_strings,
+    current_config,
+    error_message,
+    extras_of,
+    invalid_path_refused,
+    is_anthropic_model,
+    loaded,
+    match_keys_of,
+    merge_paths,
+    named_paths,
+    needs_reload,
+    refused,
+    run_data,
+    run_start_of,
+    session_of,
+    snapshot_update,
+    state_files,
+    tag_last_block_for_cache,
+    thread_id,
+    tool_notes,
+    touched_of,
+    with_note,
+    with_state_update,
+    without_files,
 )
 from layered_memory.core.validation import (
     check_backend,
@@ -130,9 +129,6 @@ if TYPE_CHECKING:
 __all__ = ["LayeredMemoryState", "MatchKeySource", "MemoryMiddleware"]
 
 logger = get_logger(__name__)
-
-MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
-"""A context name read from runtime.context / state / config, or a callable(state, runtime)."""
 
 ToolResult = ToolMessage | Command[Any]
 
@@ -190,7 +186,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     def __init__(
         self,
         *,
-        backend: BackendProtocol | _backend_factory.BackendFactory,
+        backend: BackendProtocol | internals.BackendFactory,
         sources: Sequence[str | os.PathLike[str]] | None = None,
         layers: Sequence[Layer] | None = None,
         rules: Sequence[str | os.PathLike[str]] | None = None,
@@ -255,7 +251,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         self.hooks = hooks
         self.rules_writable = rules_writable
         self._add_cache_control = add_cache_control
-        self._backend_factory: _backend_factory.BackendFactory | None = (
+        self._backend_factory: internals.BackendFactory | None = (
             None if is_backend(backend) else backend  # type: ignore[assignment]
         )
         self.assembler = MemoryAssembler(
@@ -299,7 +295,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             found_writable=self._found_read_only.writable,
         )
         self.protected_backend: Any = (
-            _backend_factory.protecting(self._backend_factory, self.protected_paths)
+            internals.protecting(self._backend_factory, self.protected_paths)
             if self._backend_factory is not None
             else protect(backend, self.protected_paths)
         )
@@ -478,10 +474,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
         """Async twin of `wrap_tool_call`."""
-        refusal_message, notes = self._before_tool(request)
+        # The guard's checks resolve and stat paths on disk: in a worker thread (which
+        # carries the run's context along), never on the event loop.
+        refusal_message, notes = await asyncio.to_thread(self._before_tool, request)
         if refusal_message is not None:
             return refusal_message
-        request, redaction = self._redacted(request)
+        request, redaction = await asyncio.to_thread(self._redacted, request)
         if self._unguarded(request):
             with during_run(self._run_start_later(request)):
                 result = note_redaction(await handler(request), redaction)
@@ -736,7 +734,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """The backend a factory gives for this run (None: the fixed backend is used)."""
         if self._backend_factory is None:
             return None
-        return _backend_factory.resolve(self._backend_factory, state, runtime, config)  # type: ignore[no-any-return]
+        return internals.resolve(self._backend_factory, state, runtime, config)  # type: ignore[no-any-return]
 
     def _tool_backend(self, request: ToolCallRequest) -> Any:
         state = getattr(request, "state", None) or {}

@@ -1,6 +1,7 @@
 """What a command imports: `--version`, parsing rule files and `lint` of rule files on disk
-need none of deepagents, LangChain or LangGraph (about 2 s to import; issue 26). Behaviour, not timing: each check runs in
-a fresh interpreter and reads `sys.modules`. `benchmarks/cli_startup.py` measures the time."""
+need none of deepagents, LangChain or LangGraph (about 2 s to import; issue 26). Behaviour, not
+timing: each check runs in a fresh interpreter and reads `sys.modules`.
+`benchmarks/cli_startup.py` measures the time."""
 
 from __future__ import annotations
 

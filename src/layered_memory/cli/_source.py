@@ -69,23 +69,22 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
-from layered_memory.core._imports import TOO_DEEP_REASON
-from layered_memory.core._memory_state import (
-    match_keys_of,
-    merge_paths,
-    snapshot_update,
-    touched_of,
-)
-from layered_memory.core._run_data import context_strings
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.files import LEARNED_MARK
 from layered_memory.core.layers import Layer
-from layered_memory.core.loading import download_files_safely
+from layered_memory.core.loading import TOO_DEEP_REASON, download_files_safely
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
     PieceReport,
     RenderedMemory,
+)
+from layered_memory.core.state import (
+    context_strings,
+    match_keys_of,
+    merge_paths,
+    snapshot_update,
+    touched_of,
 )
 from layered_memory.core.validation import is_backend
 from layered_memory.errors import ConfigLoadError, LayeredMemoryError
@@ -1373,7 +1372,7 @@ def disk_root(backend: Any) -> Path | None:
     routes); None for other backends. The agent names files of that folder from `/`."""
     from deepagents.backends import FilesystemBackend
 
-    from layered_memory.core._internals import final_route
+    from layered_memory.core.internals import final_route
 
     if backend is None:
         return None

@@ -44,11 +44,10 @@ from layered_memory.cli._source import (
     source_options,
 )
 from layered_memory.cli.lint import dead_globs
-from layered_memory.core._defuse import defuse_attribute, defuse_name
-from layered_memory.core._imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
-from layered_memory.core._unrestored import LEFT_OUT_START
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
-from layered_memory.core.render import MemoryExtras
+from layered_memory.core.defuse import defuse_attribute, defuse_name
+from layered_memory.core.loading import MAX_IMPORT_DEPTH, TOO_DEEP_REASON, MemoryExtras
+from layered_memory.core.snapshot import LEFT_OUT_START
 from layered_memory.rules import RuleSet
 from layered_memory.sessions.stores.urls import redact_url, scrub
 
@@ -348,7 +347,7 @@ def project_files(backend: Any) -> ProjectFiles | None:
     """The files below the disk folder the backend serves `/` from; None when not on disk."""
     from deepagents.backends import FilesystemBackend
 
-    from layered_memory.core._internals import final_route
+    from layered_memory.core.internals import final_route
 
     serving, _ = final_route(backend, "/")
     if not isinstance(serving, FilesystemBackend):
@@ -476,7 +475,7 @@ def budget_findings(report: InspectReport, *, when: str = "") -> list[Finding]:
                 findings.append(Finding("budget-drops-rule", "error", decision.path, message))
                 continue
             end = report.block.find("\n</rule>\n", start)
-            # A cut rule ends with the marker every cut ends with (`core._truncation`).
+            # A cut rule ends with the marker every cut ends with (`core.render`).
             shown = defuse_name(decision.path)
             marker = f" not shown; read_file {shown} for the rest]"
             if marker in report.block[start:end] and "[... truncated: " in report.block[start:end]:

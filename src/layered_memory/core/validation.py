@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from layered_memory.core._internals import is_backend_class
+from layered_memory.core.internals import is_backend_class
 
 MAX_PATH_CHARS = 4096
 """Longer paths are refused: no file system resolves them (Linux's PATH_MAX is 4096 bytes)."""

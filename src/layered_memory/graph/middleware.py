@@ -64,12 +64,18 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from layered_memory._logs import get_logger
-from layered_memory.core._internals import final_route
-from layered_memory.core._run_data import context_strings, current_config
-from layered_memory.core._system_message import append_block
-from layered_memory.core._tool_calls import MUTATING_TOOLS as FILE_MUTATING_TOOLS
-from layered_memory.core._tool_calls import error_message, named_paths, refused
 from layered_memory.core.guard import SHELL_TOOLS, ProtectedPaths, protect, refusal
+from layered_memory.core.internals import final_route
+from layered_memory.core.state import MUTATING_TOOLS as FILE_MUTATING_TOOLS
+from layered_memory.core.state import (
+    MatchKeySource,
+    append_block,
+    context_strings,
+    current_config,
+    error_message,
+    named_paths,
+    refused,
+)
 from layered_memory.core.validation import check_int, check_match_keys
 from layered_memory.errors import LayeredMemoryError, SessionKeyError
 from layered_memory.graph._focus import (
@@ -93,7 +99,6 @@ from layered_memory.graph.knowledge_graph import (
     cached,
     changed_since,
 )
-from layered_memory.middleware import MatchKeySource
 from layered_memory.sessions import parse_session_key
 from layered_memory.writeback.memory_edits import note_redaction, redact_memory_edit
 from layered_memory.writeback.redaction import Redaction

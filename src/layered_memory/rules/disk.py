@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from layered_memory.core._disk_cache import special_file_kind
+from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.layers import expand_user
 from layered_memory.core.loading import (
     MAX_FILE_BYTES,

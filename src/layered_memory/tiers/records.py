@@ -72,7 +72,8 @@ ARCHIVE: Final = "archive"
 @dataclass(frozen=True, slots=True)
 class TierSettings:
     """Every tunable of the tiers. Capacities, θ, heat weights and τ are the paper's (μ: the
-    reference code's); retrieval is this package's (measured on LoCoMo, see the README).
+    reference code's); retrieval is this package's (measured on LoCoMo: docs/tiers.md,
+    "Evaluation").
 
     Attributes:
         stm_capacity: Short-term pages kept; the oldest moves to mid-term beyond it.

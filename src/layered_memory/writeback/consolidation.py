@@ -54,10 +54,10 @@ from langchain_core.messages import (
 )
 
 from layered_memory._logs import get_logger
-from layered_memory.core._run_data import is_dry_run, thread_id_of
+from layered_memory.core.defuse import defuse
 from layered_memory.core.files import Texts, learned_entry, strategy_for
 from layered_memory.core.loading import adownload_files_safely, download_files_safely
-from layered_memory.core.render import neutralize_tags
+from layered_memory.core.state import is_dry_run, thread_id_of
 from layered_memory.core.validation import check_backend
 from layered_memory.errors import MemoryWriteError, ReviewError
 from layered_memory.writeback.insights import archive_path_for
@@ -724,7 +724,7 @@ def _failure(exc: BaseException) -> str:
 # of one tool, `update_memory` (`UPDATE_MEMORY_TOOL`); no call means nothing to learn.
 #
 # Everything from the memory file and the conversation is data to the model: it is defused
-# (`core.render.neutralize_tags`), so a closing tag inside an entry or a message cannot end the
+# (`core.defuse.defuse`), so a closing tag inside an entry or a message cannot end the
 # element that holds it and pose as our instructions.
 # ================================================================================================
 
@@ -904,4 +904,4 @@ _LOOK_PAST: Final = 1_000
 
 
 def _defused(text: str) -> str:
-    return neutralize_tags(text, names=_TAGS)
+    return defuse(text, names=_TAGS)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from layered_memory.core._internals import final_route, is_backend_class
+from layered_memory.core.internals import final_route, is_backend_class
 
 if TYPE_CHECKING:
     from deepagents.backends.filesystem import FilesystemBackend
