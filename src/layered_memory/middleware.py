@@ -101,12 +101,9 @@ from layered_memory.core.state import (
     without_files,
 )
 from layered_memory.core.validation import (
-    check_backend,
+    check_imports,
     check_instance,
-    check_int,
-    check_layers,
     check_match_keys,
-    check_names,
     check_path_list,
     is_backend,
 )
@@ -204,23 +201,31 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         imports: bool | Literal["anywhere"] | None = None,
         consolidator: MemoryConsolidator | None = None,
     ) -> None:
-        if system_prompt is not None:
-            if not isinstance(system_prompt, str):
-                msg = f"system_prompt must be str or None, got {type(system_prompt).__name__}"
-                raise TypeError(msg)
-            if "{agent_memory}" not in system_prompt:
-                msg = "system_prompt must contain the `{agent_memory}` format slot"
-                raise ValueError(msg)
         if (sources is None) == (layers is None):
             msg = "pass exactly one of `sources` (a flat list of files) or `layers`"
             raise ValueError(msg)
-        check_backend(backend)
         source_list = check_path_list(sources, parameter="sources")
-        layer_list = check_layers(layers, Layer)
-        rule_list = check_path_list(rules, parameter="rules")
+        if imports is not None:
+            check_imports(imports, parameter="imports")
+        # The options the assembler shares are checked there, once (`core.validation`): the
+        # same mistake gets the same error from `MemoryAssembler` as from this class.
+        self.assembler = MemoryAssembler(
+            backend=backend,
+            layers=layers_from_sources(source_list) if source_list is not None else layers,  # type: ignore[arg-type]
+            rules=() if rules is None else rules,
+            session_store=session_store,
+            max_chars=max_chars,
+            max_rules_chars=max_rules_chars,
+            system_prompt=system_prompt,
+            compat=source_list is not None,
+            strict=strict,
+            nested=nested,
+            nested_writable=nested_writable,
+            # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
+            # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
+            follow_imports=(source_list is None) if imports is None else imports,
+        )
         self.match_keys = check_match_keys(match_keys)
-        check_int(max_chars, parameter="max_chars", minimum=1)
-        check_int(max_rules_chars, parameter="max_rules_chars")
         check_instance(
             hooks,
             HookRegistry,
@@ -253,24 +258,6 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         self._add_cache_control = add_cache_control
         self._backend_factory: internals.BackendFactory | None = (
             None if is_backend(backend) else backend  # type: ignore[assignment]
-        )
-        self.assembler = MemoryAssembler(
-            backend=backend,
-            layers=layers_from_sources(source_list)
-            if source_list is not None
-            else layer_list or [],
-            rules=tuple(rule_list or ()),
-            session_store=session_store,
-            max_chars=max_chars,
-            max_rules_chars=max_rules_chars,
-            system_prompt=system_prompt or MEMORY_SYSTEM_PROMPT,
-            compat=source_list is not None,
-            strict=strict,
-            nested=check_names(nested, parameter="nested"),
-            nested_writable=nested_writable,
-            # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
-            # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
-            follow_imports=(source_list is None) if imports is None else imports,
         )
         if consolidator is not None:
             _check_consolidated_file(self.assembler, consolidator)
