@@ -262,6 +262,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if consolidator is not None:
             _check_consolidated_file(self.assembler, consolidator)
         self._found_read_only = _FoundReadOnly()
+        self._unreachable_warnings = _WarnOnce()
         self._read_only_layer_paths = frozenset(
             path for layer in self.assembler.layers if not layer.writable for path in layer.paths
         )
@@ -451,6 +452,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             result = self._put_back(request, result)
         else:
             result = note_redaction(handler(request), redaction)
+        if _says_not_found(request, result):
+            result = self._unreachable_memory(request, result)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
@@ -474,6 +477,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             result = await asyncio.to_thread(self._put_back, request, result)
         else:
             result = note_redaction(await handler(request), redaction)
+        if _says_not_found(request, result):
+            # It asks the memory backend whether the file is there: not on the event loop.
+            result = await asyncio.to_thread(self._unreachable_memory, request, result)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
@@ -628,6 +634,46 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if paths and (self.assembler.nested or self.assembler.follow_imports):
             edits_memory = edits_memory or self._brings_memory(state, tool_name, paths)
         return None, tool_notes(state, paths, edits_memory)
+
+    def _unreachable_memory(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
+        """A file tool answered "not found" for memory this middleware loaded, and the memory
+        backend still has it: the agent's tools use another backend (`create_deep_agent`
+        without `backend=` gives them deepagents' `StateBackend`), so its edits of memory
+        cannot land. Without this the agent only sees "File not found" and the developer
+        nothing (issue 26): one warning per file naming the fix, and a note for the model.
+        """
+        state = getattr(request, "state", None) or {}
+        path = self._loaded_memory_named(state, named_paths(request.tool_call))
+        if path is None:
+            return result
+        backend = self._tool_backend(request)
+        try:
+            [response] = backend.download_files([path])
+        except Exception:  # a failing backend: nothing is known, so say nothing
+            return result
+        if (
+            getattr(response, "error", None) is not None
+            or getattr(response, "content", None) is None
+        ):
+            return result  # gone from memory too (deleted mid-run): "not found" is the truth
+        self._unreachable_warnings.once(path)
+        return with_note(result, _unreachable_note(path))
+
+    def _loaded_memory_named(self, state: Mapping[str, Any], paths: set[str]) -> str | None:
+        """The loaded memory file (as it was loaded) one of `paths` names, if any."""
+        memory = loaded(state)
+        extras = extras_of(state)
+        candidates: list[str] = [
+            *(state.get("memory_contents") or {}),
+            *(memory.get("rule_files") or {}),
+            *extras.nested,
+            *extras.imports,
+        ]
+        for tool_path in sorted(paths):
+            for path in candidates:
+                if path == tool_path or self.assembler.same_file(path, tool_path):
+                    return path
+        return None
 
     def _brings_memory(self, state: Mapping[str, Any], tool_name: str, paths: set[str]) -> bool:
         """A path in a folder nested memory was not looked up in yet, or an edit of a nested
@@ -792,6 +838,62 @@ class _FoundReadOnly:
     def writable(self) -> frozenset[str]:
         """Writable memory files found (read-only ones found too are left out by the guard)."""
         return self._writable
+
+
+_READS_ONE_FILE = frozenset({"read_file", "edit_file", "delete"})
+"""deepagents' file tools that answer "File '<path>' not found" for a missing file."""
+
+
+def _says_not_found(request: ToolCallRequest, result: ToolResult) -> bool:
+    """A file tool's error that the file it named is missing (cheap: every tool call asks).
+
+    "String not found in file" is `edit_file` finding the file but not the text.
+    """
+    if request.tool_call.get("name") not in _READS_ONE_FILE:
+        return False
+    message = result if isinstance(result, ToolMessage) else _tool_message_of(result)
+    if message is None or not isinstance(message.content, str):
+        return False
+    text = message.content
+    return "not found" in text and "String not found" not in text
+
+
+def _tool_message_of(result: ToolResult) -> ToolMessage | None:
+    if isinstance(result, Command) and isinstance(result.update, Mapping):
+        for message in reversed(list(result.update.get("messages") or ())):
+            if isinstance(message, ToolMessage):
+                return message
+    return None
+
+
+def _unreachable_note(path: str) -> str:
+    return (
+        f"\n\nNote: {path} is memory loaded for this agent, but the file tools use a "
+        "backend that does not have it; changes made with these tools will not reach it."
+    )
+
+
+class _WarnOnce:
+    """The unreachable-memory warning, once per memory file and middleware. What was logged
+    is a logging concern of this process, not run state: a resumed run may warn again."""
+
+    def __init__(self) -> None:
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def once(self, path: str) -> None:
+        with self._lock:
+            if path in self._warned:
+                return
+            self._warned.add(path)
+        logger.warning(
+            "memory file %s was loaded by MemoryMiddleware, but the agent's file tools "
+            "answered 'not found': they use another backend (create_deep_agent without "
+            "backend= gives them a StateBackend), so the agent's edits of memory are lost. "
+            "Give the agent the memory's backend: "
+            "create_deep_agent(..., backend=memory.protected_backend)",
+            path,
+        )
 
 
 _WITHOUT_END_OF_RUN: dict[type[Any], type[Any]] = {}
