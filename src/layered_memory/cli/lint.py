@@ -47,9 +47,8 @@ from layered_memory.cli._output import (
     use_colour,
 )
 from layered_memory.cli._source import FileReport, InspectReport, shown_of
-from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
-from layered_memory.core.loading import download_texts
+from layered_memory.core.loading import download_texts, special_file_kind
 from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget
 from layered_memory.rules import (
     DIALECT_NAMES,

@@ -53,11 +53,10 @@ from deepagents.backends.filesystem import FilesystemBackend
 from filelock import FileLock
 
 from layered_memory._logs import get_logger
-from layered_memory.core.disk_cache import disk_path
 from layered_memory.core.files import atomic_write
 from layered_memory.core.internals import final_route
 from layered_memory.core.layers import expand_user, lexical_path
-from layered_memory.core.loading import Discovered, DownloadResult, SourceProblem
+from layered_memory.core.loading import Discovered, DownloadResult, SourceProblem, disk_path
 
 # -- the run-start snapshot -----------------------------------------------------------------------
 

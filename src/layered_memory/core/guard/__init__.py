@@ -48,9 +48,9 @@ from typing import Any, Literal
 from deepagents.backends.composite import CompositeBackend
 from deepagents.backends.filesystem import FilesystemBackend
 
-from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.internals import route
 from layered_memory.core.layers import expand_user, lexical_path
+from layered_memory.core.loading import special_file_kind
 from layered_memory.writeback.redaction import redact_text
 
 # -- protection -----------------------------------------------------------------------------------

@@ -39,9 +39,13 @@ from typing import Any
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._logs import get_logger
-from layered_memory.core.disk_cache import read_cache_for
 from layered_memory.core.guard import backend_path, clear_swapped_on_disk, disk_path
-from layered_memory.core.loading import decode_content, download_files_safely, download_texts
+from layered_memory.core.loading import (
+    decode_content,
+    download_files_safely,
+    download_texts,
+    read_cache_for,
+)
 from layered_memory.core.snapshot import (
     RunStart,
     Unrestored,
