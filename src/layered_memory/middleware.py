@@ -55,13 +55,6 @@ from layered_memory.core.guard import (
     unreadable_message,
     writes_memory,
 )
-from layered_memory.core.guard.shell import (
-    Outcome,
-    during_run,
-    read_only_changes,
-    restore,
-    run_start_in_context,
-)
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.loading import MemoryExtras, directories_of
 from layered_memory.core.render import (
@@ -69,7 +62,15 @@ from layered_memory.core.render import (
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
 )
-from layered_memory.core.snapshot import Pinned, RunStart
+from layered_memory.core.snapshot import (
+    Outcome,
+    Pinned,
+    RunStart,
+    during_run,
+    read_only_changes,
+    restore,
+    run_start_in_context,
+)
 from layered_memory.core.state import (
     MUTATING_TOOLS,
     LayeredMemoryState,

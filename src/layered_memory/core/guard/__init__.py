@@ -24,7 +24,8 @@ memory back as the run started with it, so the plain backend is safe too: a suba
 is undone after its call instead of refused.
 
 The places and relations (where a path really lands, compared as storage places: below) are
-here, the put-back in `shell`, the view class in `_view`.
+here, the view class in `_view`, the put-back in `core.snapshot` (it compares the disk with
+the run-start snapshot).
 
 
 Where a path really lands, and how two such places relate, for the read-only guard.
@@ -392,8 +393,8 @@ def protect(backend: Any, protected: ProtectedPaths) -> Any:
         backend = protect(FilesystemBackend(root_dir=".", virtual_mode=True),
                           ProtectedPaths(files={"/AGENTS.md": "the project's instructions"}))
     """
-    # `_view` (and the `shell` it uses) build on this module's places and relations, so they
-    # import it; the view class is imported here, when a view is made.
+    # `_view` (and the put-back in `core.snapshot` it uses) build on this module's places and
+    # relations, so they import it; the view class is imported here, when a view is made.
     from layered_memory.core.guard._view import make_view
 
     if is_protected(backend):
