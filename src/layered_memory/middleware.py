@@ -49,9 +49,12 @@ from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
     SHELL_TOOLS,
     is_same_file,
+    note_redaction,
     protect,
     protected_paths_of,
+    redact_memory_edit,
     refusal,
+    secret_path_refusal,
     unreadable_message,
     writes_memory,
 )
@@ -113,11 +116,6 @@ from layered_memory.core.validation import (
 )
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
-from layered_memory.writeback.memory_edits import (
-    note_redaction,
-    redact_memory_edit,
-    secret_path_refusal,
-)
 from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
