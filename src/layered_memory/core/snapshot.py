@@ -82,6 +82,10 @@ from filelock import FileLock
 from layered_memory._logs import get_logger
 from layered_memory.core.files import atomic_write
 from layered_memory.core.guard import backend_path, clear_swapped_on_disk
+
+# The guard's `disk_path(backend, path)` (a path as the backend's tools read it), beside the
+# loader's `disk_path(root, key, virtual=)` (a path as the loader keys it).
+from layered_memory.core.guard import disk_path as guard_disk_path
 from layered_memory.core.internals import final_route
 from layered_memory.core.layers import expand_user, lexical_path
 from layered_memory.core.loading import (
@@ -824,7 +828,7 @@ def _listing(io: Any, where: Any, folder: str) -> list[str] | None:
     """Every file below a folder as the loader lists it (no dot names, no linked folders),
     without a cap; None when it cannot be listed completely."""
     if isinstance(where, FilesystemBackend):
-        top = disk_path(where, folder)
+        top = guard_disk_path(where, folder)
         return None if top is None else _walk_files(where, top)
     try:
         listing = io.glob("**/*", path=folder)
