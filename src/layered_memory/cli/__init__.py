@@ -238,7 +238,7 @@ exists, lowest precedence first: project = /AGENTS.md (read-only), memory =
 hold rule files, lowest precedence first: /.agents/rules, /.claude/rules,
 /.cursor/rules, /rules.
 
---json: see the README ("Inspecting memory") for the schema ("version": 1;
+--json: see docs/cli.md ("Inspecting memory") for the schema ("version": 1;
 source, keys, budget, layers[].files[], rules.decisions[], overhead,
 problems[], block). Colours only on a terminal, never when NO_COLOR is set.
 Exit status: 0, or 2 on a usage error, a --config that does not load, or a

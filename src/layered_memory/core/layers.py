@@ -220,7 +220,7 @@ def _normalize_for_filesystem(
         if from_home:
             return None, (
                 f"path is outside the backend root {root}; a virtual-mode backend cannot "
-                "read the home folder: route it with a CompositeBackend (see the README, "
+                "read the home folder: route it with a CompositeBackend (docs: getting-started.md, "
                 "'A user layer in the home folder') or use FilesystemBackend(virtual_mode=False)"
             )
         return None, f"path escapes the backend root {root} (through a symlink)"

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from layered_memory._logs import get_logger
-from layered_memory.errors import TierUserIdError
+from layered_memory.errors import TierUserIdError, VectorError
 from layered_memory.tiers.search import top_keywords
 
 try:
@@ -72,7 +72,8 @@ ARCHIVE: Final = "archive"
 @dataclass(frozen=True, slots=True)
 class TierSettings:
     """Every tunable of the tiers. Capacities, θ, heat weights and τ are the paper's (μ: the
-    reference code's); retrieval is this package's (measured on LoCoMo, see the README).
+    reference code's); retrieval is this package's (measured on LoCoMo: docs/tiers.md,
+    "Evaluation").
 
     Attributes:
         stm_capacity: Short-term pages kept; the oldest moves to mid-term beyond it.
@@ -483,10 +484,6 @@ def id_number(item_id: str) -> int:
 # numpy in memory: a retrieval scores every page on each turn, and one matrix product does in
 # microseconds what a Python loop over 10,000 pages does in tens of milliseconds. Base64 of
 # float32 in the store: a JSON list of floats takes ~4x the bytes and is ~20x slower to decode.
-
-
-class VectorError(ValueError):
-    """An embedding is not a finite, non-empty vector of the expected length."""
 
 
 def as_matrix(rows: object, *, count: int, dim: int | None) -> Vector:
