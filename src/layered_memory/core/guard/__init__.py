@@ -60,6 +60,7 @@ from layered_memory._logs import get_logger
 from layered_memory.core.internals import route
 from layered_memory.core.layers import expand_user, lexical_path
 from layered_memory.core.loading import special_file_kind
+from layered_memory.errors import FolderTooLargeError
 from layered_memory.writeback.redaction import Redaction, redact_text
 
 if TYPE_CHECKING:
@@ -752,11 +753,6 @@ def _inside(child: Place, folder: Place) -> bool:
 def lexically_inside(child: str, folder: str) -> bool:
     """`child` is `folder` or below it, comparing path strings."""
     return child == folder or child.startswith(folder.rstrip("/") + "/")
-
-
-class FolderTooLargeError(Exception):
-    """A folder holds more than `MAX_FOLDER_ENTRIES` entries: too many to check them all
-    (internal: the guard turns it into a refusal, it never reaches the user)."""
 
 
 def walk_files(top: str) -> Iterator[str]:
