@@ -6,11 +6,15 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
+
 # `benchmarks/` is not an installed package: make the repository root importable.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._plan import TINY
 from benchmarks.run import SCENARIOS, run_all
+
+pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
 
 
 def test_every_scenario_runs_and_reports_numbers() -> None:

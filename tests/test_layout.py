@@ -74,3 +74,19 @@ def test_import_contracts_hold() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_every_exception_class_is_in_errors() -> None:
+    exceptions = {"Exception", "ValueError", "TypeError", "LookupError", "OSError", "KeyError"}
+    errors = ast.parse((PACKAGE / "errors.py").read_text(encoding="utf-8"))
+    exceptions |= {node.name for node in errors.body if isinstance(node, ast.ClassDef)}
+    elsewhere = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "errors.py" and path.parent == PACKAGE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {getattr(base, "id", getattr(base, "attr", "")) for base in node.bases}
+                if bases & exceptions or node.name.endswith(("Error", "Exception")):
+                    elsewhere.append(f"{module_name(path)}.{node.name}")
+    assert elsewhere == []

@@ -278,3 +278,8 @@ class UsageError(Exception):
 
 class VectorError(ValueError):
     """An embedding is not a finite, non-empty vector of the expected length."""
+
+
+class FolderTooLargeError(Exception):
+    """A folder holds more than the guard's `MAX_FOLDER_ENTRIES` entries: too many to check
+    them all (internal: the guard turns it into a refusal, it never reaches the user)."""

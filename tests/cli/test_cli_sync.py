@@ -287,6 +287,7 @@ def test_usage_and_store_errors_are_one_line(
     assert main(["sync", "push", "--store", url]) == 2  # argparse: missing options
 
 
+@pytest.mark.slow
 def test_console_script_round_trip(store_url: str, tmp_path: Path) -> None:
     script = str(Path(sys.executable).parent / "layered-memory")
     source, target = tmp_path / "source", tmp_path / "target"

@@ -191,6 +191,7 @@ def test_a_subagent_with_its_own_memory_starts_from_the_parents_snapshot(project
 # -- 2. a flood of junk files hiding a planted rule --------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_flooded_rules_folder_loses_the_planted_rule_and_the_junk(project: Path) -> None:
     rules = project / ".agents" / "rules"
     (project / "planted.txt").write_text(PLANTED)

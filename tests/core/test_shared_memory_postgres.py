@@ -271,6 +271,7 @@ def _context() -> Any:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "async-store"])
+@pytest.mark.slow
 def test_4_processes_x_25_insights_into_one_store_memory_lose_none(
     store: PostgresStore, conninfo: str, mode: str
 ) -> None:

@@ -23,6 +23,8 @@ from layered_memory.core.files import FileLockStrategy, PostgresStoreLockStrateg
 from layered_memory.graph import KnowledgeGraph
 from worker_processes import forkserver, run_processes
 
+pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
+
 PROCESSES = 4
 ROUNDS = 12
 NAMESPACE = ("graph", "team")

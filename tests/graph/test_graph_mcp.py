@@ -264,6 +264,7 @@ async def test_hostile_text_comes_back_defused_and_still_names_its_entity(
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 async def test_two_clients_on_one_store_namespace_see_each_others_writes(
     postgres_url: str,
 ) -> None:

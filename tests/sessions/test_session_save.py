@@ -219,6 +219,7 @@ def _drop_schema(url: str, schema: str) -> None:
     [("file", False), ("file", True), ("postgres", False), ("hybrid", True)],
     ids=["file-sync", "file-async", "postgres-sync", "hybrid_redis_postgres-async"],
 )
+@pytest.mark.slow
 def test_merges_from_two_processes_lose_no_update(
     kind: str, use_async: bool, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -27,6 +27,8 @@ from layered_memory.testing import ScriptedChatModel, tool_call
 from layered_memory.writeback.consolidation import learned_entries
 from worker_processes import forkserver, run_processes
 
+pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
+
 NAMESPACE = ("memory", "consolidation-races")
 USER_LINES = [f"- user note {n}: written by hand" for n in range(30)]
 MARK = "<!-- agent notes go below -->"

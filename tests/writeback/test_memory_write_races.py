@@ -37,6 +37,8 @@ from layered_memory.errors import LayeredMemoryError
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
 from worker_processes import forkserver, run_processes
 
+pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
+
 DAY = dt.date(2025, 6, 1)
 NAMESPACE = ("memory", "races")
 

@@ -20,6 +20,8 @@ from layered_memory import MemoryWriter
 from layered_memory.core import files
 from worker_processes import forkserver, run_processes
 
+pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
+
 PROCESSES = 8
 INSIGHTS_PER_PROCESS = 25
 DAY = dt.date(2025, 6, 1)

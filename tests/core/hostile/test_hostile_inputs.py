@@ -58,6 +58,7 @@ def outcome(outcomes: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
     return record["result"]  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_unclosed_html_comments_load_render_and_inspect(outcomes: dict[str, Any]) -> None:
     result = outcome(outcomes, "html_comments")
     assert result == {"prompts": 2, "shown": True, "inspect_status": 0}

@@ -61,6 +61,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_megabyte_of_adversarial_text_never_hangs() -> None:
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT],
