@@ -272,7 +272,7 @@ async def test_memory_out_of_the_tools_reach_is_named_once(
     assert len(texts) == 3
     for text in texts:
         assert text.startswith("Error: File '/MEMORY.md' not found")  # deepagents' own answer
-        assert "/MEMORY.md is memory loaded for this agent" in text
+        assert "/MEMORY.md is memory loaded for this agent from another backend" in text
     assert tool_texts(again) == texts[:1]
     assert (Path(backend.cwd) / "MEMORY.md").read_text() == "# Memory\n"
 

@@ -855,6 +855,8 @@ def _says_not_found(request: ToolCallRequest, result: ToolResult) -> bool:
         return False
     text = message.content
     return "not found" in text and "String not found" not in text
+    # Not detected: a `write_file` of memory on the tools' `StateBackend` succeeds there (its
+    # state update no longer rides on the tool's answer); the first read or edit warns.
 
 
 def _tool_message_of(result: ToolResult) -> ToolMessage | None:
@@ -867,8 +869,8 @@ def _tool_message_of(result: ToolResult) -> ToolMessage | None:
 
 def _unreachable_note(path: str) -> str:
     return (
-        f"\n\nNote: {path} is memory loaded for this agent, but the file tools use a "
-        "backend that does not have it; changes made with these tools will not reach it."
+        f"\n\nNote: {path} is memory loaded for this agent from another backend than the "
+        "file tools use: changes made with these tools do not reach that memory."
     )
 
 
