@@ -7,6 +7,11 @@ runs on the redacted call, and `note_redaction` tells the model in the tool resu
 neither retries with the secret nor later looks for it in the file. ``old_string`` is left
 alone: it must match what the file holds.
 
+Anthropic's ``memory`` tool (langchain-anthropic's ``FilesystemClaudeMemoryMiddleware`` /
+``StateClaudeMemoryMiddleware``) writes nothing but memory: what its ``create``
+(``file_text``), ``str_replace`` and ``insert`` (``new_str``) write is redacted whichever file
+they name, and a ``create`` / ``rename`` whose target path holds a secret is refused.
+
 A secret in the *path* cannot be redacted that way: the file would be saved under the redacted
 name, not the one the agent asked for, and every later listing, rule match and tool result
 would carry it. `secret_path_refusal` refuses such a call instead, and no log line here ever
@@ -27,7 +32,13 @@ from layered_memory.writeback.redaction import Redaction, redact_text
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-__all__ = ["REDACTED_ARGUMENTS", "note_redaction", "redact_memory_edit", "secret_path_refusal"]
+__all__ = [
+    "MEMORY_TOOL",
+    "REDACTED_ARGUMENTS",
+    "note_redaction",
+    "redact_memory_edit",
+    "secret_path_refusal",
+]
 
 logger = get_logger(__name__)
 
@@ -36,6 +47,18 @@ REDACTED_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
     "edit_file": ("new_string",),
 }
 """Per file tool, the arguments whose text ends up in the file."""
+
+MEMORY_TOOL: Final = "memory"
+"""The name of Anthropic's memory tool (langchain-anthropic's memory middlewares)."""
+
+MEMORY_TOOL_WRITES: Final[dict[str, tuple[str, ...]]] = {
+    "create": ("file_text",),
+    "str_replace": ("new_str",),
+    "insert": ("new_str",),
+    "rename": (),
+}
+"""Per command of the memory tool that writes a file, the arguments whose text ends up in it
+(a rename writes no text, but its target's name is stored: checked for secrets)."""
 
 
 AccessOf = Callable[[str], tuple[object | None, object]]
@@ -47,13 +70,29 @@ WritesMemory = Callable[[str], bool]
 backend and the protected paths): a hard link has no spelling in common with its file."""
 
 
+def _written_arguments(call: Mapping[str, Any]) -> tuple[str, ...]:
+    """The arguments of a tool call whose text the tool writes into the file it names."""
+    name = call.get("name", "")
+    if name == MEMORY_TOOL:
+        command = (call.get("args") or {}).get("command")
+        return MEMORY_TOOL_WRITES.get(command, ()) if isinstance(command, str) else ()
+    return REDACTED_ARGUMENTS.get(name, ())
+
+
 def _memory_paths(
     call: Mapping[str, Any], access_of: AccessOf, writes_memory: WritesMemory | None
 ) -> list[str]:
     """The paths a file-writing call names that are memory or rule files."""
+    args = call.get("args") or {}
+    if call.get("name", "") == MEMORY_TOOL:
+        # Everything the memory tool writes is memory: the file it writes (or renames to).
+        command = args.get("command")
+        if not isinstance(command, str) or command not in MEMORY_TOOL_WRITES:
+            return []
+        key = "new_path" if command == "rename" else "path"
+        return [args[key]] if isinstance(args.get(key), str) else []
     if call.get("name", "") not in REDACTED_ARGUMENTS:
         return []
-    args = call.get("args") or {}
     paths = [args[key] for key in ("file_path", "path") if isinstance(args.get(key), str)]
     return [
         path
@@ -100,7 +139,8 @@ def secret_path_refusal(
             ),
             tool_call_id=call.get("id") or "",
             name=name,
-            status="error",
+            # The memory tool answers its own errors as plain text results: the same shape.
+            status="success" if name == MEMORY_TOOL else "error",
         )
     return None
 
@@ -120,8 +160,8 @@ def redact_memory_edit(
         and what was redacted (None when nothing was).
     """
     call = request.tool_call
-    names = REDACTED_ARGUMENTS.get(call.get("name", ""), ())
-    if not _memory_paths(call, access_of, writes_memory):
+    names = _written_arguments(call)
+    if not names or not _memory_paths(call, access_of, writes_memory):
         return request, None
     args: dict[str, Any] = dict(call.get("args") or {})
     kinds: set[str] = set()
