@@ -73,7 +73,7 @@ def postgres_url() -> str:
 def settled_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """The disk caches' clock runs an hour ahead, so files the test just wrote count as
     settled (outside the racy window) without touching their timestamps."""
-    import layered_memory.core._disk_cache as disk_cache
+    from layered_memory.core import disk_cache
 
     monkeypatch.setattr(disk_cache, "_clock", lambda: time.time_ns() + 3_600 * 10**9)
 
@@ -83,7 +83,7 @@ def private_state_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each test records unrestored read-only memory in a folder of its own, never in the
-    user's `~/.local/state` (`core._unrestored`)."""
+    user's `~/.local/state` (`core.snapshot`)."""
     monkeypatch.setenv("LAYERED_MEMORY_STATE_DIR", str(tmp_path_factory.mktemp("state")))
 
 

@@ -21,7 +21,7 @@ from deepagents.middleware.memory import MemoryMiddleware as DeepagentsMemoryMid
 from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from layered_memory import Layer, LeanMemoryMiddleware, MemoryMiddleware
+from layered_memory import Layer, MemoryMiddleware
 from layered_memory.testing import ScriptedChatModel
 
 TOTAL_SOURCE_BYTES = 40_000
@@ -228,11 +228,9 @@ def _write(root: Path, path: str, text: str) -> None:
 
 
 def ours(project: Project, backend: Any, *, rules: bool = True) -> MemoryMiddleware[Any, Any]:
-    """Our middleware in its layered form: one layer per source, `MEMORY.md` writable.
-
-    No hooks are registered, so the lean class (no end-of-run graph node) is the one to use.
-    """
-    return LeanMemoryMiddleware(
+    """Our middleware in its layered form: one layer per source, `MEMORY.md` writable (no
+    hooks: no end-of-run graph node)."""
+    return MemoryMiddleware(
         backend=backend,
         layers=[
             Layer(name, path, writable=path.endswith("MEMORY.md")) for name, path in project.layers
@@ -245,11 +243,6 @@ def ours(project: Project, backend: Any, *, rules: bool = True) -> MemoryMiddlew
 def ours_compat(project: Project, backend: Any) -> MemoryMiddleware[Any, Any]:
     """Our middleware as a drop-in: `sources=` only, exactly deepagents' arguments."""
     return MemoryMiddleware(backend=backend, sources=project.sources)
-
-
-def ours_lean_compat(project: Project, backend: Any) -> MemoryMiddleware[Any, Any]:
-    """The drop-in without the end-of-run node (no hooks)."""
-    return LeanMemoryMiddleware(backend=backend, sources=project.sources)
 
 
 def theirs(project: Project, backend: Any) -> DeepagentsMemoryMiddleware[Any, Any]:

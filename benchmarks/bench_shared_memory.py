@@ -35,8 +35,8 @@ from langgraph.store.postgres import PostgresStore
 from psycopg.conninfo import make_conninfo
 
 from layered_memory import MemoryWriter
-from layered_memory.core._internals import final_route
 from layered_memory.core.files import InProcessLockStrategy
+from layered_memory.core.internals import final_route
 from layered_memory.core.shared_memory import PROJECT_MEMORY, shared_memory_backend
 
 DAY = dt.date(2025, 1, 1)

@@ -51,7 +51,7 @@ from langgraph.store.memory import InMemoryStore
 
 from layered_memory.testing import LexicalEmbeddings
 from layered_memory.tiers import TieredMemory, render_retrieval
-from layered_memory.tiers._text import tokens
+from layered_memory.tiers.search import tokens
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BUDGETS = (2000, 4000)

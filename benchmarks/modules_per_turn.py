@@ -31,7 +31,10 @@ def script() -> list[Any]:
     return [
         tool_call("read_file", file_path="/notes.txt"),
         tool_call(
-            "edit_file", file_path="/MEMORY.md", old_string="# Memory\n", new_string="# Memory\n- x\n"
+            "edit_file",
+            file_path="/MEMORY.md",
+            old_string="# Memory\n",
+            new_string="# Memory\n- x\n",
         ),
         "Done.",
     ]

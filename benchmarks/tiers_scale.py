@@ -29,7 +29,7 @@ from langgraph.store.memory import InMemoryStore
 
 from benchmarks.synthetic import conversation
 from layered_memory.tiers import TieredMemory
-from layered_memory.tiers._text import tokens
+from layered_memory.tiers.search import tokens
 
 USER = "scale-user"
 

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from layered_memory import Layer, LeanMemoryMiddleware, MemoryConsolidator, MemoryMiddleware
+from layered_memory import Layer, MemoryConsolidator, MemoryMiddleware
 from layered_memory.testing import PromptRecorder, ScriptedChatModel, tool_call
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
@@ -235,8 +235,8 @@ def test_the_consolidator_is_checked_at_construction(tmp_path: Path) -> None:
     backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
     model = ScriptedChatModel(script=[])
 
-    def middleware(consolidator: Any, cls: Any = MemoryMiddleware) -> Any:
-        return cls(backend=backend, layers=LAYERS, consolidator=consolidator)
+    def middleware(consolidator: Any) -> Any:
+        return MemoryMiddleware(backend=backend, layers=LAYERS, consolidator=consolidator)
 
     with pytest.raises(TypeError, match="consolidator must be a MemoryConsolidator"):
         middleware(object())
@@ -246,10 +246,12 @@ def test_the_consolidator_is_checked_at_construction(tmp_path: Path) -> None:
         middleware(MemoryConsolidator(model, backend=backend, path="/NOTES.md"))
     with pytest.raises(ValueError, match="only reviews"):
         middleware(MemoryConsolidator(None, backend=backend))
-    with pytest.raises(TypeError, match="consolidates nothing"):
-        middleware(MemoryConsolidator(model, backend=backend), LeanMemoryMiddleware)
     consolidating = middleware(MemoryConsolidator(model, backend=backend))
-    assert consolidating.read_only().consolidator is None  # a subagent's twin learns nothing
+    assert consolidating.end_of_run is not None
+    assert consolidating.end_of_run.consolidator is consolidating.consolidator
+    twin = consolidating.read_only()
+    assert twin.consolidator is None  # a subagent's twin learns nothing
+    assert twin.end_of_run is None  # and its graph has no end-of-run node
 
 
 @USE_ASYNC

@@ -141,3 +141,87 @@ async def test_subagents_get_the_same_memory_read_only(
     assert "read-only memory layer 'notes'" in refusal.text
     assert "QUOKKA" in subagent_second
     assert (tmp_path / "MEMORY.md").read_text() == "# Memory\n"
+
+
+def end_of_run_nodes(agent: Any) -> list[str]:
+    """The end-of-run nodes of memory (deepagents adds its own for other middleware)."""
+    return sorted(
+        node
+        for node in agent.get_graph().nodes
+        if node in ("MemoryMiddleware.after_agent", "Custom.after_agent", "EndOfRun.after_agent")
+    )
+
+
+@pytest.mark.parametrize("build", ["create_agent", "create_deep_agent"])
+def test_the_graph_has_an_end_of_run_node_only_with_write_back(
+    backend: FilesystemBackend, build: str
+) -> None:
+    """Without hooks or a consolidator the end-of-run node would do nothing at every run."""
+    from langchain.agents import create_agent
+
+    from layered_memory import HookEvent, HookRegistry, MemoryConsolidator
+
+    def agent(memory: MemoryMiddleware) -> Any:
+        model = ScriptedChatModel(script=["done"])
+        if build == "create_agent":
+            return create_agent(model=model, middleware=[memory])
+        return create_deep_agent(model=model, backend=backend, middleware=[memory])
+
+    class Custom(MemoryMiddleware):  # type: ignore[type-arg]
+        pass
+
+    drop_in = MemoryMiddleware(backend=backend, sources=["/AGENTS.md"])
+    assert end_of_run_nodes(agent(drop_in)) == []
+    assert end_of_run_nodes(agent(layered(backend))) == []
+    custom = Custom(backend=backend, sources=["/AGENTS.md"])
+    assert end_of_run_nodes(agent(custom)) == []
+    assert (type(custom), custom.name) == (Custom, "Custom")
+
+    class OwnEnd(MemoryMiddleware):  # type: ignore[type-arg]
+        def after_agent(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    own_end = OwnEnd(backend=backend, sources=["/AGENTS.md"])
+    assert "OwnEnd.after_agent" in agent(own_end).get_graph().nodes  # a user's hook is kept
+
+    ended: list[str] = []
+    hooks = HookRegistry()
+    hooks.register(
+        HookEvent.PIPELINE_END, lambda _event, data: ended.append(data["thread_id"]), name="end"
+    )
+    hooked = MemoryMiddleware(backend=backend, sources=["/AGENTS.md"], hooks=hooks)
+    assert type(hooked) is MemoryMiddleware
+    graph = agent(hooked)
+    assert end_of_run_nodes(graph) == ["MemoryMiddleware.after_agent"]
+    graph.invoke(
+        {"messages": [{"role": "user", "content": "hi"}]}, {"configurable": {"thread_id": "t1"}}
+    )
+    assert ended == ["t1"]  # write-back still happens
+    assert end_of_run_nodes(agent(hooked.read_only())) == []  # a subagent's twin fires nothing
+
+    consolidator = MemoryConsolidator(ScriptedChatModel(script=[]), backend=backend)
+    consolidating = layered(backend, consolidator=consolidator)
+    assert end_of_run_nodes(agent(consolidating)) == ["MemoryMiddleware.after_agent"]
+
+
+def test_end_of_run_is_a_middleware_of_its_own(backend: FilesystemBackend) -> None:
+    """Beside a memory middleware that has no hooks (or any other), `EndOfRun` is the node."""
+    from langchain.agents import create_agent
+
+    from layered_memory import HookEvent, HookRegistry
+    from layered_memory.writeback.hooks import EndOfRun
+
+    ended: list[str] = []
+    hooks = HookRegistry()
+    hooks.register(
+        HookEvent.PIPELINE_END, lambda _event, data: ended.append(data["thread_id"]), name="end"
+    )
+    agent = create_agent(
+        model=ScriptedChatModel(script=["done"]),
+        middleware=[layered(backend), EndOfRun(hooks=hooks)],
+    )
+    assert end_of_run_nodes(agent) == ["EndOfRun.after_agent"]
+    agent.invoke(
+        {"messages": [{"role": "user", "content": "hi"}]}, {"configurable": {"thread_id": "t2"}}
+    )
+    assert ended == ["t2"]

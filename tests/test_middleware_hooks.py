@@ -158,6 +158,26 @@ def test_unchanged_memory_writes_no_state_and_renders_once(
     assert len(renders) == 1
 
 
+def test_the_last_block_is_reused_only_while_digest_and_match_keys_are_unchanged(
+    root: Path,
+) -> None:
+    (root / "rules" / "py.md").write_text('---\npaths: ["**/*.py"]\n---\nPY_RULE')
+    mw = middleware(root)
+    state: dict[str, Any] = {"messages": []}
+    state.update(mw.before_agent(state, RUNTIME, {}) or {})  # type: ignore[arg-type]
+    state["memory_touched_paths"] = ["/README.md"]
+    first = mw._memory_block(state)
+    assert mw._memory_block(dict(state)) is first
+    assert "PY_RULE" not in first
+    state["memory_touched_paths"].append("/src/b.py")  # changed in place: seen all the same
+    assert "PY_RULE" in mw._memory_block(state)
+    state["memory_touched_paths"] = ["/README.md"]
+    assert mw._memory_block(state) == first
+    (root / "MEMORY.md").write_text("notes, edited")
+    state.update(mw.before_agent(state, RUNTIME, {}) or {})  # type: ignore[arg-type]
+    assert "notes, edited" in mw._memory_block(state)
+
+
 def test_model_call_reloads_after_a_memory_edit_and_returns_the_state_update(
     root: Path,
 ) -> None:

@@ -10,7 +10,6 @@ import pytest
 import layered_memory
 
 CONTRACT = {  # from DESIGN.md: users and acceptance checks import these
-    "LeanMemoryMiddleware",
     "MemoryMiddleware",
     "Layer",
     "HookEvent",

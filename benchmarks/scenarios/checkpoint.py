@@ -172,7 +172,7 @@ async def _measure(postgres: Any, prefix: str, size: dict[str, int]) -> Scenario
     from langgraph.checkpoint.base import empty_checkpoint
 
     from layered_memory.checkpoint import CachedCheckpointSaver
-    from layered_memory.checkpoint._codec import Keys
+    from layered_memory.checkpoint._redis_side import Keys
 
     options: dict[str, Any] = {"redis_url": REDIS_URL, "prefix": prefix}
     cached = CachedCheckpointSaver(postgres, **options)  # the default: tokens only in Redis
@@ -285,7 +285,7 @@ async def _delete(keys: Any) -> None:
 
 
 def _copy_cost(blob: bytes | None) -> float:
-    from layered_memory.checkpoint._codec import restore
+    from layered_memory.checkpoint._reads import restore
 
     if blob is None:
         return float("nan")

@@ -85,7 +85,7 @@ def _run_messages() -> list[BaseMessage]:
 
 
 def _memory_with_entries() -> str:
-    from layered_memory.writeback._learned import Provenance, entry_line
+    from layered_memory.writeback.sections import Provenance, entry_line
 
     provenance = Provenance(thread_id="seed", date=DAY.isoformat(), model="seed-model")
     lessons = [

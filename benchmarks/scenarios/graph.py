@@ -33,7 +33,7 @@ from benchmarks._fixtures import (
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, fmt_ns, interleaved, time_once
-from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware, _source
+from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware, knowledge_graph
 from layered_memory.testing import ScriptedChatModel
 
 # (entities, relations, timed calls) per plan; the graph size is the issue's in full and quick.
@@ -125,10 +125,10 @@ def _messages(names: list[str], count: int) -> list[str]:
 def run(plan: Plan, workdir: Path) -> ScenarioResult:
     """Time focus injection and search on a large graph; count warm reads and parses."""
     n_entities, n_relations, calls = SIZES.get(plan.name, SIZES["quick"])
-    _source.clear_caches()
+    knowledge_graph.clear_caches()
     graph_root = workdir / "graph"
     middleware, state, names = _setup(graph_root, n_entities, n_relations)
-    _source.clear_caches()
+    knowledge_graph.clear_caches()
     cold_ns = time_once(lambda: KnowledgeGraph(middleware.graph.backend).snapshot())
     state.update(middleware.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]
     small, small_state, small_names = _setup(
@@ -152,8 +152,8 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
     middleware.wrap_model_call(warm_request, _handler)  # the warm message's first render
     _Counting.downloads = 0
     parses: list[str] = []
-    real_parse = _source.parse
-    _source.parse = lambda text, digest: parses.append(digest) or real_parse(text, digest)  # type: ignore[assignment]
+    real_parse = knowledge_graph.parse
+    knowledge_graph.parse = lambda text, digest: parses.append(digest) or real_parse(text, digest)  # type: ignore[assignment]
     try:
         samples = interleaved(
             [
@@ -172,7 +172,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
             warmup=1,
         )["search"]
     finally:
-        _source.parse = real_parse  # type: ignore[assignment]
+        knowledge_graph.parse = real_parse  # type: ignore[assignment]
 
     base = samples["builtin"].median
     warm, fresh_median = samples["warm"].median, samples["fresh"].median

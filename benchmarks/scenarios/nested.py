@@ -20,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import layered_memory.core._discovery as discovery_module
 import layered_memory.core.assembler as assembler_module
+import layered_memory.core.loading as discovery_module
 from benchmarks._fixtures import (
     RUNTIME,
     SIX_SOURCES,
@@ -33,8 +33,8 @@ from benchmarks._fixtures import (
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, interleaved
-from layered_memory import Layer, LeanMemoryMiddleware, MemoryAssembler
-from layered_memory.core._memory_state import snapshot_update
+from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
+from layered_memory.core.state import snapshot_update
 
 SIZES = {"full": (6, 4, 9), "quick": (4, 3, 3), "tiny": (3, 2, 1)}
 """(folder depth, folders per level, rounds)."""
@@ -92,11 +92,11 @@ def build_snapshot_project(root: Path, n_rules: int, n_nested: int) -> None:
     backdate(root)
 
 
-def _snapshot_middleware(root: Path) -> LeanMemoryMiddleware:
+def _snapshot_middleware(root: Path) -> MemoryMiddleware:
     """A fresh middleware in a cold process: nested memory on, rules read-only."""
     assembler_module.clear_process_caches()
     discovery_module._references.cache_clear()
-    return LeanMemoryMiddleware(
+    return MemoryMiddleware(
         backend=CountingBackend(root),
         layers=[
             Layer(name, path, writable=path.endswith("MEMORY.md")) for name, path in SIX_SOURCES
@@ -111,10 +111,10 @@ def _snapshot_row(plan: Plan, workdir: Path) -> tuple[Row, str]:
     root = workdir / "snapshot"
     build_snapshot_project(root, n_rules, n_nested)
 
-    def fresh() -> LeanMemoryMiddleware:
+    def fresh() -> MemoryMiddleware:
         return _snapshot_middleware(root)
 
-    def load_only(middleware: LeanMemoryMiddleware) -> None:
+    def load_only(middleware: MemoryMiddleware) -> None:
         # What `before_agent` did before the snapshot: load, then the state update.
         snapshot_update({"messages": []}, middleware.assembler.load(), [])
 

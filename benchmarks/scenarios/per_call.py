@@ -4,6 +4,10 @@ Ours runs in its full layered form (6 layers, 200 rule files, 50 touched paths a
 deepagents gets the same 6 sources. Both get the same request (a base prompt string and a few
 turns of history) and a no-op handler, so only the middleware's own work is timed. Ours also
 runs as a `sources=` drop-in, to show the saving does not depend on the layered features.
+
+Each form is also timed against an ideal middleware (issue 23): one that appends its block,
+precomputed once and byte-identical to ours, to the system message and calls the model. The
+ratio is the price of everything ours does per call (reload check, cache lookup) beyond that.
 """
 
 from __future__ import annotations
@@ -23,8 +27,30 @@ from benchmarks._fixtures import (
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, fmt_ns, interleaved, time_once
+from layered_memory.core.state import append_block
 
 TARGET_RATIO = 0.5
+IDEAL_TARGET_RATIO = 1.5
+
+
+class IdealMiddleware:
+    """The least a memory middleware can do per model call: append one precomputed block."""
+
+    def __init__(self, block: str) -> None:
+        self.block = block
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        system_message = append_block(request.system_message, self.block)
+        return handler(request.override(system_message=system_message))
+
+
+def _ideal_twin(middleware: Any, request: Any) -> IdealMiddleware:
+    """An ideal middleware appending exactly the block `middleware` appends to `request`."""
+    text = middleware.modify_request(request).system_message.content_blocks[-1]["text"]
+    ideal = IdealMiddleware(text.removeprefix("\n\n"))
+    mine = middleware.wrap_model_call(request, _handler).system_message
+    assert ideal.wrap_model_call(request, _handler).system_message == mine, "not the same block"
+    return ideal
 
 
 def _handler(request: Any) -> Any:
@@ -68,6 +94,8 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
         _call_case("layered", layered, requests["layered"]),
         _call_case("compat", compat, requests["compat"]),
         _call_case("builtin", builtin, requests["builtin"]),
+        _call_case("ideal_layered", _ideal_twin(layered, requests["layered"]), requests["layered"]),
+        _call_case("ideal_compat", _ideal_twin(compat, requests["compat"]), requests["compat"]),
     ]
     samples = interleaved(
         cases,
@@ -104,11 +132,29 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
                 facts=dict(facts, p90_ours=samples[key].p90, p90_builtin=samples["builtin"].p90),
             )
         )
+    for key, label in (
+        ("layered", "1. per model call vs an ideal middleware: layers + rules + paths"),
+        ("compat", "1. per model call vs an ideal middleware: `sources=` drop-in"),
+    ):
+        median, ideal = samples[key].median, samples[f"ideal_{key}"].median
+        rows.append(
+            Row(
+                label,
+                median,
+                ideal,
+                f"ratio <= {IDEAL_TARGET_RATIO}",
+                verdict(median / ideal <= IDEAL_TARGET_RATIO),
+                base_text=f"ideal {fmt_ns(ideal)}",
+                facts={"p90_ours": samples[key].p90, "p90_ideal": samples[f"ideal_{key}"].p90},
+            )
+        )
     notes = [
         f"{calls} calls per middleware, interleaved one by one. Medians: layered "
         f"{fmt_ns(samples['layered'].median)} (p90 {fmt_ns(samples['layered'].p90)}), drop-in "
         f"{fmt_ns(samples['compat'].median)} (p90 {fmt_ns(samples['compat'].p90)}), deepagents "
-        f"{fmt_ns(base)} (p90 {fmt_ns(samples['builtin'].p90)}).",
+        f"{fmt_ns(base)} (p90 {fmt_ns(samples['builtin'].p90)}); an ideal middleware appending "
+        f"the same block, precomputed: {fmt_ns(samples['ideal_layered'].median)} (layered's "
+        f"block), {fmt_ns(samples['ideal_compat'].median)} (the drop-in's).",
         f"Our first call (parse {project.n_rules} rule files, match {plan.n_touched} paths, "
         f"render) took {fmt_ns(first_call_ns)}; every later call reuses that block.",
         f"Memory block: layered {facts['block_chars_ours']:,} chars "

@@ -1,52 +1,122 @@
 """layered-memory: layered, budgeted, self-updating memory for LangChain and deepagents agents.
 
 The public names are pinned by `tests/test_public_api.py`.
+
+They are imported on first use (PEP 562 `__getattr__`), not with the package: every import of
+a submodule runs this file first, and the middleware pulls in deepagents, LangChain and
+LangGraph (about 2 s), which `layered-memory --version` and rule parsing never need
+(`tests/cli/test_cli_startup.py`; `benchmarks/cli_startup.py` measures it).
 """
 
-from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
-from layered_memory.core.guard import ProtectedPaths, protect
-from layered_memory.core.layers import Layer
-from layered_memory.core.shared_memory import (
-    ORG_AGENTS,
-    ORG_RULES,
-    PROJECT_AGENTS,
-    PROJECT_MEMORY,
-    USER_MEMORY,
-    shared_memory_backend,
-    shared_memory_layers,
-    user_namespace,
-)
-from layered_memory.errors import (
-    LayeredMemoryError,
-    MemorySourceError,
-    MemoryWriteError,
-    ReviewError,
-    RuleFileError,
-    SessionKeyError,
-    SessionStoreError,
-    StoreUnavailableError,
-)
-from layered_memory.middleware import LeanMemoryMiddleware, MemoryMiddleware
-from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
-from layered_memory.sessions.stores import (
-    FileSessionStore,
-    HybridSessionStore,
-    InMemorySessionStore,
-    PostgresSessionStore,
-    RedisSessionStore,
-    SessionStore,
-)
-from layered_memory.writeback.consolidation import MemoryConsolidator
-from layered_memory.writeback.hooks import HookEvent, HookRegistry
-from layered_memory.writeback.insights import (
-    InsightNotebook,
-    MemoryWriter,
-    record_insight_tool,
-    register_write_back,
-)
-from layered_memory.writeback.redaction import redact
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names, for type checkers and the docs
+    from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
+    from layered_memory.core.guard import ProtectedPaths, protect
+    from layered_memory.core.layers import Layer
+    from layered_memory.core.shared_memory import (
+        ORG_AGENTS,
+        ORG_RULES,
+        PROJECT_AGENTS,
+        PROJECT_MEMORY,
+        USER_MEMORY,
+        shared_memory_backend,
+        shared_memory_layers,
+        user_namespace,
+    )
+    from layered_memory.errors import (
+        LayeredMemoryError,
+        MemorySourceError,
+        MemoryWriteError,
+        ReviewError,
+        RuleFileError,
+        SessionKeyError,
+        SessionStoreError,
+        StoreUnavailableError,
+    )
+    from layered_memory.middleware import MemoryMiddleware
+    from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
+    from layered_memory.sessions.stores import (
+        FileSessionStore,
+        HybridSessionStore,
+        InMemorySessionStore,
+        PostgresSessionStore,
+        RedisSessionStore,
+        SessionStore,
+    )
+    from layered_memory.writeback.consolidation import MemoryConsolidator
+    from layered_memory.writeback.hooks import HookEvent, HookRegistry
+    from layered_memory.writeback.insights import (
+        InsightNotebook,
+        MemoryWriter,
+        record_insight_tool,
+        register_write_back,
+    )
+    from layered_memory.writeback.redaction import redact
 
 __version__ = "0.1.0"
+
+_HOMES = {
+    "layered_memory.core.assembler": (
+        "MemoryAssembler",
+        "MemorySnapshot",
+    ),
+    "layered_memory.core.guard": (
+        "ProtectedPaths",
+        "protect",
+    ),
+    "layered_memory.core.layers": ("Layer",),
+    "layered_memory.core.shared_memory": (
+        "ORG_AGENTS",
+        "ORG_RULES",
+        "PROJECT_AGENTS",
+        "PROJECT_MEMORY",
+        "USER_MEMORY",
+        "shared_memory_backend",
+        "shared_memory_layers",
+        "user_namespace",
+    ),
+    "layered_memory.errors": (
+        "LayeredMemoryError",
+        "MemorySourceError",
+        "MemoryWriteError",
+        "ReviewError",
+        "RuleFileError",
+        "SessionKeyError",
+        "SessionStoreError",
+        "StoreUnavailableError",
+    ),
+    "layered_memory.middleware": ("MemoryMiddleware",),
+    "layered_memory.sessions": (
+        "build_session_key",
+        "build_thread_config",
+        "parse_session_key",
+    ),
+    "layered_memory.sessions.stores": (
+        "FileSessionStore",
+        "HybridSessionStore",
+        "InMemorySessionStore",
+        "PostgresSessionStore",
+        "RedisSessionStore",
+        "SessionStore",
+    ),
+    "layered_memory.writeback.consolidation": ("MemoryConsolidator",),
+    "layered_memory.writeback.hooks": (
+        "HookEvent",
+        "HookRegistry",
+    ),
+    "layered_memory.writeback.insights": (
+        "InsightNotebook",
+        "MemoryWriter",
+        "record_insight_tool",
+        "register_write_back",
+    ),
+    "layered_memory.writeback.redaction": ("redact",),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "ORG_AGENTS",
@@ -62,7 +132,6 @@ __all__ = [
     "InsightNotebook",
     "Layer",
     "LayeredMemoryError",
-    "LeanMemoryMiddleware",
     "MemoryAssembler",
     "MemoryConsolidator",
     "MemoryMiddleware",
@@ -91,3 +160,18 @@ __all__ = [
     "shared_memory_layers",
     "user_namespace",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its home on first use, then keep it here."""
+    home = _HOME_OF.get(name)
+    if home is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

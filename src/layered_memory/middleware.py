@@ -11,8 +11,9 @@ The hooks only move data between the graph state and a `MemoryAssembler`:
 - `wrap_model_call`: reload when a tool edited memory (the very next model call sees the edit),
   pinned to the run-start snapshot for read-only memory, then append the memory block
   (cached, byte-identical while unchanged) to the system message.
-- `after_agent`: fire `PIPELINE_END` with the final state, for write-back handlers; then hand
-  the run to the `consolidator`, when one is given.
+- `after_agent`: with `hooks` or a `consolidator` only (`EndOfRun`, the write-back concern):
+  fire `PIPELINE_END` with the final state, then hand the run to the consolidator. Without
+  them the compiled graph has no end-of-run node.
 
 Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 `MemoryMiddleware` (same state key, layout and options) that also reloads changed files.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
@@ -43,39 +44,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from layered_memory._logs import get_logger
-from layered_memory.core import _backend_factory
-from layered_memory.core._memory_state import (
-    LayeredMemoryState,
-    extras_of,
-    loaded,
-    match_keys_of,
-    merge_paths,
-    needs_reload,
-    run_start_of,
-    session_of,
-    snapshot_update,
-    tool_notes,
-    touched_of,
-)
-from layered_memory.core._nested import directories_of
-from layered_memory.core._run_data import context_strings, current_config, run_data, thread_id
-from layered_memory.core._run_start import Pinned, RunStart
-from layered_memory.core._system_message import (
-    append_block,
-    is_anthropic_model,
-    tag_last_block_for_cache,
-)
-from layered_memory.core._tool_calls import (
-    MUTATING_TOOLS,
-    error_message,
-    invalid_path_refused,
-    named_paths,
-    refused,
-    state_files,
-    with_note,
-    with_state_update,
-    without_files,
-)
+from layered_memory.core import internals
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
     SHELL_TOOLS,
@@ -86,7 +55,7 @@ from layered_memory.core.guard import (
     unreadable_message,
     writes_memory,
 )
-from layered_memory.core.guard._shell import (
+from layered_memory.core.guard.shell import (
     Outcome,
     during_run,
     read_only_changes,
@@ -94,11 +63,42 @@ from layered_memory.core.guard._shell import (
     run_start_in_context,
 )
 from layered_memory.core.layers import Layer, layers_from_sources
+from layered_memory.core.loading import MemoryExtras, directories_of
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
-    MemoryExtras,
+)
+from layered_memory.core.snapshot import Pinned, RunStart
+from layered_memory.core.state import (
+    MUTATING_TOOLS,
+    LayeredMemoryState,
+    MatchKeySource,
+    append_block,
+    context_strings,
+    current_config,
+    error_message,
+    extras_of,
+    invalid_path_refused,
+    is_anthropic_model,
+    loaded,
+    match_keys_of,
+    merge_paths,
+    named_paths,
+    needs_reload,
+    refused,
+    run_data,
+    run_start_of,
+    session_of,
+    snapshot_update,
+    state_files,
+    tag_last_block_for_cache,
+    thread_id,
+    tool_notes,
+    touched_of,
+    with_note,
+    with_state_update,
+    without_files,
 )
 from layered_memory.core.validation import (
     check_backend,
@@ -111,13 +111,13 @@ from layered_memory.core.validation import (
     is_backend,
 )
 from layered_memory.writeback.consolidation import MemoryConsolidator
-from layered_memory.writeback.hooks import HookEvent, HookRegistry
-from layered_memory.writeback.redaction import Redaction
-from layered_memory.writeback.redaction.memory_edits import (
+from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
+from layered_memory.writeback.memory_edits import (
     note_redaction,
     redact_memory_edit,
     secret_path_refusal,
 )
+from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -126,12 +126,9 @@ if TYPE_CHECKING:
 
     from layered_memory.sessions.stores import SessionStore
 
-__all__ = ["LayeredMemoryState", "LeanMemoryMiddleware", "MatchKeySource", "MemoryMiddleware"]
+__all__ = ["LayeredMemoryState", "MatchKeySource", "MemoryMiddleware"]
 
 logger = get_logger(__name__)
-
-MatchKeySource = str | Callable[[Mapping[str, Any], Any], Iterable[str]]
-"""A context name read from runtime.context / state / config, or a callable(state, runtime)."""
 
 ToolResult = ToolMessage | Command[Any]
 
@@ -183,11 +180,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
+    _hooks_class: type[Any] | None = None
+    _last_block: tuple[str, list[str], list[str], str] | None = None
 
     def __init__(
         self,
         *,
-        backend: BackendProtocol | _backend_factory.BackendFactory,
+        backend: BackendProtocol | internals.BackendFactory,
         sources: Sequence[str | os.PathLike[str]] | None = None,
         layers: Sequence[Layer] | None = None,
         rules: Sequence[str | os.PathLike[str]] | None = None,
@@ -239,12 +238,20 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             raise ValueError(msg)
         super().__init__()
         self.consolidator = consolidator
+        self.end_of_run = (
+            None
+            if hooks is None and consolidator is None
+            else EndOfRun(hooks=hooks, consolidator=consolidator)
+        )
+        self._hooks_class = (
+            _without_end_of_run(type(self)) if self.end_of_run is None else type(self)
+        )
         self.sources = source_list
         self.system_prompt = system_prompt
         self.hooks = hooks
         self.rules_writable = rules_writable
         self._add_cache_control = add_cache_control
-        self._backend_factory: _backend_factory.BackendFactory | None = (
+        self._backend_factory: internals.BackendFactory | None = (
             None if is_backend(backend) else backend  # type: ignore[assignment]
         )
         self.assembler = MemoryAssembler(
@@ -288,7 +295,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             found_writable=self._found_read_only.writable,
         )
         self.protected_backend: Any = (
-            _backend_factory.protecting(self._backend_factory, self.protected_paths)
+            internals.protecting(self._backend_factory, self.protected_paths)
             if self._backend_factory is not None
             else protect(backend, self.protected_paths)
         )
@@ -467,10 +474,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
         """Async twin of `wrap_tool_call`."""
-        refusal_message, notes = self._before_tool(request)
+        # The guard's checks resolve and stat paths on disk: in a worker thread (which
+        # carries the run's context along), never on the event loop.
+        refusal_message, notes = await asyncio.to_thread(self._before_tool, request)
         if refusal_message is not None:
             return refusal_message
-        request, redaction = self._redacted(request)
+        request, redaction = await asyncio.to_thread(self._redacted, request)
         if self._unguarded(request):
             with during_run(self._run_start_later(request)):
                 result = note_redaction(await handler(request), redaction)
@@ -490,15 +499,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         runtime: Runtime[ContextT],
         config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
     ) -> dict[str, Any] | None:
-        """Fire PIPELINE_END with the final state (write-back handlers run here), then
-        consolidate the run."""
-        if self.hooks is not None or self.consolidator is not None:
-            data = run_data(state, runtime, current_config(config))
-            if self.hooks is not None:
-                self.hooks.trigger(HookEvent.PIPELINE_END, data)
-            if self.consolidator is not None:
-                self.consolidator.after_run(data)
-        return None
+        """The end of the run handed to write-back (`EndOfRun`): PIPELINE_END, then the
+        consolidator. The graph has this node only with `hooks` or a `consolidator`."""
+        if self.end_of_run is None:
+            return None
+        return self.end_of_run.after_agent(state, runtime, config)
 
     async def aafter_agent(
         self,
@@ -507,13 +512,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
     ) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
-        if self.hooks is not None or self.consolidator is not None:
-            data = run_data(state, runtime, current_config(config))
-            if self.hooks is not None:
-                await self.hooks.atrigger(HookEvent.PIPELINE_END, data)
-            if self.consolidator is not None:
-                await self.consolidator.aafter_run(data)
-        return None
+        if self.end_of_run is None:
+            return None
+        return await self.end_of_run.aafter_agent(state, runtime, config)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type[Any]:
+        """The class LangChain reads the hooks from: without write-back, one whose
+        `after_agent` is the base class's, so `create_agent` adds no end-of-run node.
+        `type(self)` stays the class the user called."""
+        return self._hooks_class or type(self)
 
     # -- pure helpers shared by both halves -----------------------------------------------------
 
@@ -561,16 +569,38 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         return request.override(system_message=system_message)
 
     def _memory_block(self, state: Mapping[str, Any]) -> str:
+        """The block for `state`: the last one while its digest and match keys are unchanged.
+
+        The block is a function of the load's digest (which covers every part: texts, rules,
+        session, unreadable files, nested and imported memory) and the match keys; between
+        two model calls of a run they rarely change. Compared by value (C-level `==`, no
+        Python call), the last block comes back without rebuilding the session, the extras
+        and the key tuple from the state nor hashing 50 match keys for the renderer's cache:
+        59 -> 37 Python calls per model call; 1.69x -> 1.12x the time of an ideal middleware
+        that appends one precomputed block (1.84x -> 1.15x for the `sources=` drop-in;
+        `benchmarks/run.py --only per_call --quick`, scenario 1, issue 23).
+        """
         memory = loaded(state)
-        return self.assembler.render_parts(
+        digest = memory.get("digest")
+        touched = state.get("memory_touched_paths") or []
+        context = memory.get("match_context") or []
+        last = self._last_block
+        if last is not None and last[0] == digest and last[1] == touched and last[2] == context:
+            return last[3]
+        block = self.assembler.render_parts(
             state.get("memory_contents") or {},
             memory.get("rule_files") or {},
             session_of(state),
             match_keys_of(state),
-            digest=memory.get("digest"),
+            digest=digest,
             unreadable=memory.get("unreadable"),
             extras=extras_of(state),
         )
+        if digest is not None:
+            # Copies: a list changed in place must not look unchanged. One tuple, replaced
+            # whole, so threads sharing this middleware read a consistent entry.
+            self._last_block = (digest, list(touched), list(context), block)
+        return block
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:
         """A refusal, or the state notes the call will add once it ran."""
@@ -704,7 +734,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """The backend a factory gives for this run (None: the fixed backend is used)."""
         if self._backend_factory is None:
             return None
-        return _backend_factory.resolve(self._backend_factory, state, runtime, config)  # type: ignore[no-any-return]
+        return internals.resolve(self._backend_factory, state, runtime, config)  # type: ignore[no-any-return]
 
     def _tool_backend(self, request: ToolCallRequest) -> Any:
         state = getattr(request, "state", None) or {}
@@ -777,33 +807,41 @@ class _FoundReadOnly:
         return self._writable
 
 
-class LeanMemoryMiddleware(MemoryMiddleware[Any, Any]):
-    """`MemoryMiddleware` without hooks, and so without a graph node at the end of each run.
+_WITHOUT_END_OF_RUN: dict[type[Any], type[Any]] = {}
 
-    LangChain adds an `after_agent` node for every middleware class that defines one, and
-    `MemoryMiddleware` needs it to fire `PIPELINE_END`. Without hooks that node does nothing,
-    yet it runs at every invocation: about 7% of the Python calls of a short scripted deep-agent
-    turn (`make bench`, scenario 6), nothing next to a real model call. Choose this class when
-    you register no hooks and want the leanest graph; everything else is the same. Its `name`
-    stays `MemoryMiddleware`, so it takes deepagents' memory slot as the full class does.
+
+def _without_end_of_run(cls: type[Any]) -> type[Any]:
+    """`cls` as LangChain sees an instance without write-back: no `after_agent` of its own.
+
+    `create_agent` adds an `after_agent` node for every middleware whose class overrides the
+    hook (it compares `m.__class__.after_agent` with `AgentMiddleware`'s). Without hooks or
+    a consolidator the node did nothing, yet ran at every invocation: 5% of the Python calls
+    of the 20-turn deep-agent conversation of `make bench` (scenario 6, the `sources=`
+    drop-in: 1.073x deepagents' own middleware with the node, 1.018x without it). So
+    `MemoryMiddleware.__class__` names this twin then; `type(instance)` stays `cls` (a
+    user's subclass keeps its behaviour, and `read_only()` builds the same class), and so
+    does the name, by which deepagents replaces its memory slot.
     """
-
-    after_agent = AgentMiddleware.after_agent  # type: ignore[assignment]
-    aafter_agent = AgentMiddleware.aafter_agent  # type: ignore[assignment]
-
-    def __init__(self, **kwargs: Any) -> None:
-        if kwargs.get("hooks") is not None or kwargs.get("consolidator") is not None:
-            msg = (
-                "LeanMemoryMiddleware fires no hooks and consolidates nothing (it has no "
-                "end-of-run node): use MemoryMiddleware(hooks=..., consolidator=...)"
-            )
-            raise TypeError(msg)
-        super().__init__(**kwargs)
-
-    @property
-    def name(self) -> str:
-        """Same name as `MemoryMiddleware`: deepagents replaces its memory slot by name."""
-        return "MemoryMiddleware"
+    if (cls.after_agent, cls.aafter_agent) != (
+        MemoryMiddleware.after_agent,
+        MemoryMiddleware.aafter_agent,
+    ):
+        return cls  # a subclass with an end of run of its own keeps it
+    twin = _WITHOUT_END_OF_RUN.get(cls)
+    if twin is None:
+        # Two threads may both build one: either is right, the dict keeps the last.
+        twin = _WITHOUT_END_OF_RUN[cls] = type(
+            cls.__name__,
+            (cls,),
+            {
+                "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__,
+                "__doc__": cls.__doc__,
+                "after_agent": AgentMiddleware.after_agent,
+                "aafter_agent": AgentMiddleware.aafter_agent,
+            },
+        )
+    return twin
 
 
 def _check_consolidated_file(assembler: MemoryAssembler, consolidator: MemoryConsolidator) -> None:

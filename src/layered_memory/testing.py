@@ -151,7 +151,7 @@ class LexicalEmbeddings(Embeddings):
             raise ValueError(msg)
         self.dimensions = dimensions
         # Imported here so that `layered_memory.testing` loads without the `tiers` extra.
-        from layered_memory.tiers._text import tokens
+        from layered_memory.tiers.search import tokens
 
         self._tokens = tokens
 

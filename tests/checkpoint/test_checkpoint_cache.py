@@ -31,7 +31,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from layered_memory import build_thread_config
 from layered_memory.checkpoint import CachedCheckpointSaver
-from layered_memory.checkpoint._codec import Keys, encode_payload, payload_field
+from layered_memory.checkpoint._redis_side import Keys, encode_payload, payload_field
 from layered_memory.sessions import alist_thread_ids, list_thread_ids
 
 pytestmark = pytest.mark.redis
@@ -293,7 +293,7 @@ async def test_hostile_payload_planted_in_redis_is_never_unpickled(
 
     if signed:
         # encode_payload refuses pickle, so sign it by hand the way a broken signer would.
-        from layered_memory.checkpoint._codec import _mac
+        from layered_memory.checkpoint._redis_side import _mac
 
         head, tag = version.encode(), b"pickle"
         planted = head + b"\n" + _mac(KEY.encode(), (*scope, head, tag, evil)) + tag + b"\n" + evil

@@ -24,7 +24,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from layered_memory.checkpoint import CachedCheckpointSaver
-from layered_memory.checkpoint._codec import Keys
+from layered_memory.checkpoint._redis_side import Keys
 from redis_replication import follow, promote, replicated
 
 pytestmark = pytest.mark.redis
@@ -116,7 +116,7 @@ import redis
 from checkpoint_harness import aput_messages, conversation
 from langgraph.checkpoint.memory import InMemorySaver
 from layered_memory.checkpoint import CachedCheckpointSaver
-from layered_memory.checkpoint._codec import Keys
+from layered_memory.checkpoint._redis_side import Keys
 
 saver = CachedCheckpointSaver(InMemorySaver(), redis_url={redis_url!r}, prefix={prefix!r})
 asyncio.run(aput_messages(saver, "t", conversation(2)))

@@ -36,7 +36,6 @@ from layered_memory import (
     HookRegistry,
     InMemorySessionStore,
     Layer,
-    LeanMemoryMiddleware,
     MemoryMiddleware,
 )
 from layered_memory.testing import ScriptedChatModel
@@ -108,7 +107,7 @@ hooked = MemoryMiddleware(
     hooks=hooks,
 )
 
-lean = LeanMemoryMiddleware(
+drop_in = MemoryMiddleware(
     backend=FilesystemBackend(root_dir=HERE, virtual_mode=True),
     sources=["/AGENTS.md", "/MEMORY.md"],
 )

@@ -366,8 +366,8 @@ def test_flat_sources_layout_is_measured(
 ) -> None:
     """A drop-in `sources=` middleware renders deepagents' flat layout; files are still found."""
     _root, name = project
-    data = inspect_json(capsys, "--config", f"{name}:lean")
-    assert data["source"]["middleware"] == "LeanMemoryMiddleware"
+    data = inspect_json(capsys, "--config", f"{name}:drop_in")
+    assert data["source"]["middleware"] == "MemoryMiddleware"
     files = [file for layer in data["layers"] for file in layer["files"]]
     assert [(f["path"], f["shown"]) for f in files] == [
         ("/AGENTS.md", "full"),

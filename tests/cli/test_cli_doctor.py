@@ -14,7 +14,7 @@ import pytest
 from cli_config_helpers import PROJECT, write, write_project
 
 from layered_memory.cli import main
-from layered_memory.cli._checks import CHECKS, ping
+from layered_memory.cli.doctor import CHECKS, ping
 
 
 @pytest.fixture
@@ -161,7 +161,8 @@ def test_rules_folders_files_and_globs(folder: Path, capsys: pytest.CaptureFixtu
         ("rule-invalid", "error", "/rules/broken.md"),
         ("rule-warning", "warning", "/rules/owner.md"),
         ("rule-never-applies", "error", "/rules/dot.md"),
-        ("rule-never-applies", "warning", "/rules/half.md"),
+        # Every dead glob is an error, as in `lint` (issue 26), even when others can match.
+        ("rule-never-applies", "error", "/rules/half.md"),
         ("rule-never-applies", "error", "/rules/disk.md"),
         ("rule-matches-no-file", "warning", "/rules/web.md"),
         # `*acme*` cannot hold a path: it may be meant for a context string (match_keys).
@@ -328,7 +329,7 @@ def test_memory_an_agent_changed_and_the_guard_could_not_put_back(
     long as the file holds what the failed put-back left there."""
     from deepagents.backends import FilesystemBackend
 
-    from layered_memory.core._unrestored import Unrestored, fingerprint, place_of, record
+    from layered_memory.core.snapshot import Unrestored, fingerprint, place_of, record
 
     write(folder, {"AGENTS.md": "", ".claude/rules/style.md": "Be brief.\n"})
     backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
@@ -347,3 +348,32 @@ def test_memory_an_agent_changed_and_the_guard_could_not_put_back(
     write(folder, {"AGENTS.md": "Fixed by the user.\n"})
     _status, data = doctor(capsys)
     assert not [f for f in data["findings"] if f["check"] == "unrestored"]
+
+
+@pytest.mark.parametrize("globs", [["./web/**"], ["./web/**", "src/**"]])
+def test_lint_and_doctor_report_a_dead_glob_alike(
+    folder: Path, capsys: pytest.CaptureFixture[str], globs: list[str]
+) -> None:
+    # Issue 26: `./web/**` was a warning in `lint` and an error in `doctor`.
+    write(
+        folder,
+        {
+            "AGENTS.md": "# Project\n",
+            "src/app.py": "x",
+            ".claude/rules/frontend.md": f"---\npaths: {globs}\n---\nTS.",
+        },
+    )
+    _status, data = doctor(capsys)
+    from_doctor = [
+        (f["severity"], f["message"])
+        for f in data["findings"]
+        if f["check"] == "rule-never-applies"
+    ]
+    assert main(["lint", ".claude/rules", "--json"]) == 1
+    from_lint = [
+        (p["severity"], p["reason"])
+        for p in json.loads(capsys.readouterr().out)["problems"]
+        if "can never match" in p["reason"]
+    ]
+    assert from_lint == from_doctor
+    assert [severity for severity, _ in from_lint] == ["error"]

@@ -111,7 +111,7 @@ def test_doctor_and_lint_find_the_problems(installed_cli: InstalledCli, bare_fol
     result = installed_cli.run(["lint", "AGENTS.md", ".claude/rules"], cwd=bare_folder)
     assert result.returncode == 1
     assert result.stdout.splitlines()[-1] == (
-        "2 rule files: 1 valid, 1 invalid; 1 memory file: 1 ok, 0 with errors; 1 error, 1 warning"
+        "2 rule files: 0 valid, 2 invalid; 1 memory file: 1 ok, 0 with errors; 2 errors, 0 warnings"
     )
 
 

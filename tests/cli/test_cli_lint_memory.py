@@ -100,18 +100,18 @@ def test_rules_and_memory_together_as_json(
     kinds = {Path(f["path"]).relative_to(folder.resolve()).as_posix(): f for f in data["files"]}
     assert {name: (f["kind"], f["valid"]) for name, f in kinds.items()} == {
         "AGENTS.md": ("memory", True),
-        ".claude/rules/python.md": ("rule", True),
+        ".claude/rules/python.md": ("rule", False),  # its only glob can never match
         ".claude/rules/broken.md": ("rule", False),
         ".claude/rules/AGENTS.md": ("rule", True),  # inside a rule folder: a rule
     }
     reasons = {(Path(p["path"]).name, p["severity"], p["reason"]) for p in data["problems"]}
     assert (
         "python.md",
-        "warning",
+        "error",  # as `doctor` reports it (issue 26)
         "glob './src/**' can never match: match keys are normalized paths, which have no '.' "
-        "segment; write 'src/**'",
+        "segment; write 'src/**'; rule 'python' can never apply",
     ) in reasons
-    assert data["counts"] == {"errors": 1, "warnings": 2}
+    assert data["counts"] == {"errors": 2, "warnings": 1}
     assert {d["name"]: d["status"] for d in data["explain"]}["python"] == "skipped"
 
 

@@ -347,3 +347,54 @@ def test_a_namespace_with_a_dot_is_a_usage_error(
     assert status == 2
     assert "no '.'" in err
     assert err.count("\n") == 1
+
+
+def test_pattern_limits_what_is_synced(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 26: push copied every file below --root; --pattern (repeatable) narrows it, and
+    # --delete then leaves the keys outside the patterns alone.
+    root = tmp_path / "project"
+    write_tree(
+        root,
+        {
+            "AGENTS.md": b"# Project\n",
+            "src/app.py": b"print()\n",
+            "README.md": b"readme\n",
+            ".claude/rules/python.md": b"Ruff.\n",
+            "docs/a/guide.md": b"guide\n",
+        },
+    )
+    status, lines, err = push(
+        capsys, store_url, root, "--pattern", "AGENTS.md", "--pattern", ".claude/rules/**"
+    )
+    assert (status, err) == (0, "")
+    assert set(raw_items(store_url, NS)) == {"/AGENTS.md", "/.claude/rules/python.md"}
+    assert lines[-1] == "push: 2 added, 0 updated, 0 unchanged, 0 deleted"
+
+    assert push(capsys, store_url, root, "--pattern", "**/*.md")[0] == 0
+    assert set(raw_items(store_url, NS)) == {
+        "/AGENTS.md",
+        "/README.md",
+        "/.claude/rules/python.md",
+        "/docs/a/guide.md",
+    }
+    (root / "README.md").unlink()
+    status, lines, _ = push(capsys, store_url, root, "--pattern", "docs/**", "--delete")
+    assert status == 0
+    assert lines[-1] == "push: 0 added, 0 updated, 1 unchanged, 0 deleted"  # README.md kept
+
+    target = tmp_path / "target"
+    assert pull(capsys, store_url, target, "--pattern", "*.md")[0] == 0
+    assert read_tree(target) == {"AGENTS.md": b"# Project\n", "README.md": b"readme\n"}
+
+    status, lines, err = push(capsys, store_url, root, "--pattern", "src/[ab")
+    assert status == 2
+    assert err.startswith("layered-memory sync: --pattern src/[ab: invalid glob")
+
+
+def test_sync_help_says_push_copies_every_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sync", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "push copies all of them, not only memory files; --pattern limits it" in help_text
+    assert "--pattern GLOB" in help_text

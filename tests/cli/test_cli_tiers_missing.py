@@ -20,7 +20,7 @@ from layered_memory.cli import main
 def test_without_the_tiers_extra_the_subcommand_names_it(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "layered_memory.tiers._cli", None)  # its import fails
+    monkeypatch.setitem(sys.modules, "layered_memory.cli.tiers", None)  # its import fails
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

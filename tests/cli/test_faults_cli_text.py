@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import unicodedata
 
-from layered_memory.cli._text import dumps_json, printable
+from layered_memory.cli._output import dumps_json, printable
 
 HOSTILE = [
     "\n",

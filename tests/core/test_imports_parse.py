@@ -7,12 +7,13 @@ import sys
 
 import pytest
 
-from layered_memory.core._imports import (
+from layered_memory.core.loading import (
     MAX_IMPORTS_PER_FILE,
+    candidates,
+    directories_of,
     find_imports,
     resolve_reference,
 )
-from layered_memory.core._nested import candidates, directories_of, pick_existing
 
 
 def refs(text: str) -> list[str]:
@@ -105,18 +106,12 @@ def test_nested_directories_from_root_down() -> None:
     assert directories_of(["//src/x.py", "///a//b/c.py"]) == ["/", "/a", "/src", "/a/b"]
     found = candidates(["/", "/a"], ["AGENTS.md", "CLAUDE.md"])
     assert found == {"/": ["/AGENTS.md", "/CLAUDE.md"], "/a": ["/a/AGENTS.md", "/a/CLAUDE.md"]}
-    assert pick_existing(
-        found, {"/CLAUDE.md": True, "/a/AGENTS.md": True, "/a/CLAUDE.md": True}
-    ) == [
-        "/CLAUDE.md",
-        "/a/AGENTS.md",
-    ]
 
 
 def test_scanning_hostile_text_is_linear() -> None:
     """Backtick runs, `@` storms and unclosed fences, megabytes of them, in a subprocess."""
     code = (
-        "from layered_memory.core._imports import find_imports\n"
+        "from layered_memory.core.loading import find_imports\n"
         "texts = ['`' * 200_000 + '@a/b.md', ('`x ' * 300_000), '@' * 1_000_000,"
         " '```\\n' + '@x/y.md\\n' * 200_000, ('a `b ' * 200_000) + '@c/d.md']\n"
         "for text in texts:\n    find_imports(text)\nprint('ok')\n"

@@ -1,4 +1,4 @@
-"""The private internals of deepagents and langgraph that `_internals.py` relies on still behave
+"""The private internals of deepagents and langgraph that `internals.py` relies on still behave
 as they did in the versions it names. A failure here after an upgrade points at the adapter to
 fix, before any feature misbehaves."""
 
@@ -14,16 +14,16 @@ from deepagents.backends import CompositeBackend, FilesystemBackend, StateBacken
 from deepagents.backends.utils import create_file_data
 from langgraph.store.memory import InMemoryStore
 
-from layered_memory.core import _internals
+from layered_memory.core import internals
 
 
 def test_the_versions_are_named() -> None:
-    assert set(_internals.WRITTEN_FOR) == {"deepagents", "langgraph-checkpoint-postgres"}
+    assert set(internals.WRITTEN_FOR) == {"deepagents", "langgraph-checkpoint-postgres"}
     installed = importlib.metadata.version("deepagents")
-    major_minor = ".".join(_internals.WRITTEN_FOR["deepagents"].split(".")[:2])
+    major_minor = ".".join(internals.WRITTEN_FOR["deepagents"].split(".")[:2])
     assert installed.startswith(major_minor), (
-        f"deepagents {installed} is installed; _internals.py was written for "
-        f"{_internals.WRITTEN_FOR['deepagents']}: re-check every adapter, then update it"
+        f"deepagents {installed} is installed; internals.py was written for "
+        f"{internals.WRITTEN_FOR['deepagents']}: re-check every adapter, then update it"
     )
 
 
@@ -31,10 +31,10 @@ def test_composite_routing_matches_the_backend(tmp_path: Path) -> None:
     disk = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
     inner = CompositeBackend(default=StateBackend(), routes={"/deep/": disk})
     outer = CompositeBackend(default=StateBackend(), routes={"/mem/": inner})
-    assert _internals.route(outer, "/mem/deep/x.md")[:2] == (inner, "/deep/x.md")
-    assert _internals.route(outer, "/mem")[:2] == (inner, "/")
-    assert _internals.route(outer, "/other.md")[:2] == (outer.default, "/other.md")
-    assert _internals.final_route(outer, "/mem/deep/x.md") == (disk, "/x.md")
+    assert internals.route(outer, "/mem/deep/x.md")[:2] == (inner, "/deep/x.md")
+    assert internals.route(outer, "/mem")[:2] == (inner, "/")
+    assert internals.route(outer, "/other.md")[:2] == (outer.default, "/other.md")
+    assert internals.final_route(outer, "/mem/deep/x.md") == (disk, "/x.md")
     # The backend itself writes where the route says.
     outer.upload_files([("/mem/deep/x.md", b"routed")])
     assert (tmp_path / "x.md").read_bytes() == b"routed"
@@ -42,18 +42,18 @@ def test_composite_routing_matches_the_backend(tmp_path: Path) -> None:
 
 def test_filesystem_path_resolves_as_the_backend_does(tmp_path: Path) -> None:
     virtual = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
-    assert _internals.filesystem_path(virtual, "/a/b.md") == (tmp_path / "a" / "b.md").resolve()
+    assert internals.filesystem_path(virtual, "/a/b.md") == (tmp_path / "a" / "b.md").resolve()
     with pytest.raises(ValueError, match="traversal"):
-        _internals.filesystem_path(virtual, "/../etc/passwd")
+        internals.filesystem_path(virtual, "/../etc/passwd")
     host = FilesystemBackend(root_dir=tmp_path, virtual_mode=False)
-    assert _internals.filesystem_path(host, "/etc/hosts") == Path("/etc/hosts")
+    assert internals.filesystem_path(host, "/etc/hosts") == Path("/etc/hosts")
 
 
 def test_store_backend_store_and_namespace() -> None:
     store = InMemoryStore()
     backend = StoreBackend(namespace=lambda _runtime: ("memory", "org"), store=store)
-    assert _internals.store_of(backend) is store
-    assert _internals.namespace_of(backend) == ("memory", "org")
+    assert internals.store_of(backend) is store
+    assert internals.namespace_of(backend) == ("memory", "org")
     backend.upload_files([("/AGENTS.md", b"org")])
     item = store.get(("memory", "org"), "/AGENTS.md")
     assert item is not None
@@ -87,18 +87,18 @@ def test_store_table_sql_reads_and_writes_what_the_store_does(postgres_store: ob
     assert isinstance(postgres_store, PostgresStore)
     namespace = ("memory", "project")
     postgres_store.put(namespace, "/AGENTS.md", dict(create_file_data("from the store")))
-    prefix = _internals.store_prefix(namespace)
+    prefix = internals.store_prefix(namespace)
     with (
-        _internals.sync_store_connection(postgres_store) as conn,
+        internals.sync_store_connection(postgres_store) as conn,
         conn.cursor(row_factory=dict_row) as cur,
     ):
-        cur.execute(_internals.store_select_sql(postgres_store), (prefix, ["/AGENTS.md"]))
+        cur.execute(internals.store_select_sql(postgres_store), (prefix, ["/AGENTS.md"]))
         (row,) = cur.fetchall()
         assert row["key"] == "/AGENTS.md"
         assert row["value"]["content"] == "from the store"
-        ttl = _internals.store_default_ttl(postgres_store)
+        ttl = internals.store_default_ttl(postgres_store)
         new = {"content": "from our SQL", "encoding": "utf-8"}
-        cur.execute(_internals.STORE_UPSERT_SQL, (prefix, "/NEW.md", Jsonb(new), ttl, ttl))
+        cur.execute(internals.STORE_UPSERT_SQL, (prefix, "/NEW.md", Jsonb(new), ttl, ttl))
         conn.commit()
     item = postgres_store.get(namespace, "/NEW.md")
     assert item is not None

@@ -16,7 +16,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.store.memory import InMemoryStore
 
 from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
-from layered_memory.core._imports import import_cycles
+from layered_memory.core.loading import import_cycles
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 FILES = {
@@ -186,7 +186,7 @@ def test_files_imported_by_read_only_memory_are_read_only(tmp_path: Path) -> Non
 def test_a_warm_load_parses_no_import_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import layered_memory.core._discovery as discovery
+    import layered_memory.core.loading as discovery
 
     write_tree(tmp_path)
     assembler = MemoryAssembler(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from layered_memory import Layer
+from layered_memory.core.defuse import defuse
 from layered_memory.core.layers import layers_from_sources
 from layered_memory.core.render import (
     MEMORY_SYSTEM_PROMPT,
@@ -12,7 +13,6 @@ from layered_memory.core.render import (
     SessionEntry,
     cap_lines,
     minimum_budget,
-    neutralize_tags,
     render_memory,
     truncate_text,
 )
@@ -111,8 +111,8 @@ def test_memory_text_cannot_close_the_memory_block() -> None:
     block = render_memory(LAYERS, {"/AGENTS.md": evil})
     assert block.count("</agent_memory>") == 1
     assert "<\\/agent_memory>" in block
-    assert neutralize_tags("</rules>") == "<\\/rules>"
-    assert neutralize_tags("</b>") == "</b>"
+    assert defuse("</rules>") == "<\\/rules>"
+    assert defuse("</b>") == "</b>"
 
 
 def test_rendering_is_deterministic() -> None:
@@ -209,7 +209,7 @@ def test_files_dropped_whole_are_named_in_one_line() -> None:
 
 
 def test_the_smallest_budget_keeps_the_whole_template() -> None:
-    from layered_memory.core._pieces import MemoryExtras
+    from layered_memory.core.loading import MemoryExtras
     from layered_memory.core.render import MEMORY_SYSTEM_PROMPT, minimum_budget
 
     tail = MEMORY_SYSTEM_PROMPT.format(agent_memory="\0").split("\0", 1)[1]

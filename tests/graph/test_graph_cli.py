@@ -28,8 +28,22 @@ def graph_file(tmp_path: Path) -> Path:
 def test_counts_and_types(graph_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["graph", str(graph_file)]) == 0
     out = capsys.readouterr().out
-    assert "6 entities, 5 relations, 1 lines not in the MCP memory format" in out
+    assert "6 entities, 5 relations, 1 line not in the MCP memory format" in out
     assert "entity types: person 3, organization 2, project 1" in out
+
+
+def test_counts_singular_and_plural(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # One of each reads "1 entity, 1 relation" (issue 26: it printed "1 relations").
+    target = tmp_path / "memory.jsonl"
+    lines = [
+        '{"type":"entity","name":"Ada","entityType":"person","observations":[]}',
+        '{"type":"relation","from":"Ada","to":"Ada","relationType":"knows"}',
+    ]
+    target.write_text("\n".join(lines), encoding="utf-8")
+    assert main(["graph", str(target), "--search", "Ada"]) == 0
+    out = capsys.readouterr().out
+    assert f"{target}: 1 entity, 1 relation\n" in out
+    assert "search: 1 entity, 1 relation\n" in out
 
 
 def test_search_and_focus_as_json(graph_file: Path, capsys: pytest.CaptureFixture[str]) -> None:

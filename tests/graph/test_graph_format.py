@@ -13,7 +13,7 @@ import pytest
 from deepagents.backends import FilesystemBackend
 
 from layered_memory.errors import KnowledgeGraphError, LayeredMemoryError
-from layered_memory.graph import KnowledgeGraph, _source
+from layered_memory.graph import KnowledgeGraph, knowledge_graph
 from layered_memory.graph._format import EntityRecord, digest_of, dumps_compact, parse
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reference_memory.jsonl"
@@ -262,7 +262,7 @@ def test_a_number_out_of_range_keeps_its_line_byte_for_byte(tmp_path: Path, numb
         overflow,
     ]
     # What this process cached is what the written text parses back to.
-    cached = _source.cached(digest_of(text.encode("utf-8")))
+    cached = knowledge_graph.cached(digest_of(text.encode("utf-8")))
     fresh = parse(text, "fresh")
     assert cached is not None
     assert [e.line() for e in cached.entities] == [e.line() for e in fresh.entities]

@@ -17,7 +17,7 @@ from mcp.types import CallToolResult, Tool
 
 from cli_store_helpers import schema_url
 from layered_memory.cli import main
-from layered_memory.core._defuse import defuse
+from layered_memory.core.defuse import defuse
 from layered_memory.graph import KnowledgeGraph
 
 TIMEOUT_S = 60.0

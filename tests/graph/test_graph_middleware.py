@@ -16,8 +16,8 @@ from deepagents.backends import FilesystemBackend
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.core._defuse import defuse
-from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware, _source
+from layered_memory.core.defuse import defuse
+from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware, knowledge_graph
 from layered_memory.graph._focus import (
     FocusSettings,
     NameMatcher,
@@ -116,7 +116,7 @@ def test_the_session_key_entity_and_match_key_values_are_in_focus(tmp_path: Path
 
     from unittest.mock import patch
 
-    with patch("layered_memory.core._run_data.get_config", return_value=config):
+    with patch("layered_memory.core.state.get_config", return_value=config):
         state.update(middleware.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]
 
     assert state["knowledge_graph_context"] == ["acme_corp", "Anthropic"]
@@ -237,7 +237,7 @@ def test_a_warm_call_neither_reads_nor_parses_nor_renders(
     first = _block(middleware, _request(state, "john smith?"))
     calls: list[str] = []
     monkeypatch.setattr(backend, "download_files", lambda paths: calls.append("download"))
-    monkeypatch.setattr(_source, "parse", lambda *a: calls.append("parse"))
+    monkeypatch.setattr(knowledge_graph, "parse", lambda *a: calls.append("parse"))
     import layered_memory.graph.middleware as module
 
     monkeypatch.setattr(module, "render_focus", lambda *a: calls.append("render"))
@@ -276,7 +276,7 @@ def test_a_graph_edit_is_seen_by_the_next_model_call(tmp_path: Path) -> None:
 def test_a_process_without_the_snapshot_reloads_from_the_backend(tmp_path: Path) -> None:
     middleware = KnowledgeGraphMiddleware(backend=_seed(tmp_path))
     state = _state(middleware)
-    _source.clear_caches()  # as if the run resumed in another process
+    knowledge_graph.clear_caches()  # as if the run resumed in another process
 
     block = _block(middleware, _request(state, "john smith?"))
 

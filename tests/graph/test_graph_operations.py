@@ -15,7 +15,7 @@ from deepagents.backends import CompositeBackend, FilesystemBackend, StateBacken
 from langgraph.store.memory import InMemoryStore
 
 from layered_memory.errors import EntityNotFoundError, KnowledgeGraphInputError
-from layered_memory.graph import KnowledgeGraph, _source
+from layered_memory.graph import KnowledgeGraph, knowledge_graph
 
 BackendFactory = Callable[[Path], tuple[Any, str]]
 
@@ -302,14 +302,16 @@ class _CountingBackend(FilesystemBackend):
 def test_an_unchanged_local_file_is_neither_read_nor_parsed_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _source.clear_caches()
+    knowledge_graph.clear_caches()
     graph = KnowledgeGraph(_CountingBackend(root_dir=tmp_path, virtual_mode=True))
     graph.create_entities([{"name": "Ada", "entityType": "person", "observations": []}])
     _backdate(tmp_path / "memory.jsonl")
     parses: list[str] = []
-    real_parse = _source.parse
+    real_parse = knowledge_graph.parse
     monkeypatch.setattr(
-        _source, "parse", lambda text, digest: parses.append(digest) or real_parse(text, digest)
+        knowledge_graph,
+        "parse",
+        lambda text, digest: parses.append(digest) or real_parse(text, digest),
     )
     _CountingBackend.downloads = 0
 
@@ -328,7 +330,7 @@ def test_an_unchanged_local_file_is_neither_read_nor_parsed_again(
 
 
 def test_a_file_changed_within_the_racy_window_is_read_again(tmp_path: Path) -> None:
-    _source.clear_caches()
+    knowledge_graph.clear_caches()
     graph = KnowledgeGraph(_CountingBackend(root_dir=tmp_path, virtual_mode=True))
     graph.create_entities([{"name": "Ada", "entityType": "person", "observations": []}])
     _CountingBackend.downloads = 0
@@ -342,13 +344,15 @@ def test_a_file_changed_within_the_racy_window_is_read_again(tmp_path: Path) -> 
 def test_other_backends_download_but_never_parse_the_same_content_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _source.clear_caches()
+    knowledge_graph.clear_caches()
     graph = KnowledgeGraph(StoreBackend(namespace=lambda _: ("g",), store=InMemoryStore()))
     graph.create_entities([{"name": "Ada", "entityType": "person", "observations": []}])
     parses: list[str] = []
-    real_parse = _source.parse
+    real_parse = knowledge_graph.parse
     monkeypatch.setattr(
-        _source, "parse", lambda text, digest: parses.append(digest) or real_parse(text, digest)
+        knowledge_graph,
+        "parse",
+        lambda text, digest: parses.append(digest) or real_parse(text, digest),
     )
 
     for _ in range(3):
@@ -359,9 +363,11 @@ def test_other_backends_download_but_never_parse_the_same_content_twice(
 
 def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     parses: list[str] = []
-    real_parse = _source.parse
+    real_parse = knowledge_graph.parse
     monkeypatch.setattr(
-        _source, "parse", lambda text, digest: parses.append(digest) or real_parse(text, digest)
+        knowledge_graph,
+        "parse",
+        lambda text, digest: parses.append(digest) or real_parse(text, digest),
     )
     return parses
 
@@ -388,7 +394,7 @@ def test_many_graph_files_in_one_process_are_each_parsed_once(
         graphs.append(graph)
     for file in tmp_path.glob("*.jsonl"):
         _backdate(file)
-    _source.clear_caches()
+    knowledge_graph.clear_caches()
     parses = _counting_parses(monkeypatch)
 
     for _ in range(3):
@@ -401,7 +407,7 @@ def test_many_graph_files_in_one_process_are_each_parsed_once(
 def test_the_snapshot_cache_is_bounded_by_bytes_and_drops_replaced_versions_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _source.clear_caches()
+    knowledge_graph.clear_caches()
     backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
     big = [{"name": f"E{j}", "entityType": "t", "observations": ["x" * 100]} for j in range(20)]
     one, two = KnowledgeGraph(backend, "/one.jsonl"), KnowledgeGraph(backend, "/two.jsonl")
@@ -409,18 +415,19 @@ def test_the_snapshot_cache_is_bounded_by_bytes_and_drops_replaced_versions_firs
     two.create_entities(big[:10])
     sizes = {p.name: p.stat().st_size for p in tmp_path.glob("*.jsonl")}
     # Room for both files and a little more: not for one's version before the next write.
-    monkeypatch.setattr(_source, "SNAPSHOT_CACHE_BYTES", sum(sizes.values()) + 1_000)
-    _source.clear_caches()
+    monkeypatch.setattr(knowledge_graph, "SNAPSHOT_CACHE_BYTES", sum(sizes.values()) + 1_000)
+    knowledge_graph.clear_caches()
     first_two, first_one = two.snapshot(), one.snapshot()
 
     one.add_observations([{"entityName": "E0", "contents": ["new"]}])
 
-    assert _source.cached(first_one.digest) is None  # replaced by the write: dropped first
-    assert _source.cached(first_two.digest) is first_two  # another file's current version stays
-    assert _source.cached(one.snapshot().digest) is not None
-    assert _source._snapshots.total_bytes <= _source.SNAPSHOT_CACHE_BYTES
+    assert knowledge_graph.cached(first_one.digest) is None  # replaced by the write: dropped first
+    # another file's current version stays
+    assert knowledge_graph.cached(first_two.digest) is first_two
+    assert knowledge_graph.cached(one.snapshot().digest) is not None
+    assert knowledge_graph._snapshots.total_bytes <= knowledge_graph.SNAPSHOT_CACHE_BYTES
 
-    monkeypatch.setattr(_source, "SNAPSHOT_CACHE_BYTES", 10)  # smaller than any file
-    _source.remember(first_one, sizes["one.jsonl"])
-    assert _source.cached(first_one.digest) is first_one  # the latest always stays
-    assert _source.cached(first_two.digest) is None
+    monkeypatch.setattr(knowledge_graph, "SNAPSHOT_CACHE_BYTES", 10)  # smaller than any file
+    knowledge_graph.remember(first_one, sizes["one.jsonl"])
+    assert knowledge_graph.cached(first_one.digest) is first_one  # the latest always stays
+    assert knowledge_graph.cached(first_two.digest) is None

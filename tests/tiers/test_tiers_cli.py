@@ -50,12 +50,12 @@ def test_shows_every_tier_with_ids_and_heat(filled, capsys):
     url, namespace = filled
     assert main(["tiers", "--user", "ada.x/\n", "--store", url, "--namespace", namespace]) == 0
     out = capsys.readouterr().out
-    assert "short-term: 1 page(s)" in out
+    assert "short-term: 1 page\n" in out  # singular (issue 26): it read "1 page(s)"
     assert "weird \\x1b[31m text" in out
     assert "\x1b" not in out
-    assert "mid-term: 1 segment(s)" in out
-    assert "archive: 1 segment(s), oldest first (searched)" in out
-    assert out.index("User: Chess openings.") > out.index("archive: 1 segment(s)")
+    assert "mid-term: 1 segment," in out
+    assert "archive: 1 segment, oldest first (searched)" in out
+    assert out.index("User: Chess openings.") > out.index("archive: 1 segment")
     assert "heat " in out
     assert "User: My dentist is Dr Alvarez." in out
     assert "[fact] My dentist is Dr Alvarez." in out
@@ -95,3 +95,11 @@ def test_a_bad_namespace_is_a_one_line_usage_error(postgres_url, capsys, namespa
         assert err.startswith("layered-memory tiers: --namespace: ")
         assert reason in err
         assert err.count("\n") == 1
+
+
+def test_the_default_namespace_is_the_tiers_own() -> None:
+    # The CLI spells it out so that declaring `--namespace` imports nothing of the tiers.
+    from layered_memory.cli.tiers import DEFAULT_NAMESPACE
+    from layered_memory.tiers.records import DEFAULT_NAMESPACE as TIERS_DEFAULT
+
+    assert "/".join(TIERS_DEFAULT) == DEFAULT_NAMESPACE

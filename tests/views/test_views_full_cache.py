@@ -13,12 +13,11 @@ from test_views_property import PEOPLE, PROPERTY_SETTINGS, Built, conversations
 from layered_memory.views import (
     MemoryProfile,
     MemoryProfileFactory,
-    _assemble,
     _view,
     view_messages,
 )
-from layered_memory.views._assemble import assemble
 from layered_memory.views._conversation import Conversation
+from layered_memory.views._view import assemble
 
 FULL = MemoryProfileFactory.get_settings(MemoryProfile.FULL)
 
@@ -77,13 +76,13 @@ def test_a_call_over_an_unchanged_prefix_converts_only_the_new_messages(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     conversions: list[str | None] = []
-    real = _assemble.as_speaker
+    real = _view.as_speaker
 
     def counting(message: AIMessage, speaker: str | None) -> Any:
         conversions.append(message.id)
         return real(message, speaker)
 
-    monkeypatch.setattr(_assemble, "as_speaker", counting)
+    monkeypatch.setattr(_view, "as_speaker", counting)
     _view.clear_cache()
     messages = _debate(3_000)
     first = view_messages(messages, person="alice", settings=FULL)

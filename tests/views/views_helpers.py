@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from layered_memory.views._assemble import OPENING as OPENING_TEXT
+from layered_memory.views._view import OPENING as OPENING_TEXT
 
 OPENING = f"Human:{OPENING_TEXT}"
 """`texts()` of the user turn that opens a view which would start with the person's own turn."""

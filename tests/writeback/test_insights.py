@@ -655,7 +655,6 @@ async def test_incomplete_data_writes_no_placeholder(
     backend: BackendProtocol, use_async: bool
 ) -> None:
     registry, _, written = make_loop(backend)
-    await end(registry, {"insight": "no entity known"}, use_async=use_async)
     await end(registry, {"entity_name": "acme"}, use_async=use_async)
     await end(registry, {"entity_name": "acme", "insight": "   "}, use_async=use_async)
     await end(
@@ -663,6 +662,30 @@ async def test_incomplete_data_writes_no_placeholder(
     )
     assert read(backend, "/MEMORY.md") is None
     assert written == []
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_an_insight_without_entity_is_written_untagged_like_a_note(
+    backend: BackendProtocol, use_async: bool
+) -> None:
+    # The `INSIGHT:` line of a run without an entity and a `record_insight` note without one
+    # take the same route: one untagged line, deduplicated by its text that day.
+    notebook = InsightNotebook()
+    registry, _, written = make_loop(backend, notebook=notebook)
+    final_answer = {"messages": [AIMessage("Done.\nINSIGHT: Builds need Python 3.12")]}
+    await end(registry, final_answer, use_async=use_async)
+    await end(registry, final_answer, use_async=use_async)  # same text, same day: once
+    notebook.add(None, "Tests run in CI only")
+    await end(registry, {}, use_async=use_async)
+
+    assert entries(read(backend, "/MEMORY.md")) == [
+        "- 2025-03-14: Tests run in CI only",
+        "- 2025-03-14: Builds need Python 3.12",
+    ]
+    assert [(item["entity"], item["text"]) for item in written] == [
+        (None, "Builds need Python 3.12"),
+        (None, "Tests run in CI only"),
+    ]
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -689,7 +712,7 @@ def test_default_formatter_keys() -> None:
         "Acme reads reports on Mondays"
     )
     assert default_formatter({"entity_name": "a", "messages": [AIMessage("no marker")]}) is None
-    assert default_formatter({"insight": "no entity"}) is None
+    assert default_formatter({"insight": "no entity"}) == "no entity"
     assert (
         default_formatter({"config": {"configurable": {"entity_name": "c"}}, "insight": "i"}) == "i"
     )
@@ -750,6 +773,16 @@ async def test_record_insight_notes_are_written_at_pipeline_end(
     ]
     assert written[0]["thread_id"] == "entity:acme:report"
     assert notebook.peek("entity:acme:report") == []
+
+
+def test_record_insight_names_its_argument_to_the_model() -> None:
+    # A model sees only the tool's name, description and argument schema: both name `note`.
+    tool = record_insight_tool(InsightNotebook())
+    assert "`note`" in tool.description
+    schema = tool.tool_call_schema.model_json_schema()
+    assert list(schema["properties"]) == ["note"]
+    assert schema["properties"]["note"]["description"] == "The lesson, one short sentence."
+    assert "`note`" in (record_insight_tool.__doc__ or "")
 
 
 def test_dry_run_discards_recorded_notes(backend: BackendProtocol) -> None:

@@ -1,31 +1,371 @@
-"""Redis I/O of the cache: one object per saver, a sync and an async half of every call.
+"""The Redis side of the cache: its keys, the signed payloads, the Lua scripts, and the I/O
+(`RedisSide`: one object per saver, a sync and an async half of every call).
 
 Every call goes through the breaker: a failure is recorded (one warning per outage) and the
 call returns None, which the saver reads as "answer from the wrapped saver". Nothing here
 raises because of Redis.
+
+**Keys and payloads** (pure, shared by both halves): the Redis key names of a thread, the
+random tokens, and the signed payload format of the tuples Redis holds.
+
+**The Lua scripts** that keep the Redis side of the cache consistent (one round trip each).
+
+Redis holds, per thread, a *version token* and (with a signing key) the serialized latest tuple
+of each namespace; a global *epoch* token covers what cannot be tied to one thread. A cached
+tuple is served only while ``epoch|version`` is exactly what it was when the tuple was read from
+the wrapped saver. Three rules make that safe:
+
+- Every token is ``<replid>:<hex>``, made under the server's replication id (``master_replid``
+  of ``INFO replication``); a token of another shape or another replication id is never
+  trusted (it is replaced). Redis gives a server a new replication id whenever its data may
+  have lost writes it acknowledged: at every start (a restart from an older RDB; Redis 7 keeps
+  the old id only as ``master_replid2``), at every promotion of a replica (``REPLICAOF NO
+  ONE``, a Sentinel or cluster failover), and when a replica resyncs it takes its primary's.
+  So a failback (the old primary demoted, resynced and promoted again in the same process,
+  its ``run_id`` unchanged) brings back old tokens under a new id, and everything misses. The
+  scripts refuse a server that is not a primary (a replica shares its primary's id, and its
+  writes would never reach the primary): the call fails and the wrapped saver answers. The
+  id also changes, harmlessly (one cold cache), when a primary without a backlog gets its
+  first replica and when it frees its backlog (``repl-backlog-ttl`` after its last replica).
+- A writer marks the thread *pending* (with a lease) and drops its token before writing to the
+  wrapped saver, and drops it again (clearing the mark) after; the next read makes a fresh
+  random token, which no worker holds a snapshot under. While a mark is pending nothing
+  is served or filled for that thread, so a write whose second step never reached Redis leaves
+  the thread uncached until the lease runs out, never stale.
+- A fill is a compare-and-set on the token read *before* the wrapped saver was read.
+
+Scripts read the replication id with ``INFO replication`` (as cheap as ``INFO server``, the
+``run_id`` the tokens carried before: a ``run_id`` survives a failback) so no client-side state
+can be out of date, whatever the connection saw. Keys of the wrong type (planted, or left by
+another program) are deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import secrets
 import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
 from layered_memory._logs import get_logger
-from layered_memory.checkpoint import _scripts
-from layered_memory.checkpoint._codec import Keys, new_token, payload_field
+from layered_memory.errors import CheckpointCacheError
 from layered_memory.sessions.stores.resilience import CircuitBreaker
 
 if TYPE_CHECKING:
     import redis as redis_sync
     import redis.asyncio as redis_async
 
-__all__ = ["Op", "Read", "RedisSide"]
+__all__ = [
+    "BEGIN_WRITE",
+    "END_WRITE",
+    "FILL",
+    "READ",
+    "REPAIR",
+    "SAFE_SERDE_TYPES",
+    "Keys",
+    "Op",
+    "Read",
+    "RedisSide",
+    "decode_payload",
+    "encode_payload",
+    "new_token",
+    "payload_field",
+]
 
 logger = get_logger("layered_memory.checkpoint")
+
+# Serializer type tags whose decoding never runs pickle. `EncryptedSerializer` appends
+# "+<cipher>"; only the part before it names the format. JsonPlusSerializer decodes "pickle"
+# with `pickle.loads` when built with pickle_fallback=True: such bytes are never stored in,
+# nor accepted from, Redis.
+SAFE_SERDE_TYPES = frozenset({"msgpack", "json", "null", "bytes", "bytearray"})
+_MAC_BYTES = 32
+_SEP = b"\n"
+
+
+def new_token() -> str:
+    """A random token suffix (the scripts prefix it with the server's replication id)."""
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """The Redis keys of one thread under a prefix.
+
+    Attributes:
+        epoch: The global epoch token (bumped by `delete_for_runs` and after outages).
+        thread: Hash with the thread's version token ``v`` and one payload per namespace.
+        pending: Sorted set of the thread's writes in progress (score: lease end, ms).
+        global_pending: Sorted set of writes in progress that touch unknown threads.
+    """
+
+    epoch: bytes
+    thread: bytes
+    pending: bytes
+    global_pending: bytes
+
+    @classmethod
+    def of(cls, prefix: str, thread_id: str) -> Keys:
+        """Keys of ``thread_id``; the id is kept readable (``redis-cli --scan`` by prefix)."""
+        base = prefix.encode()
+        # surrogatepass: a thread id with a lone surrogate must not make Redis calls fail.
+        tid = thread_id.encode("utf-8", "surrogatepass")
+        return cls(base + b"epoch", base + b"t:" + tid, base + b"p:" + tid, base + b"pending")
+
+    def as_list(self) -> list[bytes]:
+        """KEYS of every script, in the order the scripts expect."""
+        return [self.epoch, self.thread, self.pending, self.global_pending]
+
+
+def payload_field(checkpoint_ns: str) -> bytes:
+    """The hash field holding the latest tuple of one namespace."""
+    return b"d:" + checkpoint_ns.encode("utf-8", "surrogatepass")
+
+
+def _mac(key: bytes, parts: tuple[bytes, ...]) -> bytes:
+    digest = hmac.new(key, digestmod=hashlib.sha256)
+    for part in parts:
+        # Length-prefixed, so no two different part lists sign the same bytes.
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.digest()
+
+
+def _safe_type(type_tag: str) -> bool:
+    return type_tag.split("+", 1)[0] in SAFE_SERDE_TYPES
+
+
+def encode_payload(
+    serde: SerializerProtocol,
+    tup: CheckpointTuple,
+    *,
+    key: bytes,
+    scope: tuple[bytes, bytes, bytes],
+    version: str,
+) -> bytes | None:
+    """Serialize a tuple with the wrapped saver's serde, signed; None when it must not be stored.
+
+    Args:
+        serde: The wrapped saver's serializer.
+        tup: The tuple as the wrapped saver returned it.
+        key: The HMAC key.
+        scope: Prefix, thread id and namespace (bound into the signature, so a payload cannot be
+            replayed under another thread).
+        version: The ``epoch|version`` the payload is valid for.
+
+    Returns:
+        ``version \\n mac type \\n data``, or None when the serde produced a type that could
+        unpickle (or anything it cannot encode).
+    """
+    body = [tup.config, tup.checkpoint, tup.metadata, tup.parent_config, tup.pending_writes]
+    try:
+        type_tag, data = serde.dumps_typed(body)
+    except Exception:  # the wrapped saver stored it, so only our envelope can fail
+        return None
+    if not _safe_type(type_tag) or "\n" in type_tag:
+        return None
+    head = version.encode()
+    tag = type_tag.encode()
+    mac = _mac(key, (*scope, head, tag, data))
+    return head + _SEP + mac + tag + _SEP + data
+
+
+def decode_payload(
+    serde: SerializerProtocol,
+    raw: bytes,
+    *,
+    key: bytes,
+    scope: tuple[bytes, bytes, bytes],
+    version: str,
+) -> CheckpointTuple:
+    """Check a payload read from Redis and decode it; anything odd raises.
+
+    The signature is checked before a single byte reaches the serializer, and the type tag must
+    be one whose decoding cannot unpickle (checked again after the signature, in case a signer
+    was misconfigured).
+
+    Raises:
+        CheckpointCacheError: Wrong version, bad signature, unsafe type tag, or a shape that is
+            not a checkpoint tuple.
+    """
+    thread = scope[1].decode("utf-8", "surrogatepass")
+    head, sep, rest = raw.partition(_SEP)
+    if not sep or head != version.encode():
+        raise CheckpointCacheError(thread, "payload belongs to another version")
+    mac, rest = rest[:_MAC_BYTES], rest[_MAC_BYTES:]
+    tag, sep, data = rest.partition(_SEP)
+    if not sep or not hmac.compare_digest(mac, _mac(key, (*scope, head, tag, data))):
+        raise CheckpointCacheError(thread, "payload signature does not match")
+    type_tag = tag.decode("ascii", "replace")
+    if not _safe_type(type_tag):
+        raise CheckpointCacheError(thread, f"payload type {type_tag!r} is not allowed")
+    body = serde.loads_typed((type_tag, data))
+    return _as_tuple(thread, body)
+
+
+def _as_tuple(thread: str, body: Any) -> CheckpointTuple:
+    if not (isinstance(body, list) and len(body) == 5):
+        raise CheckpointCacheError(thread, "payload is not a checkpoint tuple")
+    config, checkpoint, metadata, parent_config, writes = body
+    if not (isinstance(config, dict) and isinstance(checkpoint, dict)):
+        raise CheckpointCacheError(thread, "payload is not a checkpoint tuple")
+    if not isinstance(metadata, dict) or not (
+        parent_config is None or isinstance(parent_config, dict)
+    ):
+        raise CheckpointCacheError(thread, "payload is not a checkpoint tuple")
+    pending = None
+    if writes is not None:
+        if not all(isinstance(w, list | tuple) and len(w) == 3 for w in writes):
+            raise CheckpointCacheError(thread, "payload has malformed pending writes")
+        pending = [(w[0], w[1], w[2]) for w in writes]
+    return CheckpointTuple(config, checkpoint, metadata, parent_config, pending)  # type: ignore[arg-type]
+
+
+# The replication id every token is made under; refuses a server that is not a primary.
+_SERVER = """
+local info = redis.call('INFO', 'replication')
+local replid = string.match(info, 'master_replid:(%x+)')
+if not replid then
+  return redis.error_reply('INFO replication has no master_replid: the checkpoint cache needs '
+    .. 'Redis 4.0.2 or later (or a server that reports it)')
+end
+if not string.find(info, 'role:master', 1, true) then
+  return redis.error_reply('this Redis server is a replica: the checkpoint cache needs the '
+    .. 'primary (redis_url)')
+end
+"""
+
+_PRELUDE = (
+    _SERVER
+    + """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local function ensure_type(key, kind)
+  local found = redis.call('TYPE', key)['ok']
+  if found ~= 'none' and found ~= kind then redis.call('DEL', key) end
+end
+local function current(token)
+  -- The whole token, not its start: bytes planted after a valid replication id are never served.
+  return token and string.match(token, '^' .. replid .. ':%x+$') ~= nil
+end
+local function pending(key)
+  ensure_type(key, 'zset')
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  return redis.call('ZCARD', key) > 0
+end
+ensure_type(KEYS[1], 'string')
+ensure_type(KEYS[2], 'hash')
+"""
+)
+
+# KEYS: epoch, thread hash, thread pending zset, global pending zset.
+# ARGV: fresh epoch suffix, fresh version suffix, ttl ms, payload field ('' = none),
+#       the version the caller already holds ('' = none).
+# Returns {} while a write is pending, else {version} or {version, payload}.
+READ = (
+    _PRELUDE
+    + """
+if pending(KEYS[3]) or pending(KEYS[4]) then return {} end
+local epoch = redis.call('GET', KEYS[1])
+if not current(epoch) then
+  epoch = replid .. ':' .. ARGV[1]
+  redis.call('SET', KEYS[1], epoch, 'PX', ARGV[3])
+end
+local version = redis.call('HGET', KEYS[2], 'v')
+if not current(version) then
+  version = replid .. ':' .. ARGV[2]
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[2], 'v', version)
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+end
+local full = epoch .. '|' .. version
+if ARGV[4] ~= '' and ARGV[5] ~= full then
+  local payload = redis.call('HGET', KEYS[2], ARGV[4])
+  if payload and string.sub(payload, 1, #full + 1) == full .. '\\n' then
+    return {full, payload}
+  end
+end
+return {full}
+"""
+)
+
+# KEYS: as READ. ARGV: the version read before the wrapped saver was, payload field, payload,
+# ttl ms. Returns 1 when stored, 0 when the thread changed meanwhile.
+FILL = (
+    _PRELUDE
+    + """
+if pending(KEYS[3]) or pending(KEYS[4]) then return 0 end
+local epoch = redis.call('GET', KEYS[1])
+local version = redis.call('HGET', KEYS[2], 'v')
+if not (current(epoch) and current(version)) then return 0 end
+if epoch .. '|' .. version ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 1
+"""
+)
+
+# Dropping a token is enough to change it: the next READ makes a fresh random one, which no
+# worker holds a snapshot under. It also leaves nothing behind a deleted thread.
+_DROP_TOKEN = """
+if ARGV[3] == 'global' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('DEL', KEYS[2])
+end
+return 1
+"""
+
+# KEYS: as READ. ARGV: operation id, lease ms, 'thread' | 'global'.
+BEGIN_WRITE = (
+    _PRELUDE
+    + """
+local marks = KEYS[3]
+if ARGV[3] == 'global' then marks = KEYS[4] end
+ensure_type(marks, 'zset')
+redis.call('ZADD', marks, now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', marks, ARGV[2])
+"""
+    + _DROP_TOKEN
+)
+
+END_WRITE = (
+    _PRELUDE
+    + """
+local marks = KEYS[3]
+if ARGV[3] == 'global' then marks = KEYS[4] end
+ensure_type(marks, 'zset')
+redis.call('ZREM', marks, ARGV[1])
+"""
+    + _DROP_TOKEN
+)
+
+# KEYS: epoch. After an outage whatever was cached before is stale: drop the epoch (on the
+# primary: a repair that reached a replica must not close the breaker).
+REPAIR = (
+    _SERVER
+    + """
+redis.call('DEL', KEYS[1])
+return 1
+"""
+)
+
+_SCRIPTS = {
+    "READ": READ,
+    "FILL": FILL,
+    "BEGIN_WRITE": BEGIN_WRITE,
+    "END_WRITE": END_WRITE,
+    "REPAIR": REPAIR,
+}
+
 
 # How long a write in progress keeps its thread out of the cache when its second step never
 # reaches Redis (the writer died, or lost Redis mid-write). Long, because a write slower than
@@ -33,7 +373,6 @@ logger = get_logger("layered_memory.checkpoint")
 WRITE_LEASE_MS = 300_000
 # Unfinished writes remembered for the repair after an outage; older ones just expire.
 _MAX_UNFINISHED = 1024
-_SCRIPT_NAMES = ("READ", "FILL", "BEGIN_WRITE", "END_WRITE", "REPAIR")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +469,7 @@ class RedisSide:
                 retry = Retry(NoBackoff(), 1, supported_errors=(self._redis.ConnectionError,))
                 client = self._redis.Redis.from_url(self._url, retry=retry, **self._options())
                 self._scripts = {
-                    n: client.register_script(getattr(_scripts, n)) for n in _SCRIPT_NAMES
+                    n: client.register_script(source) for n, source in _SCRIPTS.items()
                 }
                 self._client = client
             return self._scripts
@@ -145,9 +484,7 @@ class RedisSide:
             retry = Retry(NoBackoff(), 1, supported_errors=(self._redis.ConnectionError,))
             # A client belongs to the event loop it was made in.
             client = redis_async.Redis.from_url(self._url, retry=retry, **self._options())
-            self._ascripts = {
-                n: client.register_script(getattr(_scripts, n)) for n in _SCRIPT_NAMES
-            }
+            self._ascripts = {n: client.register_script(source) for n, source in _SCRIPTS.items()}
             self._aclient, self._aloop = client, loop
         return self._ascripts
 

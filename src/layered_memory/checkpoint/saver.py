@@ -4,7 +4,7 @@ Reads of a thread's latest checkpoint are answered from a per-process snapshot a
 round trip confirms the thread has not changed; everything else (`list`, reads of a given
 checkpoint id, delta-channel history) goes to the wrapped saver untouched. Writes go to the
 wrapped saver, bracketed by two Redis scripts that make every process drop what it holds for the
-thread. See `_scripts` for why that stays correct across processes, Redis restarts and outages.
+thread. See `_redis_side` for why that stays correct across processes, Redis restarts and outages.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from layered_memory.checkpoint._local import LocalTuples
-from layered_memory.checkpoint._reads import ReadPath
+from layered_memory.checkpoint._reads import LocalTuples, ReadPath
 from layered_memory.checkpoint._redis_side import RedisSide
 from layered_memory.core.validation import check_int, check_seconds
 from layered_memory.sessions.stores.urls import redact_url

@@ -5,7 +5,7 @@ Each subcommand is one `_add_<name>` function declaring its arguments and one `_
 function (or a module of its own) doing the work, so owners of different subcommands never edit
 the same lines. Every subcommand has `--json` (a documented schema with a `"version"` key),
 documents its exit status in `--help`, colours only a terminal (never with `NO_COLOR`), and
-prints file names, keys and memory through `_text.printable` / `dumps_json`.
+prints file names, keys and memory through `_output.printable` / `dumps_json`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
-from layered_memory.cli._text import escaped_output, printable
+from layered_memory import __version__
+from layered_memory.cli._output import escaped_output, printable
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -237,7 +238,7 @@ exists, lowest precedence first: project = /AGENTS.md (read-only), memory =
 hold rule files, lowest precedence first: /.agents/rules, /.claude/rules,
 /.cursor/rules, /rules.
 
---json: see the README ("Inspecting memory") for the schema ("version": 1;
+--json: see docs/cli.md ("Inspecting memory") for the schema ("version": 1;
 source, keys, budget, layers[].files[], rules.decisions[], overhead,
 problems[], block). Colours only on a terminal, never when NO_COLOR is set.
 Exit status: 0, or 2 on a usage error, a --config that does not load, or a
@@ -258,8 +259,7 @@ def _add_inspect(subparsers: Subparsers) -> None:
 
 
 def _run_inspect(args: argparse.Namespace) -> int:
-    from layered_memory.cli._inspect_view import print_report
-    from layered_memory.cli.inspect import run_inspect
+    from layered_memory.cli.inspect import print_report, run_inspect
 
     return run_inspect(args, render=print_report)
 
@@ -267,9 +267,38 @@ def _run_inspect(args: argparse.Namespace) -> int:
 # -- doctor ---------------------------------------------------------------------------------
 
 
-def _doctor_description() -> str:
-    from layered_memory.cli._checks import CHECKS
+# Here rather than in `doctor.py`, which imports the middleware: `--help` lists them, and
+# building the parser must stay cheap (`layered-memory --version`, `lint`).
+CHECKS: dict[str, str] = {
+    "no-memory": "no memory file and no rule folder: the agent gets no memory at all",
+    "layer-file": "a layer file that is missing (read-only layer) or refused (a bad path)",
+    "layer-unreadable": "a layer file that exists but cannot be read or decoded",
+    "unrestored": "read-only memory an agent changed in an earlier run that could not be put "
+    "back (a full disk, a permission): left out of the prompt until the file changes",
+    "layer-absent": "a writable layer's file does not exist yet; the agent creates it (note)",
+    "layer-empty": "a layer file holding only comments or blank lines: nothing is shown",
+    "rules-folder": "a rule folder that is missing or is a file",
+    "rule-invalid": "a rule file with an error: skipped, or an invalid glob dropped",
+    "rule-warning": "a rule file used with a warning (a field its tool ignores, a Manual rule)",
+    "rule-never-applies": "a rule glob no match key can ever match ('./src/**', a disk path)",
+    "rule-matches-no-file": "a paths rule that none of the project's files matches",
+    "budget-omits": "a layer file left out of the block by the budget",
+    "budget-truncates": "a layer file cut by the budget",
+    "budget-line-cap": "a file cut by its line cap (MEMORY.md: 200 lines) (note)",
+    "budget-drops-rule": "a rule that applies but does not fit the rules budget",
+    "budget-truncates-rule": "a rule cut to fit the rules budget",
+    "store-unreachable": "a session store, or the --store, that does not answer",
+    "import-too-deep": "@imports more than 5 hops from a configured file: not followed",
+    "import-cycle": "memory files that import each other (harmless at run time, a mistake)",
+    "memory-problem": "any other problem a load reports (a missing @import, a root holding "
+    "none of the files...)",
+    "strict": "strict=True: the agent's run stops at the first of these problems",
+    "not-injected": "system_prompt=None: no block reaches the model (note)",
+}
+"""Every check, by the code findings carry (`--ignore CODE` leaves one out)."""
 
+
+def _doctor_description() -> str:
     checks = "\n".join(f"  {code:<22}{text}" for code, text in CHECKS.items())
     return f"""\
 One report of everything that makes memory silently absent or wrong, for your
@@ -360,10 +389,14 @@ utf-8 items, other files as base64 items, keyed by their path from DIR
 (/AGENTS.md, /.claude/rules/python.md), as deepagents' StoreBackend keeps them.
 This is how a team keeps memory in git and deploys it to shared agents.
 
-Copied: every file below DIR except dot-folders and dotfiles (.git/, .env)
+Copied: every file below DIR (push copies all of them, not only memory
+files; --pattern limits it) except dot-folders and dotfiles (.git/, .env)
 other than .agents/rules/, .claude/rules/ and .cursor/rules/; __pycache__/,
 node_modules/ and editor/OS junk (*~, *.swp, *.swo, *.tmp, *.pyc, Thumbs.db,
 desktop.ini); symlinks, files over 8 MB and non-UTF-8 file names (reported).
+With --pattern GLOB (repeatable), only the paths from DIR that match one of
+the globs, on both sides (AGENTS.md, MEMORY.md, '.claude/rules/**'; the glob
+dialect of rule files: * stays within a folder, ** crosses folders).
 
 One line per file: added, updated, unchanged, deleted, kept (only on the
 destination; --delete removes it), skipped, refused (a pulled key with '..'
@@ -372,7 +405,7 @@ the source side has no files at all (a mistyped --root or --namespace would
 otherwise empty the destination).
 
 --json prints {"version": 1, "direction", "dry_run", "root", "store" (no
-password), "namespace", "actions": [{"key", "status", "detail"}], "counts":
+password), "namespace", "patterns", "actions": [{"key", "status", "detail"}], "counts":
 {status: n}, "ok"}. Exit status: 0; 1 when a file failed or a key was refused;
 2 on a usage error or a store error."""
 
@@ -391,7 +424,12 @@ def _add_sync(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--namespace", required=True, metavar="NS", help="store namespace, e.g. org/acme/project"
     )
-    parser.add_argument("--root", required=True, metavar="DIR", help="the memory folder")
+    parser.add_argument(
+        "--root",
+        required=True,
+        metavar="DIR",
+        help="the memory folder: every file below it is copied (see --pattern)",
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="print what would change; write nothing"
     )
@@ -399,6 +437,14 @@ def _add_sync(subparsers: Subparsers) -> None:
         "--delete",
         action="store_true",
         help="delete files/items missing on the source side (default: keep them)",
+    )
+    parser.add_argument(
+        "--pattern",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="sync only the paths from DIR matching GLOB (e.g. AGENTS.md, '.claude/rules/**'); "
+        "repeatable (default: every file below DIR)",
     )
     parser.add_argument("--json", action="store_true", help="print the actions as JSON")
     parser.set_defaults(run=_run_sync)
@@ -415,6 +461,7 @@ def _run_sync(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         delete=args.delete,
         as_json=args.json,
+        patterns=args.pattern,
     )
 
 
@@ -502,7 +549,7 @@ def _add_mcp(subparsers: Subparsers) -> None:
 
 def _add_tiers(subparsers: Subparsers) -> None:
     try:
-        from layered_memory.tiers._cli import add_parser
+        from layered_memory.cli.tiers import add_parser
     except ImportError:  # the `tiers` extra (numpy) is not installed: say so when it is used
         stub = subparsers.add_parser(
             "tiers",
@@ -553,6 +600,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Layered memory for LangChain and deepagents agents.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"layered-memory {__version__}", help="and exit 0"
     )
     # Subcommand parsers are `_Parser`s too (argparse makes them of the parent's class); the
     # `add_*` functions only need the ArgumentParser interface.

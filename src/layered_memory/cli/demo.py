@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from layered_memory.cli._text import dumps_json, printable
+from layered_memory.cli._output import dumps_json, printable
 
 AGENTS_MD = """# Project: billing-service
 

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layered_memory.cli._text import dumps_json, printable
+from layered_memory.cli._output import counted, dumps_json, printable
 
 if TYPE_CHECKING:
     from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
@@ -145,11 +145,13 @@ def _report(middleware: KnowledgeGraphMiddleware[Any, Any], args: argparse.Names
 
 def _text(file: str, report: dict[str, Any]) -> str:
     # Names, types and observations are data (the agent writes them): control and invisible
-    # characters are shown as escapes (`_cli_text`); --json keeps the exact text.
+    # characters are shown as escapes (`_output.printable`); --json keeps the exact text.
     lines = [
-        f"{printable(file)}: {report['entities']:,} entities, {report['relations']:,} relations"
+        f"{printable(file)}: {counted(report['entities'], 'entity', 'entities')}, "
+        f"{counted(report['relations'], 'relation')}"
         + (
-            f", {report['unknown_lines']:,} lines not in the MCP memory format (kept as is)"
+            f", {counted(report['unknown_lines'], 'line')} not in the MCP memory format "
+            "(kept as is)"
             if report["unknown_lines"]
             else ""
         )
@@ -162,7 +164,8 @@ def _text(file: str, report: dict[str, Any]) -> str:
     if "search" in report:
         found = report["search"]
         lines.append(
-            f"\nsearch: {len(found['entities'])} entities, {len(found['relations'])} relations"
+            f"\nsearch: {counted(len(found['entities']), 'entity', 'entities')}, "
+            f"{counted(len(found['relations']), 'relation')}"
         )
         lines.append(dumps_json(found))
     if "focus" in report:
@@ -257,7 +260,7 @@ def _mcp_usage_error(args: argparse.Namespace) -> str | None:
 def _serve_store(args: argparse.Namespace) -> int:
     from deepagents.backends import StoreBackend
 
-    from layered_memory.cli._store import CliStoreError, open_store, parse_namespace
+    from layered_memory.cli._source import CliStoreError, open_store, parse_namespace
     from layered_memory.graph import DEFAULT_PATH, KnowledgeGraph
 
     path = args.graph or DEFAULT_PATH

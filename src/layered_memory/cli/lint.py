@@ -8,37 +8,64 @@ budget, `MEMORY.md` past its line cap and files holding only comments are report
 `--config module:attribute` the rule folders and layer files of the user's own middleware are
 checked, through its backend. The pre-commit hook (`.pre-commit-hooks.yaml`) runs this command
 on the files of a commit.
+
+Globs that can never match what the middleware matches them against (`dead_globs`, shared
+with `doctor`). What is decidable, and what is checked here: match keys are normalized
+before matching (`RuleSet.match`: `posixpath.normpath` for any key with a `/`, Unicode NFC,
+an absolute key also tried relative to the root), so
+
+- a glob with a `.` segment between slashes (`./src/**`, `src/./*.py`) needs a key that
+  normalization never produces: dead, whatever the agent does;
+- with a virtual-path backend (`FilesystemBackend(virtual_mode=True)`), the agent's tools name
+  files from the backend's root (`/src/app.py`), so a glob spelling out the root's own folder on
+  disk (`/home/me/project/src/**`) matches only paths no file of the project has.
+
+Everything else is a question about data (which files exist, which context strings a run
+carries), answered by `doctor` against the files on disk, as a warning rather than a verdict.
+Empty and `..` globs are already invalid (the parser rejects them).
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from deepagents.backends import FilesystemBackend
 
-from layered_memory.cli._glob_checks import dead_globs
-from layered_memory.cli._measure import FileReport, InspectReport, shown_of
-from layered_memory.cli._style import SEVERITY_STYLE, Painter, use_colour
-from layered_memory.cli._text import dumps_json, printable
-from layered_memory.core._disk_cache import special_file_kind
+from layered_memory.cli._output import (
+    SEVERITY_STYLE,
+    Painter,
+    counted,
+    dumps_json,
+    printable,
+    use_colour,
+)
+from layered_memory.cli._source import FileReport, InspectReport, shown_of
+from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_texts
 from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget
 from layered_memory.rules import (
     DIALECT_NAMES,
+    GlobError,
+    Rule,
     RuleDecision,
     RuleProblem,
     RuleSet,
     build_rule_set,
+    compile_glob,
     is_rule_file,
     list_rule_files,
     parse_loaded,
 )
+
+# -- lint files -------------------------------------------------------------------------------
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -101,10 +128,6 @@ def _display(path: str) -> str:
     except ValueError:  # another drive on Windows
         return printable(path)
     return printable(path if relative.startswith("..") else relative)
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 # -- rule files -----------------------------------------------------------------------------
@@ -186,9 +209,9 @@ def _rule_set(
 
 
 def glob_problems(rule_set: RuleSet, *, disk_root: str | None = None) -> list[LintProblem]:
-    """Warnings for globs no match key can match (`_glob_checks`)."""
+    """Globs no match key can match (`dead_globs`), as `doctor` reports them."""
     return [
-        LintProblem(dead.rule.path, "warning", dead.reason)
+        LintProblem(dead.rule.path, dead.severity, dead.message)
         for dead in dead_globs(rule_set.rules, disk_root=disk_root)
     ]
 
@@ -244,7 +267,7 @@ def report_problems(report: InspectReport) -> list[LintProblem]:
 
 def import_problems(extras: Any) -> list[LintProblem]:
     """Import chains cut at the depth limit (an error) and import cycles (a warning)."""
-    from layered_memory.cli._checks import import_findings
+    from layered_memory.cli.doctor import import_findings
 
     return [
         LintProblem(finding.path or "", finding.severity, finding.message)
@@ -255,8 +278,7 @@ def import_problems(extras: Any) -> list[LintProblem]:
 def _lint_memory_file(path: str, root: Path, max_chars: int) -> list[LintProblem]:
     """Load and render one memory file as an agent whose backend is rooted at `root` would:
     its `@imports` are read (or refused) by that backend, never from outside `root`."""
-    from layered_memory.cli._measure import report_from
-    from layered_memory.cli._source import build_assembler, quiet_package_logs
+    from layered_memory.cli._source import build_assembler, quiet_package_logs, report_from
 
     key = _backend_key(path, root)
     if key is None:  # `_collect_files` refused it already
@@ -363,12 +385,12 @@ def summary(result: LintResult) -> str:
     if result.rule_files or not result.memory_files:
         bad = len(result.invalid(result.rule_files))
         total = len(result.rule_files)
-        parts.append(f"{_count(total, 'rule file')}: {total - bad} valid, {bad} invalid")
+        parts.append(f"{counted(total, 'rule file')}: {total - bad} valid, {bad} invalid")
     if result.memory_files:
         bad = len(result.invalid(result.memory_files))
         total = len(result.memory_files)
-        parts.append(f"{_count(total, 'memory file')}: {total - bad} ok, {bad} with errors")
-    parts.append(f"{_count(errors, 'error')}, {_count(warnings, 'warning')}")
+        parts.append(f"{counted(total, 'memory file')}: {total - bad} ok, {bad} with errors")
+    parts.append(f"{counted(errors, 'error')}, {counted(warnings, 'warning')}")
     return "; ".join(parts)
 
 
@@ -486,3 +508,86 @@ def run_lint(args: Any) -> int:
         result = found
     print_result(result, as_json=args.json)
     return EXIT_FINDINGS if any(p.severity == "error" for p in result.problems) else EXIT_OK
+
+
+# -- globs that can never match ---------------------------------------------------------------
+
+_SLASHES = re.compile(r"/{2,}")
+
+
+@dataclass(frozen=True, slots=True)
+class DeadGlob:
+    """A glob of a rule that no match key can match.
+
+    Attributes:
+        rule: The rule.
+        glob: The glob as written.
+        reason: Why, with the fix.
+        all_dead: Every glob of the rule is dead: the rule can never apply.
+    """
+
+    rule: Rule
+    glob: str
+    reason: str
+    all_dead: bool
+
+    # `lint` and `doctor` report a dead glob alike (issue 26: a warning in one, an error in the
+    # other). The severity is the rules parser's own for the same kind of glob: `'..'
+    # segments never match (keys are normalized paths)` is an invalid glob, an error
+    # (`RuleProblem`: the part named is skipped); a `.` segment never matches for the same
+    # reason, and a glob naming the backend's disk folder never matches a key either.
+    severity: ClassVar[Literal["error"]] = "error"
+
+    @property
+    def message(self) -> str:
+        """The reason, and when no glob of the rule can match, that the rule never applies."""
+        if self.all_dead:
+            return f"{self.reason}; rule {self.rule.name!r} can never apply"
+        return self.reason
+
+
+def _has_dot_segment(pattern: str) -> bool:
+    segments = _SLASHES.sub("/", pattern).split("/")
+    return len(segments) > 1 and "." in segments
+
+
+def dead_glob_reason(glob: str, *, disk_root: str | None = None) -> str | None:
+    """Why `glob` can never match a match key, or None when it can (or is invalid anyway).
+
+    Args:
+        glob: The glob as written in the rule file.
+        disk_root: The disk folder of a virtual-path backend, if the rule is used with one.
+    """
+    try:
+        parts = compile_glob(glob)
+    except GlobError:
+        return None  # reported as invalid by the parser
+    if parts and all(_has_dot_segment(part.pattern) for part in parts):
+        fixed = posixpath.normpath(glob) + ("/" if glob.endswith("/") else "")
+        return (
+            f"glob {glob!r} can never match: match keys are normalized paths, which have no "
+            f"'.' segment; write {fixed!r}"
+        )
+    root = (disk_root or "").rstrip("/")
+    if root and (glob == root or glob.startswith(root + "/")):
+        inside = glob[len(root) :] or "/"
+        return (
+            f"glob {glob!r} names the backend's folder on disk ({root}), but the agent names "
+            f"files from the backend's root (/src/app.py): write {inside!r}"
+        )
+    return None
+
+
+def dead_globs(rules: Iterable[Rule], *, disk_root: str | None = None) -> list[DeadGlob]:
+    """Every dead glob of the `paths` rules, in rule order."""
+    found: list[DeadGlob] = []
+    for rule in rules:
+        if rule.mode != "paths":
+            continue
+        reasons = [(glob, dead_glob_reason(glob, disk_root=disk_root)) for glob in rule.paths]
+        dead = [(glob, reason) for glob, reason in reasons if reason is not None]
+        found.extend(
+            DeadGlob(rule, glob, reason, all_dead=len(dead) == len(rule.paths))
+            for glob, reason in dead
+        )
+    return found

@@ -10,6 +10,10 @@ What is copied: every file below DIR, keyed by its path from DIR (`/AGENTS.md`,
   `*.pyc`, `Thumbs.db`, `desktop.ini`);
 - symlinks, files over 8 MB and file names that are not valid UTF-8 (reported as skipped).
 
+`--pattern GLOB` (repeatable) narrows that selection, on both sides, to the paths from DIR
+matching one of the globs (`AGENTS.md`, `.claude/rules/*.md`, `**/*.md`), in the glob dialect of
+rule files (`layered_memory.rules`).
+
 Store items outside that selection, and items that are not file items, are never written to
 disk nor deleted. On pull, an item key that is not a plain `/a/b` path (a `..` or `.` segment,
 a backslash, an empty segment) or that would land outside DIR through a symlink is refused.
@@ -20,12 +24,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from layered_memory.cli._store import (
+from layered_memory.cli._output import Painter, dumps_json, printable, printable_url, use_colour
+from layered_memory.cli._source import (
     CliStoreError,
     FileItem,
     file_value,
@@ -33,10 +39,9 @@ from layered_memory.cli._store import (
     open_store,
     parse_namespace,
 )
-from layered_memory.cli._style import Painter, use_colour
-from layered_memory.cli._text import dumps_json, printable, printable_url
 from layered_memory.core.files import atomic_write
 from layered_memory.core.loading import MAX_FILE_BYTES
+from layered_memory.rules import GlobError, compile_glob
 from layered_memory.sessions.stores.urls import redact_url
 
 if TYPE_CHECKING:
@@ -81,6 +86,31 @@ def excluded(parts: Sequence[str]) -> bool:
     if any(part.startswith(".") or part in JUNK_FOLDERS for part in checked):
         return True
     return any(fnmatch.fnmatchcase(parts[-1], pattern) for pattern in JUNK_FILES)
+
+
+@dataclass(frozen=True, slots=True)
+class Patterns:
+    """The `--pattern` globs: a key (`/AGENTS.md`) is selected when its path from DIR
+    (`AGENTS.md`) matches one of them; no globs select everything."""
+
+    globs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for glob in self.globs:
+            try:
+                compile_glob(glob.lstrip("/"))
+            except GlobError as exc:
+                raise CliStoreError(f"--pattern {glob}: invalid glob: {exc}") from None
+
+    def __call__(self, key: str) -> bool:
+        if not self.globs:
+            return True
+        path = unicodedata.normalize("NFC", key.lstrip("/"))  # as rule globs match keys
+        return any(
+            part.regex.fullmatch(path) is not None
+            for glob in self.globs
+            for part in compile_glob(glob.lstrip("/"))
+        )
 
 
 def _folder_wanted(parts: Sequence[str]) -> bool:
@@ -186,15 +216,29 @@ def _split_store_items(items: Sequence[FileItem]) -> tuple[dict[str, FileItem], 
     return managed, ignored
 
 
+def _selected(
+    wanted: Patterns, files: dict[str, bytes], skipped: list[Action]
+) -> tuple[dict[str, bytes], list[Action]]:
+    """The scanned files and skipped lines `--pattern` selects: the others are not mentioned."""
+    return {k: v for k, v in files.items() if wanted(k)}, [a for a in skipped if wanted(a.key)]
+
+
 def _push(
-    store: BaseStore, namespace: tuple[str, ...], root: Path, *, dry_run: bool, delete: bool
+    store: BaseStore,
+    namespace: tuple[str, ...],
+    root: Path,
+    *,
+    dry_run: bool,
+    delete: bool,
+    wanted: Patterns,
 ) -> list[Action]:
     from langgraph.store.base import PutOp
 
-    files, skipped = scan_folder(root)
+    files, skipped = _selected(wanted, *scan_folder(root))
     if not dry_run:
         store.setup()  # type: ignore[attr-defined]
-    items = _existing_items(store, namespace, missing_ok=dry_run)
+    existing = _existing_items(store, namespace, missing_ok=dry_run)
+    items = [item for item in existing if wanted(item.key)]
     managed, ignored = _split_store_items(items)
     left_alone = {action.key for action in skipped}
     actions = _compare(files, managed, delete=delete, skipped_locally=left_alone)
@@ -213,9 +257,16 @@ def _push(
 
 
 def _pull(
-    store: BaseStore, namespace: tuple[str, ...], root: Path, *, dry_run: bool, delete: bool
+    store: BaseStore,
+    namespace: tuple[str, ...],
+    root: Path,
+    *,
+    dry_run: bool,
+    delete: bool,
+    wanted: Patterns,
 ) -> list[Action]:
-    managed, ignored = _split_store_items(_existing_items(store, namespace, missing_ok=False))
+    items = _existing_items(store, namespace, missing_ok=False)
+    managed, ignored = _split_store_items([item for item in items if wanted(item.key)])
     source: dict[str, bytes] = {}
     refused: list[Action] = []
     targets: dict[str, Path] = {}
@@ -229,7 +280,7 @@ def _pull(
             continue
         source[key] = item.data
         targets[key] = target
-    local, skipped = scan_folder(root) if root.is_dir() else ({}, [])
+    local, skipped = _selected(wanted, *scan_folder(root)) if root.is_dir() else ({}, [])
     left_alone = {action.key for action in skipped}
     actions = _compare(source, local, delete=delete, skipped_locally=left_alone)
     _refuse_emptying(source, actions, "namespace " + "/".join(namespace))
@@ -318,8 +369,10 @@ def run_sync(
     dry_run: bool = False,
     delete: bool = False,
     as_json: bool = False,
+    patterns: Sequence[str] = (),
 ) -> int:
-    """Copy DIR into the store namespace (`push`) or back (`pull`); one line per file.
+    """Copy DIR into the store namespace (`push`) or back (`pull`); one line per file. With
+    `patterns`, only the files whose path from DIR matches one of these globs.
 
     Returns:
         0 when every file was synced, 1 when a file failed or a key was refused, 2 on a usage or
@@ -327,6 +380,7 @@ def run_sync(
     """
     try:
         parts = parse_namespace(namespace)
+        wanted = Patterns(tuple(patterns))
         folder = Path(root).expanduser()
         if direction == "push" and not folder.is_dir():
             raise CliStoreError(f"--root {root}: no such folder")
@@ -334,7 +388,7 @@ def run_sync(
             raise CliStoreError(f"--root {root}: not a folder")
         with open_store(url) as store:
             run = _push if direction == "push" else _pull
-            actions = run(store, parts, folder, dry_run=dry_run, delete=delete)
+            actions = run(store, parts, folder, dry_run=dry_run, delete=delete, wanted=wanted)
     except CliStoreError as exc:
         print(f"layered-memory sync: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
@@ -351,6 +405,7 @@ def run_sync(
             "root": str(folder),
             "store": redact_url(url),
             "namespace": list(parts),
+            "patterns": list(patterns),
             "actions": [
                 {"key": a.key, "status": a.status, "detail": a.detail or None} for a in ordered
             ],

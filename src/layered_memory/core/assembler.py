@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._logs import get_logger
-from layered_memory.core import _discovery as discovery
-from layered_memory.core._discovery import Discovered, Plan
-from layered_memory.core._disk_cache import (
+from layered_memory.core import loading
+from layered_memory.core.disk_cache import (
     DirSignatures,
     DiskReadCache,
     clear_shared_caches,
@@ -36,25 +35,19 @@ from layered_memory.core._disk_cache import (
     now_ns,
     read_cache_for,
 )
-from layered_memory.core._imports import TOO_DEEP_REASON
-from layered_memory.core._nested import MAX_NESTED_DIRECTORIES, directories_of
-from layered_memory.core._run_start import (
-    Pinned,
-    RunStart,
-    folder_chains,
-    identity_of,
-    text_digest,
-    walk_nested,
-)
-from layered_memory.core._unrestored import Unrestored, left_out
-from layered_memory.core._unrestored import entries as recorded_unrestored
 from layered_memory.core.layers import Layer, check_unique_layer_names, normalize_backend_path
 from layered_memory.core.loading import (
+    MAX_NESTED_DIRECTORIES,
+    TOO_DEEP_REASON,
+    Discovered,
     DownloadResult,
+    MemoryExtras,
+    Plan,
     SourceProblem,
     adownload_files_safely,
     adownload_texts,
     digest_texts,
+    directories_of,
     download_files_safely,
     download_texts,
     report_problems,
@@ -63,12 +56,22 @@ from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
-    MemoryExtras,
     RenderedMemory,
     SessionEntry,
     minimum_budget,
     render_memory_report,
 )
+from layered_memory.core.snapshot import (
+    Pinned,
+    RunStart,
+    Unrestored,
+    folder_chains,
+    identity_of,
+    left_out,
+    text_digest,
+    walk_nested,
+)
+from layered_memory.core.snapshot import entries as recorded_unrestored
 from layered_memory.errors import SessionStoreError
 from layered_memory.rules import (
     PARTIAL_LISTING,
@@ -229,7 +232,7 @@ class MemoryAssembler:
             path for layer in self.layers if not layer.writable for path in layer.paths
         )
         self._layer_set = frozenset(self.layer_paths)
-        self._layer_access: dict[str, discovery.Access] = {
+        self._layer_access: dict[str, loading.Access] = {
             path: ("writable" if layer.writable else "read-only")
             for layer in self.layers
             for path in layer.paths
@@ -301,12 +304,12 @@ class MemoryAssembler:
 
         plan = self._plan(rule_paths, touched)
         if pinned is None:
-            found = discovery.run(plan, download)
+            found = loading.run(plan, download)
             # What an agent changed in an earlier run and the guard could not put back stays
             # out (a pinned load holds what the run started with instead).
             earlier = self._left_out_since_earlier_runs(io, found, rule_paths)
         else:
-            found = pinned.verified(discovery.run(plan, pinned.download(download)))
+            found = pinned.verified(loading.run(plan, pinned.download(download)))
             earlier = {}
         listing = (rule_paths, listing_problems, other_files)
         return self._snapshot(found, listing, session, session_problem, earlier=earlier)
@@ -321,13 +324,14 @@ class MemoryAssembler:
     ) -> MemorySnapshot:
         """Async twin of `load`."""
         io = backend if backend is not None else self.backend
+        # The listing cache's signatures stat the rule folders: in a worker thread.
         listing = (
             self._pinned_listing(pinned.start)
             if pinned is not None and self._lists_as(pinned.start)
-            else self._cached_listing()
+            else await asyncio.to_thread(self._cached_listing)
         )
         if listing is None:
-            taken, started = self._listing_signatures()
+            taken, started = await asyncio.to_thread(self._listing_signatures)
             others: list[str] = []
             files, problems = await alist_rule_files(io, self.rule_folders, others=others)
             listing = (files, problems, tuple(others))
@@ -344,12 +348,12 @@ class MemoryAssembler:
 
         plan = self._plan(rule_paths, touched)
         if pinned is None:
-            found = await discovery.arun(plan, download)
+            found = await loading.arun(plan, download)
             earlier = await asyncio.to_thread(
                 self._left_out_since_earlier_runs, io, found, rule_paths
             )
         else:
-            found = pinned.verified(await discovery.arun(plan, pinned.adownload(download)))
+            found = pinned.verified(await loading.arun(plan, pinned.adownload(download)))
             earlier = {}
         listing = (rule_paths, listing_problems, other_files)
         return self._snapshot(found, listing, session, session_problem, earlier=earlier)
@@ -360,7 +364,7 @@ class MemoryAssembler:
         self, snapshot: MemorySnapshot, *, backend: BackendProtocol | None = None
     ) -> dict[str, Any]:
         """What a run-start snapshot keeps besides the texts already in the run's state (see
-        `core._run_start`): digests of the nested files of untouched folders and of what they
+        `core.snapshot`): digests of the nested files of untouched folders and of what they
         import, the rule folders' other files and, on disk, their identities."""
         io = backend if backend is not None else self.backend
         found = self._nested_beyond(snapshot, io) if self.nested else (None, True)
@@ -396,7 +400,7 @@ class MemoryAssembler:
         if plan is None:
             return None, complete
         cache = self._cache_for(io)
-        return discovery.run(plan, lambda paths: download_texts(io, paths, cache=cache)), complete
+        return loading.run(plan, lambda paths: download_texts(io, paths, cache=cache)), complete
 
     async def _anested_beyond(
         self, snapshot: MemorySnapshot, io: Any
@@ -409,7 +413,7 @@ class MemoryAssembler:
         async def download(paths: list[str]) -> DownloadResult:
             return await adownload_texts(io, paths, cache=cache)
 
-        return await discovery.arun(plan, download), complete
+        return await loading.arun(plan, download), complete
 
     def _run_start_data(
         self, snapshot: MemorySnapshot, io: Any, beyond: tuple[Discovered | None, bool]
@@ -420,9 +424,9 @@ class MemoryAssembler:
             known = {**snapshot.extras.nested, **snapshot.extras.imports, **snapshot.files}
             texts = {
                 path: text
-                for kind in (found.nested, found.imports)
+                for kind in (found.extras.nested, found.extras.imports)
                 for path, text in kind.items()
-                if found.access.get(path) == "read-only"
+                if found.extras.access.get(path) == "read-only"
                 and path not in known
                 and path not in snapshot.unreadable
             }
@@ -495,7 +499,7 @@ class MemoryAssembler:
         return list(start.rules or ()), [], tuple(start.others or ())
 
     def _plan(self, rule_paths: Sequence[tuple[int, str]], touched: Sequence[str]) -> Plan:
-        return discovery.plan(
+        return loading.plan(
             [*self.layer_paths, *[path for _, path in rule_paths]],
             self._layer_access,
             touched=touched,
@@ -570,21 +574,12 @@ class MemoryAssembler:
             for problem in result.problems
             if problem.unreadable and problem.path in layer_paths
         }
-        nested, imports, access = dict(found.nested), dict(found.imports), dict(found.access)
         for path, entry in earlier.items():
-            for kept in (files, rule_files, nested, imports, access):
+            for kept in (files, rule_files):
                 kept.pop(path, None)
             if path in layer_paths:
                 unreadable[path] = entry.reason()
-        extras = MemoryExtras(
-            nested=nested,
-            imports=imports,
-            edges=dict(found.edges),
-            access=access,
-            missing=dict(found.missing),
-            nested_dirs=found.nested_dirs,
-            too_deep=found.too_deep,
-        )
+        extras = found.extras.without(earlier)
         problems = [
             *(
                 problem
@@ -598,10 +593,10 @@ class MemoryAssembler:
             ),
             *(
                 SourceProblem(importer, f"imports @{ref}, which names no file", used=True)
-                for importer, refs in found.missing.items()
+                for importer, refs in extras.missing.items()
                 for ref in refs
             ),
-            *(SourceProblem(path, TOO_DEEP_REASON, used=True) for path in found.too_deep),
+            *(SourceProblem(path, TOO_DEEP_REASON, used=True) for path in extras.too_deep),
             *(SourceProblem(problem.path, problem.reason) for problem in listing_problems),
             *(
                 problem
@@ -614,7 +609,7 @@ class MemoryAssembler:
             problems.append(session_problem)
         session_text = _session_text(session)
         session_id = session.key if session else None
-        parts = (files, rule_files, session_id, session_text, unreadable, *_extras_parts(extras))
+        parts = (files, rule_files, session_id, session_text, unreadable, *extras.digest_parts())
         digest = self._reused_digest(parts)
         if digest is None:
             digest = digest_texts(*parts)
@@ -643,8 +638,8 @@ class MemoryAssembler:
             for path, text in result.texts.items()
             if path in listed or path in self._read_only_paths
         }
-        texts.update(found.nested)
-        texts.update(found.imports)
+        texts.update(found.extras.nested)
+        texts.update(found.extras.imports)
         for problem in (*result.problems, *found.problems):
             if problem.unreadable and (
                 problem.path in listed or problem.path in self._read_only_paths
@@ -791,7 +786,7 @@ class MemoryAssembler:
                 session.key if session else None,
                 _session_text(session),
                 unreadable,
-                *_extras_parts(extras),
+                *extras.digest_parts(),
             )
         cache_key = (digest, key_tuple)
         block = self._blocks.get(cache_key)
@@ -935,18 +930,6 @@ def _parse_rule(path: str, text: str, folder_index: int) -> tuple[Rule | None, t
     """One rule file parsed, remembered by content: one changed file re-parses only itself."""
     rule, problems = parse_rule_file(path, text, folder_index=folder_index)
     return rule, tuple(problems)
-
-
-def _extras_parts(extras: MemoryExtras) -> tuple[Mapping[str, str], ...]:
-    """The parts of nested and imported memory that shape the block, for the digest."""
-    return (
-        extras.nested,
-        extras.imports,
-        {path: "\n".join(targets) for path, targets in extras.edges.items()},
-        dict(extras.access),
-        {path: "\n".join(refs) for path, refs in extras.missing.items()},
-        {"nested directories": "\n".join(extras.nested_dirs)},
-    )
 
 
 def _session_text(session: SessionEntry | None) -> str | None:

@@ -94,8 +94,8 @@ from deepagents.backends.store import StoreBackend
 from deepagents.backends.utils import perform_string_replacement
 from filelock import FileLock, Timeout
 
-from layered_memory.core._disk_cache import disk_path, special_file_kind
-from layered_memory.core._internals import (
+from layered_memory.core.disk_cache import disk_path, special_file_kind
+from layered_memory.core.internals import (
     STORE_UPSERT_SQL,
     async_store_connection,
     filesystem_path,
@@ -214,7 +214,9 @@ def transact(backend: BackendProtocol, paths: Sequence[str], transform: Transfor
 
 async def atransact(backend: BackendProtocol, paths: Sequence[str], transform: Transform[T]) -> T:
     """The async form of `transact`."""
-    return await strategy_for(backend, paths).atransact(transform)
+    # Building a disk strategy pins its folder (a `realpath`): off the event loop.
+    strategy = await asyncio.to_thread(strategy_for, backend, paths)
+    return await strategy.atransact(transform)
 
 
 def strategy_for(
@@ -911,7 +913,7 @@ def write_memory_file(view: Any, path: str, file: str, content: str) -> WriteRes
 
 async def awrite_memory_file(view: Any, path: str, file: str, content: str) -> WriteResult | None:
     """The async form of `write_memory_file`."""
-    strategy = _agent_strategy(view, file)
+    strategy = await asyncio.to_thread(_agent_strategy, view, file)  # pins on disk: off the loop
     if strategy is None:
         return None
     try:
@@ -940,7 +942,7 @@ async def aedit_memory_file(
     view: Any, path: str, file: str, *, old: str, new: str, replace_all: bool
 ) -> EditResult | None:
     """The async form of `edit_memory_file`."""
-    strategy = _agent_strategy(view, file)
+    strategy = await asyncio.to_thread(_agent_strategy, view, file)  # pins on disk: off the loop
     if strategy is None:
         return None
     try:

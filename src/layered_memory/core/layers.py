@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from deepagents.backends.filesystem import FilesystemBackend
-
+from layered_memory.core.internals import is_backend_class
 from layered_memory.core.validation import MAX_PATH_CHARS, as_path, invalid_path_reason
 
 MEMORY_FILE_NAME = "MEMORY.md"
@@ -140,7 +139,7 @@ def normalize_backend_path(
     if invalid is not None:
         return None, f"invalid path: {invalid}"
     expanded = expand_user(path)
-    if isinstance(backend, FilesystemBackend):
+    if is_backend_class(backend, "FilesystemBackend"):
         from_home = path.startswith("~")
         if backend.virtual_mode and not resolve_links and not from_home:
             lexical = _normalize_virtual(expanded)
@@ -221,7 +220,7 @@ def _normalize_for_filesystem(
         if from_home:
             return None, (
                 f"path is outside the backend root {root}; a virtual-mode backend cannot "
-                "read the home folder: route it with a CompositeBackend (see the README, "
+                "read the home folder: route it with a CompositeBackend (docs: getting-started.md, "
                 "'A user layer in the home folder') or use FilesystemBackend(virtual_mode=False)"
             )
         return None, f"path escapes the backend root {root} (through a symlink)"

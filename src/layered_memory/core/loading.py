@@ -5,29 +5,75 @@ in ONE `download_files` call, and each response is turned into text or into a pr
 names the path and the reason. A problem never stops the run unless the caller asked for
 strict mode. A FIFO, socket or device on local disk is never opened: reading one can block
 forever (`download_files_safely` gives the same guarantee to callers that want raw answers).
+
+Below that, in this order: `@path` imports, nested memory directories, and the load plan
+that reads both with the configured files.
+
+
+`@path` imports in memory files, as Claude Code reads them, in time linear in the text.
+
+A memory file may pull in another with `@path`: relative to the importing file, `/`-absolute
+within the backend, or `~/...` where the backend can read the home folder. References inside
+inline code and fenced code blocks are text, never imports. A reference counts when it looks
+like a path (it has a `/`, starts with `~` or `.`, or ends with a file extension), so an
+`@alice` mention stays prose; of those, a reference that is missing is reported only when it
+clearly names a file (a `/` or a document extension), so `@pytest.fixture` in prose is not
+"a missing import".
+
+Written by hand because no Markdown library gives code-span and fence positions cheaply and
+for any input size; the scanner below reads each character once.
+
+Nested memory files: which directories' `AGENTS.md` (or fallback names) apply to the paths
+the agent touched, without listing the tree.
+
+For a touched path `/a/b/c.py` the directories are `/`, `/a` and `/a/b`: every directory from
+the backend root down to the path's own folder, shallow to deep, so a deeper file comes later
+in the prompt and wins a conflict. Each directory is looked up once per load, every candidate
+name in one batched download with the rest of memory; the first name that exists is that
+directory's file (Codex's fallback filenames).
+
+What one load reads beyond the configured files: nested memory files for the directories the
+agent works in, and the files memory imports with `@path`.
+
+The plan is one generator shared by the sync and async loaders: it yields the paths of one
+batched download and receives its result, so a cold load is one download for the configured
+files, the rule files and every nested candidate, then one per import depth (at most
+`MAX_IMPORT_DEPTH`), and no per-file round trips.
+
+Rules of the plan:
+
+- Nested files: for every directory from the backend root down to each touched path's
+  folder, the first of the configured names that exists (Codex's fallback filenames); a file
+  that is also a configured layer file is left to its layer.
+- Imports: read from every layer, nested and imported file, outside code. A file is loaded at
+  most once per load (a cycle ends silently); an import that names no file is reported once
+  when it clearly names a file. An imported file has the access of what imported it; when a
+  read-only and a writable file import the same file, it is read-only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, cast
-
-from deepagents.backends.filesystem import FilesystemBackend
-from deepagents.backends.protocol import FileDownloadResponse
+import posixpath
+import re
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from layered_memory._logs import get_logger
-from layered_memory.core._disk_cache import (
-    DiskReadCache,
-    non_regular_files,
-    now_ns,
-    oversized_files,
-)
+from layered_memory.core.disk_cache import DiskReadCache, non_regular_files, now_ns, oversized_files
+from layered_memory.core.internals import is_backend_class
 from layered_memory.core.layers import normalize_backend_path
 from layered_memory.errors import MemorySourceError
+
+if TYPE_CHECKING:
+    from deepagents.backends.protocol import FileDownloadResponse
+
+# -- downloads and decoding -----------------------------------------------------------------------
 
 logger = get_logger(__name__)
 
@@ -138,12 +184,12 @@ def plan_paths(paths: Iterable[str], backend: Any) -> tuple[dict[str, str], list
     Returns:
         `(plan, problems)` where `plan` maps requested path -> path to download (in order).
     """
-    if isinstance(backend, FilesystemBackend) and not backend.virtual_mode:
+    if is_backend_class(backend, "FilesystemBackend") and not backend.virtual_mode:
         return _plan_paths(paths, backend)  # real paths: symlinks are resolved on disk
     # Every load asks for the same few hundred paths; for virtual paths the answer depends on
     # the strings alone (and, in a refusal, the root's name), so it is worked out once.
     requested = tuple(paths)
-    key = (requested, str(backend.cwd) if isinstance(backend, FilesystemBackend) else "")
+    key = (requested, str(backend.cwd) if is_backend_class(backend, "FilesystemBackend") else "")
     remembered = _lexical_plans.get(key)
     if remembered is None:
         plan, problems = _plan_paths(requested, backend)
@@ -215,11 +261,7 @@ def download_texts(
 
     With a `cache`, files unchanged on disk since their last read are not downloaded again.
     """
-    plan, refused = plan_paths(paths, backend)
-    reused, fetch, signatures = _split(plan, cache)
-    if not fetch:
-        return _merge(plan, reused, DownloadResult({}), refused)
-    refused.extend(_refuse_special(backend, fetch, signatures))
+    plan, refused, reused, fetch, signatures = _prepare(backend, paths, cache)
     if not fetch:
         return _merge(plan, reused, DownloadResult({}), refused)
     started = now_ns()
@@ -237,11 +279,10 @@ async def adownload_texts(
     backend: Any, paths: Iterable[str], *, cache: DiskReadCache | None = None
 ) -> DownloadResult:
     """Async twin of `download_texts`."""
-    plan, refused = plan_paths(paths, backend)
-    reused, fetch, signatures = _split(plan, cache)
-    if not fetch:
-        return _merge(plan, reused, DownloadResult({}), refused)
-    refused.extend(_refuse_special(backend, fetch, signatures))
+    # The checks before the download stat local files (path resolution, the cache's
+    # signatures, special files): in a worker thread, as the backend's own download is.
+    prepared = await asyncio.to_thread(_prepare, backend, list(paths), cache)
+    plan, refused, reused, fetch, signatures = prepared
     if not fetch:
         return _merge(plan, reused, DownloadResult({}), refused)
     started = now_ns()
@@ -253,6 +294,18 @@ async def adownload_texts(
     if cache is not None:
         cache.remember(fetch, signatures, fetched.texts, fetched.missing, started)
     return _merge(plan, reused, fetched, refused)
+
+
+def _prepare(
+    backend: Any, paths: Iterable[str], cache: DiskReadCache | None
+) -> tuple[dict[str, str], list[SourceProblem], DownloadResult, dict[str, str], dict[str, Any]]:
+    """Everything before the download, shared by both twins: the planned paths, the refused
+    ones, what the cache still holds, what to download and its pre-read signatures."""
+    plan, refused = plan_paths(paths, backend)
+    reused, fetch, signatures = _split(plan, cache)
+    if fetch:
+        refused.extend(_refuse_special(backend, fetch, signatures))
+    return plan, refused, reused, fetch, signatures
 
 
 def _refuse_special(
@@ -288,6 +341,8 @@ def _answers(
     paths: Sequence[str], special: Mapping[str, str], responses: Sequence[Any]
 ) -> list[FileDownloadResponse]:
     """`responses` (for the paths not in `special`) with a refusal for each special one."""
+    from deepagents.backends.protocol import FileDownloadResponse  # loaded: `special` is a disk's
+
     answers = iter(responses)
     return [
         FileDownloadResponse(
@@ -318,7 +373,7 @@ def download_files_safely(
     fetch = download or backend.download_files
     special, rest = _special_answers(backend, paths)
     if not special:
-        return cast(list[FileDownloadResponse], fetch(list(paths)))
+        return cast("list[FileDownloadResponse]", fetch(list(paths)))
     return _answers(paths, special, fetch(rest) if rest else [])
 
 
@@ -326,7 +381,7 @@ async def adownload_files_safely(backend: Any, paths: Sequence[str]) -> list[Fil
     """Async twin of `download_files_safely`."""
     special, rest = _special_answers(backend, paths)
     if not special:
-        return cast(list[FileDownloadResponse], await backend.adownload_files(list(paths)))
+        return cast("list[FileDownloadResponse]", await backend.adownload_files(list(paths)))
     return _answers(paths, special, await backend.adownload_files(rest) if rest else [])
 
 
@@ -372,3 +427,506 @@ def _backend_failure(plan: Mapping[str, str], exc: Exception) -> DownloadResult:
     return DownloadResult(
         {}, frozenset(), tuple(SourceProblem(path, reason, unreadable=True) for path in plan)
     )
+
+
+# -- @path imports --------------------------------------------------------------------------------
+
+MAX_IMPORT_DEPTH = 5
+"""Hops from a configured memory file (Claude Code's limit)."""
+
+MAX_IMPORTS_PER_FILE = 64
+"""References read from one file; the rest are ignored (a bound for hostile files)."""
+
+TOO_DEEP_REASON = (
+    f"its imports are {MAX_IMPORT_DEPTH} hops from a configured memory file, the limit: they "
+    "are not read"
+)
+"""The load problem of a file whose imports were not followed (`MemoryExtras.too_deep`)."""
+
+MAX_IMPORTED_FILES = 512
+"""Files one load may request through imports, all depths together: 64 files importing 64
+each would otherwise read thousands of files at every load (the rest are not followed, and
+one problem says so)."""
+
+MAX_REFERENCE_CHARS = 512
+
+DOCUMENT_EXTENSIONS = frozenset(
+    {"md", "mdc", "markdown", "txt", "rst", "json", "jsonl", "yaml", "yml", "toml"}
+)
+"""Extensions that make a missing reference worth a warning."""
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_TOKEN_END = frozenset(" \t\r\n()[]{}<>,;\"'`|")
+_TRAILING = ".,:;!?"
+_EXTENSION = re.compile(r"\.([A-Za-z][A-Za-z0-9]{0,9})$")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReference:
+    """One `@path` in a memory file.
+
+    Attributes:
+        raw: The reference as written, without the `@`.
+        line: Its 1-based line number (for messages).
+        names_a_file: Whether a missing target is worth reporting (see the module docstring).
+    """
+
+    raw: str
+    line: int
+    names_a_file: bool
+
+
+def find_imports(text: str) -> list[ImportReference]:
+    """The `@path` references of `text`, in order, outside code (at most
+    `MAX_IMPORTS_PER_FILE`)."""
+    found: list[ImportReference] = []
+    if "@" not in text:
+        return found
+    fence: str | None = None
+    for number, line in enumerate(text.split("\n"), start=1):
+        opening = _FENCE.match(line)
+        if fence is not None:
+            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
+                fence = None
+            continue
+        if opening:
+            fence = opening.group(1)
+            continue
+        if "@" in line:
+            for raw in _references_in_line(line):
+                found.append(ImportReference(raw, number, _names_a_file(raw)))
+                if len(found) >= MAX_IMPORTS_PER_FILE:
+                    return found
+    return found
+
+
+def _references_in_line(line: str) -> list[str]:
+    """`@` tokens outside inline code spans, each starting the line or after whitespace."""
+    references: list[str] = []
+    index = 0
+    length = len(line)
+    while index < length:
+        char = line[index]
+        if char == "`":
+            run_end = index
+            while run_end < length and line[run_end] == "`":
+                run_end += 1
+            closing = line.find(line[index:run_end], run_end)
+            # An unclosed run is literal backticks; a closed one is a code span to skip.
+            index = run_end if closing == -1 else closing + (run_end - index)
+            continue
+        if char == "@" and (index == 0 or line[index - 1].isspace()):
+            end = index + 1
+            while (
+                end < length and line[end] not in _TOKEN_END and end - index <= MAX_REFERENCE_CHARS
+            ):
+                end += 1
+            token = line[index + 1 : end].rstrip(_TRAILING)
+            if _looks_like_a_path(token):
+                references.append(token)
+            index = end
+            continue
+        index += 1
+    return references
+
+
+def _looks_like_a_path(token: str) -> bool:
+    if not token or len(token) > MAX_REFERENCE_CHARS or token.startswith("@"):
+        return False
+    if "/" in token or token.startswith(("~", ".")):
+        return True
+    return _EXTENSION.search(token) is not None
+
+
+def _names_a_file(token: str) -> bool:
+    if "/" in token or token.startswith("~"):
+        return True
+    match = _EXTENSION.search(token)
+    return match is not None and match.group(1).lower() in DOCUMENT_EXTENSIONS
+
+
+def resolve_reference(raw: str, importer: str) -> str:
+    """The path an import points at: `~` kept for the backend to expand, `/...` as is, and a
+    relative reference joined to the importing file's folder (lexically)."""
+    if raw.startswith(("~", "/")):
+        return raw
+    folder = posixpath.dirname(importer)
+    return posixpath.normpath(posixpath.join(folder, raw)) if folder else posixpath.normpath(raw)
+
+
+def import_cycles(edges: Mapping[str, Sequence[str]]) -> list[tuple[str, ...]]:
+    """The import cycles of an import graph, each once, as the files in order from its
+    smallest path (`("/a.md", "/b.md")` for `a -> b -> a`).
+
+    A load reads each file once, so a cycle costs nothing at run time; `layered-memory lint`
+    reports it because it usually is a mistake. Iterative (a hostile graph cannot exhaust the
+    stack) and linear in the number of edges: each file is left once.
+    """
+    cycles: set[tuple[str, ...]] = set()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in edges:
+        if start in state:
+            continue
+        path: list[str] = [start]
+        position = {start: 0}
+        state[start] = 1
+        stack = [iter(edges.get(start, ()))]
+        while stack:
+            target = next(stack[-1], None)
+            if target is None:
+                stack.pop()
+                done = path.pop()
+                del position[done]
+                state[done] = 2
+                continue
+            mark = state.get(target)
+            if mark == 1:
+                loop = path[position[target] :]
+                first = loop.index(min(loop))
+                cycles.add(tuple(loop[first:] + loop[:first]))
+            elif mark is None:
+                state[target] = 1
+                position[target] = len(path)
+                path.append(target)
+                stack.append(iter(edges.get(target, ())))
+    return sorted(cycles)
+
+
+# -- nested memory directories --------------------------------------------------------------------
+
+MAX_NESTED_DIRECTORIES = 256
+"""Directories looked up per load; the deepest touched paths beyond it are ignored (logged)."""
+
+
+def directories_of(touched: Iterable[str], root: str = "/") -> list[str]:
+    """The directories from `root` down to each touched path's folder, shallow to deep.
+
+    Args:
+        touched: Paths the agent's tools named (backend paths).
+        root: The backend's root in the same path space (`/` for a virtual tree, the disk
+            folder for a host-path backend); paths outside it give nothing.
+
+    Returns:
+        Unique directories ordered by depth, then by name (deterministic bytes).
+    """
+    root = _folded(root)
+    found: set[str] = set()
+    for path in touched:
+        if not isinstance(path, str) or "\x00" in path or not path:
+            continue
+        # deepagents reads a relative path from the backend's root, as `/` + path (virtual) or
+        # root/path (host paths).
+        folder = posixpath.dirname(_folded(path if path.startswith("/") else f"{root}/{path}"))
+        if folder != root and not folder.startswith(root.rstrip("/") + "/"):
+            continue
+        while True:
+            found.add(folder)
+            parent = posixpath.dirname(folder)
+            if folder in (root, parent):
+                break
+            folder = parent
+    return sorted(found, key=lambda folder: (folder.count("/") if folder != "/" else 0, folder))
+
+
+def _folded(path: str) -> str:
+    """`path` with `.`, `..` and repeated slashes folded, a leading `//` included: POSIX
+    `normpath` keeps exactly two leading slashes, and `dirname("//")` is `"//"` (a walk up
+    from `//src/x.py` never reached `/`: one tool call hung the run)."""
+    return "/" + posixpath.normpath(path).lstrip("/")
+
+
+def candidates(directories: Sequence[str], names: Sequence[str]) -> dict[str, list[str]]:
+    """Directory -> the candidate files to look for there, in fallback order."""
+    return {folder: [posixpath.join(folder, name) for name in names] for folder in directories}
+
+
+# -- the load plan --------------------------------------------------------------------------------
+
+Access = Literal["writable", "read-only"]
+
+Plan = Generator[list[str], DownloadResult, "Discovered"]
+"""Yields the paths of one batched download; is sent its result; returns what it found."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryExtras:
+    """Nested and imported memory of one load (empty without `nested=` and imports): the one
+    shape from the load plan through the snapshot and the graph state to the renderer.
+
+    Attributes:
+        nested: Nested file path -> text, shallow to deep.
+        imports: Imported file path -> text.
+        edges: Importing file -> the paths it imports, in order (found or not).
+        access: Nested or imported file -> its access (inherited from what imports it).
+        missing: Importing file -> `@` references that named no file (worth reporting).
+        nested_dirs: The directories nested memory was looked up in (a touched path outside
+            them means a reload).
+        too_deep: Files `MAX_IMPORT_DEPTH` hops from a configured file whose own imports were
+            not followed.
+    """
+
+    nested: Mapping[str, str] = field(default_factory=dict)
+    imports: Mapping[str, str] = field(default_factory=dict)
+    edges: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    access: Mapping[str, Access] = field(default_factory=dict)
+    missing: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    nested_dirs: Sequence[str] = ()
+    too_deep: Sequence[str] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.nested or self.imports or self.missing or self.nested_dirs)
+
+    @property
+    def cycles(self) -> list[tuple[str, ...]]:
+        """Import cycles among the loaded files (harmless at run time; `lint` reports them)."""
+        return import_cycles(self.edges)
+
+    def without(self, paths: Collection[str]) -> MemoryExtras:
+        """The same, with the texts and access of `paths` left out (edges and references
+        stay: what a file imports is still what it imports)."""
+        if not paths:
+            return self
+        return replace(
+            self,
+            nested={p: t for p, t in self.nested.items() if p not in paths},
+            imports={p: t for p, t in self.imports.items() if p not in paths},
+            access={p: a for p, a in self.access.items() if p not in paths},
+        )
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain data for the checkpointed state (JSON-able; `from_state` reads it back)."""
+        return {
+            "nested": dict(self.nested),
+            "imports": dict(self.imports),
+            "edges": {path: list(targets) for path, targets in self.edges.items()},
+            "access": dict(self.access),
+            "missing": {path: list(refs) for path, refs in self.missing.items()},
+            "nested_dirs": list(self.nested_dirs),
+            "too_deep": list(self.too_deep),
+        }
+
+    @classmethod
+    def from_state(cls, data: Mapping[str, Any] | None) -> MemoryExtras:
+        """What `to_state` wrote, read in place: no copy and no conversion, because every
+        model call reads it (the state's lists serve as the sequences)."""
+        if not data:
+            return _NO_EXTRAS
+        return cls(
+            nested=data.get("nested") or {},
+            imports=data.get("imports") or {},
+            edges=data.get("edges") or {},
+            access=data.get("access") or {},
+            missing=data.get("missing") or {},
+            nested_dirs=data.get("nested_dirs") or (),
+            too_deep=data.get("too_deep") or (),
+        )
+
+    def digest_parts(self) -> tuple[Mapping[str, str], ...]:
+        """The parts that shape the block, for the snapshot's digest."""
+        return (
+            self.nested,
+            self.imports,
+            {path: "\n".join(targets) for path, targets in self.edges.items()},
+            dict(self.access),
+            {path: "\n".join(refs) for path, refs in self.missing.items()},
+            {"nested directories": "\n".join(self.nested_dirs)},
+        )
+
+
+_NO_EXTRAS = MemoryExtras()
+
+
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    """Everything a load found beyond the configured files.
+
+    Attributes:
+        first: The first batched download (configured files, rule files, nested candidates).
+        extras: The nested and imported files found.
+        problems: Imported or nested files that exist but could not be used.
+    """
+
+    first: DownloadResult
+    extras: MemoryExtras = _NO_EXTRAS
+    problems: tuple[SourceProblem, ...] = ()
+
+
+@functools.lru_cache(maxsize=4096)
+def _references(text: str) -> tuple[ImportReference, ...]:
+    """The imports of a text, parsed once per distinct text (a warm load parses nothing)."""
+    return tuple(find_imports(text))
+
+
+def plan(
+    configured: Sequence[str],
+    access_of: Mapping[str, Access],
+    *,
+    touched: Sequence[str] = (),
+    nested_names: Sequence[str] = (),
+    nested_access: Access = "read-only",
+    root: str = "/",
+    follow_imports: bool = True,
+    import_scope: Callable[[str], str | None] | None = None,
+) -> Plan:
+    """The load plan (see the module docstring).
+
+    Args:
+        configured: Every path of the first download (layer files, then rule files).
+        access_of: The access of each layer file (import roots).
+        touched: Paths the agent's tools named (nested discovery).
+        nested_names: File names of nested memory, in fallback order (empty: none).
+        nested_access: The access of nested files.
+        root: The backend root in the path space of `touched`.
+        follow_imports: Read `@path` imports.
+        import_scope: Why an import target may not be read (None: it may); None reads any
+            target the backend can (a virtual-path backend confines them itself).
+    """
+    dirs = directories_of(touched, root)[:MAX_NESTED_DIRECTORIES] if nested_names else []
+    taken = set(configured)
+    # A folder whose memory file is a configured layer already has its memory.
+    wanted = {
+        folder: files
+        for folder, files in candidates(dirs, nested_names).items()
+        if not taken.intersection(files)
+    }
+    extra = [path for files in wanted.values() for path in files]
+    first = yield [*configured, *extra]
+    nested: dict[str, str] = {}
+    problems: list[SourceProblem] = []
+    unusable = {problem.path: problem for problem in first.problems}
+    for files in wanted.values():
+        for path in files:
+            if path in first.texts:
+                nested[path] = first.texts[path]
+                break
+            if path in unusable:  # exists, but cannot be read: say so, try no fallback
+                problems.append(unusable[path])
+                break
+    if not follow_imports:
+        extras = MemoryExtras(
+            nested, nested_dirs=tuple(dirs), access=dict.fromkeys(nested, nested_access)
+        )
+        return Discovered(first, extras, tuple(problems))
+    roots: dict[str, str] = {p: t for p, t in first.texts.items() if p in access_of}
+    roots.update(nested)
+    access: dict[str, Access] = {**access_of, **dict.fromkeys(nested, nested_access)}
+    found = yield from _follow(
+        first,
+        nested=nested,
+        dirs=tuple(dirs),
+        roots=roots,
+        access=access,
+        problems=problems,
+        scope=import_scope,
+    )
+    return found
+
+
+def _follow(
+    first: DownloadResult,
+    *,
+    nested: dict[str, str],
+    dirs: tuple[str, ...],
+    roots: dict[str, str],
+    access: dict[str, Access],
+    problems: list[SourceProblem],
+    scope: Callable[[str], str | None] | None = None,
+) -> Plan:
+    """Imports, one batched download per depth."""
+    seen = set(first.texts) | set(first.missing) | {p.path for p in first.problems}
+    imports: dict[str, str] = {}
+    edges: dict[str, tuple[str, ...]] = {}
+    missing: dict[str, list[str]] = {}
+    frontier = roots
+    too_deep: tuple[str, ...] = ()
+    imported_access: dict[str, Access] = {}
+    requested = 0
+    for _depth in range(MAX_IMPORT_DEPTH):
+        requests: dict[str, list[tuple[str, ImportReference]]] = {}
+        for importer, text in frontier.items():
+            targets = []
+            for reference in _references(text):
+                target = resolve_reference(reference.raw, importer)
+                if target == importer:
+                    continue
+                refused = scope(target) if scope is not None else None
+                if refused is not None:
+                    reason = f"imports @{reference.raw}, which {refused}: not read"
+                    problems.append(SourceProblem(importer, reason, used=True))
+                    continue
+                targets.append(target)
+                requests.setdefault(target, []).append((importer, reference))
+                mode = access.get(importer, "read-only")
+                if imported_access.get(target) != "read-only":
+                    imported_access[target] = mode
+            if targets:
+                edges[importer] = tuple(dict.fromkeys(targets))
+        new = [path for path in requests if path not in seen and path not in access]
+        room = MAX_IMPORTED_FILES - requested
+        if len(new) > room:
+            dropped, new = new[room:], new[:room]
+            importer = requests[dropped[0]][0][0]
+            reason = (
+                f"imports {len(dropped)} more files past the limit of {MAX_IMPORTED_FILES} "
+                f"imported files per load (e.g. {dropped[0]}); they are not read"
+            )
+            problems.append(SourceProblem(importer, reason, used=True))
+        if not new:
+            break
+        requested += len(new)
+        result = yield new
+        seen.update(new)
+        frontier = {}
+        for path in new:
+            if path in result.texts:
+                imports[path] = frontier[path] = result.texts[path]
+                access[path] = imported_access[path]
+            elif path in result.missing or not any(p.path == path for p in result.problems):
+                for importer, reference in requests[path]:
+                    if reference.names_a_file:
+                        missing.setdefault(importer, []).append(reference.raw)
+        problems.extend(p for p in result.problems if p.path in requests)
+    else:
+        too_deep = tuple(
+            path
+            for path, text in frontier.items()
+            if any(
+                (target := resolve_reference(reference.raw, path)) not in seen
+                and target not in access
+                for reference in _references(text)
+            )
+        )
+    shown_access = {path: access[path] for path in nested}
+    shown_access.update((path, imported_access[path]) for path in imports)
+    extras = MemoryExtras(
+        nested,
+        imports,
+        edges,
+        shown_access,
+        {importer: tuple(dict.fromkeys(refs)) for importer, refs in missing.items()},
+        dirs,
+        too_deep,
+    )
+    return Discovered(first, extras, tuple(problems))
+
+
+def run(plan_: Plan, download: Callable[[list[str]], DownloadResult]) -> Discovered:
+    """Drive a plan with a sync download."""
+    paths = next(plan_)
+    while True:
+        try:
+            paths = plan_.send(download(paths))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+
+async def arun(
+    plan_: Plan, download: Callable[[list[str]], Awaitable[DownloadResult]]
+) -> Discovered:
+    """Drive a plan with an async download."""
+    paths = next(plan_)
+    while True:
+        try:
+            paths = plan_.send(await download(paths))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]

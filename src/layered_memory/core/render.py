@@ -10,38 +10,46 @@ its head and ends with a marker naming its path and how much was cut, so the age
 `read_file` the rest. The block never exceeds `max_chars`.
 
 Memory text is untrusted: every piece of it (file texts, session data, paths and names in
-attributes and markers) goes through `_defuse.defuse`, the one function that breaks closing
+attributes and markers) goes through `defuse.defuse`, the one function that breaks closing
 tags and chat tokens that could end our elements or pose as another turn. Only the part of a
 text that can fit the budget is defused (the rest can never be shown), so a huge file costs
 no more than a small one.
+
+
+How a memory file's text is prepared and cut: HTML comments out, a line cap, a character
+cap whose marker names the file, and defusing of the part that can be shown.
+
+One marker for every cut (memory files, imported files, rules, the session layer), so the
+agent always learns the same way that there is more to `read_file`.
+
+The parts of the memory block, each with its full text and how it gives way to the budget.
+
+A part is one file in its element (a layer file, a nested file, an imported file), a note
+standing for a file (missing, empty, unreadable), the rules, or the session layer. Parts come in
+display order; `rank` says which give way first (nested memory before the explicit layers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+import functools
+import json
+import posixpath
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from layered_memory.core._defuse import ascii_skeleton, defuse, defuse_name
-from layered_memory.core._pieces import (
-    EMPTY_WRITABLE_NOTE,
-    UNREADABLE_NOTE,
-    MemoryExtras,
-    Piece,
-    PieceKind,
-    SessionEntry,
-    compat_pieces,
-    layer_pieces,
-    rules_piece,
-    session_piece,
-)
-from layered_memory.core._truncation import (
-    cap_lines,
-    clean_memory_text,
-    defuse_within,
-    truncate_text,
+from layered_memory.core.defuse import (
+    ascii_skeleton,
+    defuse,
+    defuse_attribute,
+    defuse_name,
+    drop_invisible,
 )
 from layered_memory.core.layers import Layer
+from layered_memory.core.loading import MemoryExtras, strip_html_comments
+from layered_memory.writeback.redaction import redact_json, redact_text
+
+# -- the block ------------------------------------------------------------------------------------
 
 __all__ = [
     "DEFAULT_MAX_CHARS",
@@ -53,7 +61,6 @@ __all__ = [
     "NESTED_NOTE",
     "NO_MEMORY",
     "UNREADABLE_NOTE",
-    "MemoryExtras",
     "PieceReport",
     "RenderedMemory",
     "SessionEntry",
@@ -62,14 +69,11 @@ __all__ = [
     "clean_memory_text",
     "defuse_within",
     "minimum_budget",
-    "neutralize_tags",
     "render_memory",
     "render_memory_report",
     "truncate_text",
 ]
 
-neutralize_tags = defuse
-"""The package's one defusing function (`_defuse.defuse`), under its historical name here."""
 
 DEFAULT_MAX_CHARS = 48_000
 """Whole injected block, guidelines included (about 12k tokens)."""
@@ -321,3 +325,409 @@ def _joined_length(preamble: str, texts: Sequence[str]) -> int:
     """`len(_join(preamble, texts))` without building the string."""
     lengths = [len(part) for part in (preamble, *texts) if part]
     return sum(lengths) + 2 * max(len(lengths) - 1, 0)
+
+
+# -- truncation -----------------------------------------------------------------------------------
+
+
+def defuse_within(text: str, limit: int) -> str:
+    """`text` defused as far as `limit` characters, the one part that can ever be shown.
+
+    A piece is cut to at most `limit` characters (its head kept), so the rest never reaches
+    the prompt; leaving it as it is keeps the cost of a huge file bounded by the budget.
+    """
+    if len(text) <= limit:
+        return defuse(text)
+    head = max(limit, 0)
+    text = _visible_within(text, head)
+    return defuse(text[:head]) + text[head:]
+
+
+_VISIBLE_MARGIN = 64
+"""Characters past the limit made visible too: defusing the head at the limit may shorten it
+by a few (a joiner or a flag cut in two), and what follows comes into view."""
+
+
+def _visible_within(text: str, limit: int) -> str:
+    """`drop_invisible(text)` as far as `limit` characters and a margin, the rest as it is.
+
+    Removed characters pull later ones into the part that can be shown, so the cleaned head
+    grows until it is long enough (doubling: linear in all).
+    """
+    end = limit + 2 * _VISIBLE_MARGIN
+    while True:
+        shown = drop_invisible(text[:end])
+        if len(shown) >= limit + _VISIBLE_MARGIN or end >= len(text):
+            return shown + text[end:]
+        end *= 2
+
+
+def truncate_text(text: str, limit: int, path: str) -> str:
+    """`text` cut to at most `limit` chars, keeping the head and ending with a marker.
+
+    The marker names `path` and how much was cut. When not even the marker fits, returns "".
+    """
+    if len(text) <= limit:
+        return text
+    estimate = len(_cut_marker(path, len(text), text.count("\n") + 1))
+    keep = max(0, limit - estimate)
+    head = text[:keep]
+    newline = head.rfind("\n")
+    if newline >= keep // 2:
+        head = head[:newline]  # cut at a line end when that loses little
+    rest = text[len(head) :]
+    marker = _cut_marker(path, len(rest), rest.count("\n") + (0 if rest.startswith("\n") else 1))
+    result = f"{head}{marker}" if head else marker.lstrip("\n")
+    return result if len(result) <= limit else ""
+
+
+def omitted_marker(path: str, chars: int) -> str:
+    """What stands for a file's whole text when not even a cut of it fits: never an empty
+    body, which reads as an empty file (and invites a `write_file` over it)."""
+    shown = defuse_name(path)
+    return f"[... {shown} not shown ({chars} chars): read_file {shown} to read it]"
+
+
+def cap_lines(text: str, max_lines: int | None, path: str) -> str:
+    """`text` limited to its first `max_lines` lines, with a marker when lines were cut.
+
+    Splits off only the first `max_lines` lines: a file of millions of empty lines costs what
+    its head costs, not a list of millions of strings.
+    """
+    if max_lines is None:
+        return text
+    parts = text.split("\n", max_lines)
+    if len(parts) <= max_lines:
+        return text
+    cut = parts[-1].count("\n") + 1
+    kept = "\n".join(parts[:-1])
+    shown = defuse_name(path)
+    return (
+        f"{kept}\n[... {cut} more lines of {shown} not shown (first {max_lines} lines kept); "
+        f"read_file {shown} for the rest]"
+    )
+
+
+def clean_memory_text(text: str) -> str:
+    """File text as injected: HTML comments removed, outer blank lines trimmed."""
+    return strip_html_comments(text).strip("\n").rstrip()
+
+
+REDACTION_MARGIN = 4096
+"""Characters past the shown part that are redacted too: a secret that starts in the shown
+part is recognized whole (vendor tokens, URLs and assignment values are far shorter; a key
+block cut short is recognized by its BEGIN line)."""
+
+
+def redact_within(text: str, limit: int) -> str:
+    """`text` with secrets redacted as far as `limit` characters (and `REDACTION_MARGIN`), the
+    part that can ever be shown.
+
+    Every write of memory the package sees is redacted already; this is the second line, for
+    what reached a file another way (a shell command, a subagent on the plain backend, the
+    user, a store written by other code): no secret in memory reaches the prompt. Remembered
+    by text, so a render costs one lookup per unchanged file; a huge file costs its head only.
+    """
+    head = max(limit, 0) + REDACTION_MARGIN
+    if len(text) <= head:
+        return _redacted(text)
+    return _redacted(text[:head]) + text[head:]
+
+
+@functools.lru_cache(maxsize=256)
+def _redacted(text: str) -> str:
+    return redact_text(text).text
+
+
+def _cut_marker(path: str, cut_chars: int, cut_lines: int) -> str:
+    shown = defuse_name(path)
+    return (
+        f"\n[... truncated: {cut_chars} more chars ({cut_lines} lines) of {shown} not shown; "
+        f"read_file {shown} for the rest]"
+    )
+
+
+# -- the parts of the block -----------------------------------------------------------------------
+
+UNREADABLE_NOTE = (
+    "(present but unreadable: {reason}. Do not overwrite it with write_file: its content is "
+    "unknown and would be lost. Tell the user the file needs fixing.)"
+)
+
+EMPTY_WRITABLE_NOTE = (
+    "(empty: nothing saved yet. To remember something, write it to {path} with "
+    "edit_file or write_file.)"
+)
+
+MISSING_IMPORT = "[import @{ref}: no such file]"
+
+PieceKind = Literal["layer", "nested", "import", "rules", "session", "note"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEntry:
+    """The session store's data for this run, shown as the highest-precedence layer."""
+
+    key: str
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One part of the body that can give way: its full text and how to shrink it."""
+
+    full: str
+    shrink: Callable[[int], str]
+    min_len: int
+    stub: str = ""
+    """Left in place of a piece dropped whole, so the agent still learns the file exists."""
+    kind: PieceKind = "layer"
+    layer: str = ""
+    path: str = ""
+    source_chars: int = 0
+    """Characters of the file's text before any cap (0 for notes)."""
+    capped: tuple[str, ...] = ()
+    """Caps applied before the budget was looked at (line cap, layer cap)."""
+    rank: int = 0
+    """Lower ranks give way to the budget first (then, within a rank, display order)."""
+
+
+def fixed(text: str) -> Callable[[int], str]:
+    """The shrink function of a piece that never shrinks (it is dropped whole, if at all)."""
+    return lambda _limit: text
+
+
+def unreadable_note(reason: str) -> str:
+    """What stands for a file that exists but could not be read."""
+    return defuse(UNREADABLE_NOTE.format(reason=reason))
+
+
+def with_missing_imports(text: str, missing: Sequence[str]) -> str:
+    """A file's text with a marker line for each import that named no file."""
+    if not missing:
+        return text
+    markers = "\n".join(MISSING_IMPORT.format(ref=defuse_name(ref)) for ref in missing)
+    return f"{text}\n{markers}" if text else markers
+
+
+def layer_pieces(
+    layers: Sequence[Layer],
+    files: Mapping[str, str],
+    unreadable: Mapping[str, str],
+    available: int,
+    extras: MemoryExtras,
+) -> list[Piece]:
+    """Every layer file in its element, each followed by what it imports; then nested files."""
+    pieces: list[Piece] = []
+    placed: set[str] = set()
+    for layer in layers:
+        remaining = layer.max_chars
+        for path in layer.paths:
+            if path in unreadable:
+                note = unreadable_note(unreadable[path])
+                pieces.append(element_piece(layer, path, note, shrinkable=False, kind="note"))
+                continue
+            raw = with_missing_imports(
+                clean_memory_text(files[path]) if path in files else "",
+                extras.missing.get(path, ()),
+            )
+            if not raw:
+                if layer.writable:
+                    note = EMPTY_WRITABLE_NOTE.format(path=defuse_name(path))
+                    pieces.append(element_piece(layer, path, note, shrinkable=False, kind="note"))
+                continue
+            piece, remaining = file_piece(layer, path, raw, available, remaining=remaining)
+            pieces.append(piece)
+            pieces.extend(_imported(path, layer.name, extras, placed, available, rank=0))
+    for path, text in extras.nested.items():
+        name = f"nested: {posixpath.dirname(path) or '/'}"
+        layer = Layer(name, path, writable=extras.access.get(path) == "writable")
+        raw = with_missing_imports(clean_memory_text(text), extras.missing.get(path, ()))
+        if raw:
+            piece, _ = file_piece(layer, path, raw, available, kind="nested", rank=-1)
+            pieces.append(piece)
+        pieces.extend(_imported(path, name, extras, placed, available, rank=-1))
+    return pieces
+
+
+def _imported(
+    importer: str,
+    owner: str,
+    extras: MemoryExtras,
+    placed: set[str],
+    available: int,
+    *,
+    rank: int,
+) -> Iterator[Piece]:
+    """The files `importer` imports, depth first, each placed once (right after its first
+    importer)."""
+    for target in extras.edges.get(importer, ()):
+        if target in placed or target not in extras.imports:
+            continue
+        placed.add(target)
+        raw = with_missing_imports(
+            clean_memory_text(extras.imports[target]), extras.missing.get(target, ())
+        )
+        name = f"{owner}, imported by {importer}"
+        layer = Layer(name, target, writable=extras.access.get(target) == "writable")
+        if raw:
+            piece, _ = file_piece(layer, target, raw, available, kind="import", rank=rank)
+            yield piece
+        yield from _imported(target, owner, extras, placed, available, rank=rank)
+
+
+def file_piece(
+    layer: Layer,
+    path: str,
+    text: str,
+    available: int,
+    *,
+    remaining: int | None = None,
+    kind: PieceKind = "layer",
+    rank: int = 0,
+) -> tuple[Piece, int | None]:
+    """A file's element, its text cut by the layer's line and character caps; returns the
+    layer's remaining character cap too."""
+    source_chars = len(text)
+    capped: list[str] = []
+    line_cap = layer.line_cap(path)
+    redacted = redact_within(text, available)
+    lined = cap_lines(redacted, line_cap, path)
+    if lined is not redacted:
+        capped.append(f"first {line_cap} lines kept (max_lines)")
+    text = defuse_within(lined, available)
+    if remaining is not None:
+        cut = truncate_text(text, max(remaining, 0), path)
+        if cut != text:
+            capped.append(f"over the layer's max_chars={layer.max_chars}")
+            # Past the cap, even the cut marker may not fit: a short marker, never "".
+            cut = cut or omitted_marker(path, len(text))
+        text = cut
+        remaining -= len(text)
+    piece = element_piece(layer, path, text, shrinkable=True, kind=kind, rank=rank)
+    return replace(piece, source_chars=source_chars, capped=tuple(capped)), remaining
+
+
+def element_piece(
+    layer: Layer,
+    path: str,
+    body: str,
+    *,
+    shrinkable: bool,
+    kind: PieceKind = "layer",
+    rank: int = 0,
+) -> Piece:
+    """A file (or a note standing for it) in its `<layer>` element."""
+    access = "writable" if layer.writable else "read-only"
+    shown = defuse_attribute(path)
+    attributes = f'name="{defuse_attribute(layer.name)}" path="{shown}" access="{access}"'
+    head = f"<layer {attributes}>\n"
+    tail = "\n</layer>"
+    full = f"{head}{body}{tail}"
+    stub = f'<layer {attributes} omitted="over the memory budget; read_file {shown}"/>'
+    label: dict[str, Any] = {"kind": kind, "layer": layer.name, "path": path, "rank": rank}
+    if not shrinkable:
+        return Piece(full, fixed(full), len(full), stub, **label)
+    frame = len(head) + len(tail)
+
+    def shrink(limit: int) -> str:
+        kept = truncate_text(body, max(limit - frame, 0), path)
+        return f"{head}{kept}{tail}" if kept else stub
+
+    return Piece(full, shrink, len(stub), stub, **label)
+
+
+def compat_pieces(
+    layers: Sequence[Layer],
+    files: Mapping[str, str],
+    unreadable: Mapping[str, str],
+    available: int,
+    extras: MemoryExtras,
+) -> list[Piece]:
+    """deepagents' layout: each source as its path then its text (nested and imported files
+    alike, each after what brought it in)."""
+    pieces: list[Piece] = []
+    placed: set[str] = set()
+
+    def add(path: str, text: str, owner: str, kind: PieceKind, rank: int) -> None:
+        raw = with_missing_imports(clean_memory_text(text), extras.missing.get(path, ()))
+        if raw:  # deepagents drops empty and comment-only sources
+            pieces.append(_compat_piece(owner, path, raw, available, kind=kind, rank=rank))
+        for target in extras.edges.get(path, ()):
+            if target in extras.imports and target not in placed:
+                placed.add(target)
+                add(target, extras.imports[target], owner, "import", rank)
+
+    for layer in layers:
+        for path in layer.paths:
+            if path in unreadable:
+                # deepagents would have aborted the run here; say what is wrong instead.
+                note = f"{defuse_name(path)}\n\n{unreadable_note(unreadable[path])}"
+                pieces.append(
+                    Piece(note, fixed(note), len(note), kind="note", layer=layer.name, path=path)
+                )
+                continue
+            add(path, files.get(path) or "", layer.name, "layer", 0)
+    for path, text in extras.nested.items():
+        add(path, text, f"nested: {posixpath.dirname(path) or '/'}", "nested", -1)
+    return pieces
+
+
+def _compat_piece(
+    owner: str, path: str, text: str, available: int, *, kind: PieceKind, rank: int
+) -> Piece:
+    source_chars = len(text)
+    line_cap = Layer(owner, path).line_cap(path)
+    redacted = redact_within(text, available)
+    lined = cap_lines(redacted, line_cap, path)
+    capped = () if lined is redacted else (f"first {line_cap} lines kept (max_lines)",)
+    text = defuse_within(lined, available)
+    head = f"{defuse_name(path)}\n\n"
+
+    def shrink(limit: int) -> str:
+        cut = truncate_text(text, max(limit - len(head), 0), path)
+        # Never the bare header: it reads as an empty file.
+        return f"{head}{cut or (omitted_marker(path, len(text)) if text else '')}"
+
+    return Piece(
+        f"{head}{text}",
+        shrink,
+        len(shrink(0)),
+        kind=kind,
+        layer=owner,
+        path=path,
+        source_chars=source_chars,
+        capped=capped,
+        rank=rank,
+    )
+
+
+def rules_piece(rules: Callable[[int], str], available: int) -> Piece:
+    """The matched rules (they render themselves within a limit)."""
+    full = rules(max(available, 0))
+    return Piece(full, rules, 0, kind="rules", source_chars=len(full))
+
+
+def session_piece(session: SessionEntry, available: int) -> Piece:
+    """The session layer: the store's data for this run as sorted JSON."""
+    head = f'<layer name="session" key="{defuse_attribute(session.key)}" access="read-only">\n'
+    tail = "\n</layer>"
+    # Redacted again (every store `set` redacts already): a store written another way.
+    data, _ = redact_json(dict(session.data))
+    body = defuse_within(
+        json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1, default=str), available
+    )
+    frame = len(head) + len(tail)
+
+    def shrink(limit: int) -> str:
+        return f"{head}{truncate_text(body, max(limit - frame, 0), 'session:' + session.key)}{tail}"
+
+    return Piece(
+        f"{head}{body}{tail}",
+        shrink,
+        len(shrink(0)),
+        kind="session",
+        layer="session",
+        path=session.key,
+        source_chars=len(body),
+    )

@@ -71,7 +71,6 @@ Namespace = tuple[str, ...]
 NamespaceFactory = Callable[["Runtime[Any]"], Namespace]
 
 
-
 def user_namespace(
     *, key: str = "user_id", prefix: Namespace = ("memory", "users")
 ) -> NamespaceFactory:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from deepagents.backends.protocol import BackendProtocol
+from layered_memory.core.internals import is_backend_class
 
 MAX_PATH_CHARS = 4096
 """Longer paths are refused: no file system resolves them (Linux's PATH_MAX is 4096 bytes)."""
@@ -28,7 +28,7 @@ def describe(value: object) -> str:
 
 def is_backend(value: object) -> bool:
     """A deepagents backend: a `BackendProtocol`, or an object with its download methods."""
-    if isinstance(value, BackendProtocol):
+    if is_backend_class(value, "BackendProtocol"):
         return True
     if isinstance(value, type):  # the class itself, not an instance
         return False

@@ -35,7 +35,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from layered_memory.core._defuse import IGNORABLE, defuse
+from layered_memory.core.defuse import IGNORABLE, defuse
 from layered_memory.graph._format import EntityRecord, GraphSnapshot
 
 MAX_NAME_TOKENS = 16

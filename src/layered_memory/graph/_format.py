@@ -85,7 +85,6 @@ class GraphData(TypedDict):
     relations: list[Relation]
 
 
-ENTITY_FIELDS = ("name", "entityType", "observations")
 RELATION_FIELDS = ("from", "to", "relationType")
 
 

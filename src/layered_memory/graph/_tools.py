@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
-from layered_memory.core._defuse import defuse
+from layered_memory.core.defuse import defuse
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.graph._format import dumps_pretty
 from layered_memory.graph.knowledge_graph import KnowledgeGraph

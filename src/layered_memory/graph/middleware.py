@@ -64,15 +64,20 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from layered_memory._logs import get_logger
-from layered_memory.core._internals import final_route
-from layered_memory.core._run_data import context_strings, current_config
-from layered_memory.core._system_message import append_block
-from layered_memory.core._tool_calls import MUTATING_TOOLS as FILE_MUTATING_TOOLS
-from layered_memory.core._tool_calls import error_message, named_paths, refused
 from layered_memory.core.guard import SHELL_TOOLS, ProtectedPaths, protect, refusal
+from layered_memory.core.internals import final_route
+from layered_memory.core.state import MUTATING_TOOLS as FILE_MUTATING_TOOLS
+from layered_memory.core.state import (
+    MatchKeySource,
+    append_block,
+    context_strings,
+    current_config,
+    error_message,
+    named_paths,
+    refused,
+)
 from layered_memory.core.validation import check_int, check_match_keys
 from layered_memory.errors import LayeredMemoryError, SessionKeyError
-from layered_memory.graph import _source
 from layered_memory.graph._focus import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_ENTITIES,
@@ -87,11 +92,16 @@ from layered_memory.graph._focus import (
 )
 from layered_memory.graph._format import GraphSnapshot
 from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, MUTATING_TOOLS, graph_tools
-from layered_memory.graph.knowledge_graph import DEFAULT_PATH, KnowledgeGraph
-from layered_memory.middleware import MatchKeySource
+from layered_memory.graph.knowledge_graph import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_PATH,
+    KnowledgeGraph,
+    cached,
+    changed_since,
+)
 from layered_memory.sessions import parse_session_key
+from layered_memory.writeback.memory_edits import note_redaction, redact_memory_edit
 from layered_memory.writeback.redaction import Redaction
-from layered_memory.writeback.redaction.memory_edits import note_redaction, redact_memory_edit
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -167,7 +177,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         session_entity: bool = True,
         read_only: bool = False,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-        max_bytes: int = _source.DEFAULT_MAX_BYTES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         redact_secrets: bool = True,
         strict: bool = False,
     ) -> None:
@@ -284,7 +294,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
 
     def modify_request(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         """The request with the focus block appended (from cached state: no I/O)."""
-        snapshot = _source.cached(str(request.state.get("knowledge_graph_digest") or ""))
+        snapshot = cached(str(request.state.get("knowledge_graph_digest") or ""))
         return self._inject(request, request.state, snapshot)
 
     def wrap_model_call(
@@ -295,7 +305,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         """Reload after a graph edit (or in a process that lacks the snapshot), inject, call."""
         state = request.state
         digest = state.get("knowledge_graph_digest")
-        snapshot = _source.cached(str(digest)) if digest else None
+        snapshot = cached(str(digest)) if digest else None
         if not self._must_reload(request, digest, snapshot):
             return handler(self._inject(request, state, snapshot))
         try:
@@ -312,7 +322,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         """Async twin of `wrap_model_call`."""
         state = request.state
         digest = state.get("knowledge_graph_digest")
-        snapshot = _source.cached(str(digest)) if digest else None
+        snapshot = cached(str(digest)) if digest else None
         if not self._must_reload(request, digest, snapshot):
             return await handler(self._inject(request, state, snapshot))
         try:
@@ -377,7 +387,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         return (
             bool(digest and snapshot is None)
             or graph_may_have_changed(request.messages, self._file)
-            or _source.changed_since(self.graph._local, digest)
+            or changed_since(self.graph._local, digest)
         )
 
     def _problem(self, exc: LayeredMemoryError) -> str:

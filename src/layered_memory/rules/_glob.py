@@ -1,6 +1,6 @@
 """The glob dialect of rule `paths:`: validation, linear-time compilation, and a matching index.
 
-Semantics (documented in the README's "Rule files" section):
+Semantics (documented in docs/rules.md, "Match keys and globs"):
 
 - `*` matches any run of characters except `/`; `?` one character except `/`. A segment that is
   only `*` matches a non-empty name, so `*/README.md` never matches `/README.md` (whose first

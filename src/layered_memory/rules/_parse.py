@@ -4,8 +4,8 @@ Each file is read with the semantics of the tool its type and place say it was w
 (`dialect_of`): Cursor's `.mdc` rules, VS Code Copilot's `*.instructions.md`, Claude Code's
 `.claude/rules/**/*.md`, and this package's own dialect for any other `.md` in a rule folder. A
 field another dialect reads is a warning, not a rejection; an invalid glob drops only itself.
-The tools' semantics, and where they are undocumented, what was chosen and why, are in the
-README's "Rule files" section.
+The tools' semantics, and where they are undocumented, what was chosen and why, are in
+docs/rules.md.
 
 Rule files are untrusted input (anyone who can write the rule folder, an agent included), so
 every step is bounded: the file's size, the frontmatter's size and nesting depth (checked by

@@ -36,7 +36,6 @@ _UNSET: Final = object()
 _memory: ContextVar[object] = ContextVar("layered_memory_memory", default=_UNSET)
 
 
-
 @contextmanager
 def memory_context(memory: object) -> Iterator[object]:
     """Bind ``memory`` for the code run inside the block (including graph nodes it invokes).

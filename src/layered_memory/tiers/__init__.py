@@ -6,8 +6,13 @@
 - `TieredMemoryMiddleware`: retrieval before the model call, recording after the run.
 """
 
-from layered_memory.tiers._render import render_retrieval
-from layered_memory.tiers._types import (
+from layered_memory.tiers.memory import TieredMemory
+from layered_memory.tiers.middleware import (
+    TieredMemoryMiddleware,
+    TieredMemoryState,
+    render_retrieval,
+)
+from layered_memory.tiers.records import (
     Consolidation,
     Fact,
     Forgotten,
@@ -18,8 +23,6 @@ from layered_memory.tiers._types import (
     Segment,
     TierSettings,
 )
-from layered_memory.tiers.memory import TieredMemory
-from layered_memory.tiers.middleware import TieredMemoryMiddleware, TieredMemoryState
 
 __all__ = [
     "Consolidation",

@@ -34,18 +34,34 @@ from langgraph.store.base import GetOp, Item, PutOp
 
 from layered_memory._logs import get_logger
 from layered_memory.errors import TierItemError
-from layered_memory.tiers import _search, _text
-from layered_memory.tiers._records import (
+from layered_memory.tiers import search
+from layered_memory.tiers.records import (
+    ARCHIVE,
     ARCHIVE_ROWS,
+    INDEX,
     INDEX_ROWS,
+    LPM_KEY,
     MAX_LINES,
+    MID_TERM_KEY,
+    PAGES,
+    STATE_KEY,
+    VISITS_KEY,
     ArchiveBlock,
+    Consolidation,
+    FactKind,
     FactRec,
+    Forgotten,
     IndexBlock,
     LongTerm,
     MidTerm,
+    Page,
     PageRec,
+    Retrieval,
+    ScoredFact,
+    ScoredPage,
+    Segment,
     SegRec,
+    TierSettings,
     UserState,
     Vector,
     VectorError,
@@ -55,24 +71,6 @@ from layered_memory.tiers._records import (
     load_visits,
     unit,
     warn,
-)
-from layered_memory.tiers._types import (
-    ARCHIVE,
-    INDEX,
-    LPM_KEY,
-    MID_TERM_KEY,
-    PAGES,
-    STATE_KEY,
-    VISITS_KEY,
-    Consolidation,
-    FactKind,
-    Forgotten,
-    Page,
-    Retrieval,
-    ScoredFact,
-    ScoredPage,
-    Segment,
-    TierSettings,
 )
 
 logger = get_logger(__name__)
@@ -392,17 +390,17 @@ def _move_overflow(ctx: Context, loaded: Loaded, touched: set[str], report: _Rep
     for page, raw in zip(overflow, matrix, strict=True):
         vector = unit(raw)
         page.vector = vector
-        words = _text.keywords(page_text(page))
-        summary = _text.summary_line(page.query, page.response)
-        terms = _text.tokens(page_text(page))
+        words = search.keywords(page_text(page))
+        summary = search.summary_line(page.query, page.response)
+        terms = search.tokens(page_text(page))
         if ctx.has_model and not page.forgotten:  # a forgotten page's text goes to no model
-            answer = yield Ask(tuple(_text.page_messages(page.query, page.response)))
-            parsed = _parsed(answer, _text.parse_summary, ctx, "page summary")
+            answer = yield Ask(tuple(search.page_messages(page.query, page.response)))
+            parsed = _parsed(answer, search.parse_summary, ctx, "page summary")
             if parsed is not None:
                 words, summary = parsed
                 # The model's words (synonyms, names it resolved) are searchable too.
-                terms += _text.tokens(summary) + words
-        page.keywords, page.summary = words[: _text.MAX_KEYWORDS], summary
+                terms += search.tokens(summary) + words
+        page.keywords, page.summary = words[: search.MAX_KEYWORDS], summary
         segment, score = _best_segment(mid, vector, page.keywords)
         if segment is not None and score >= ctx.settings.theta:
             if page.forgotten:
@@ -444,7 +442,7 @@ def _parsed(answer: object, parse: Any, ctx: Context, what: str) -> Any:
             type(answer.error).__name__,
         )
         return None
-    parsed = parse(_text.answer_text(answer))
+    parsed = parse(search.answer_text(answer))
     if parsed is None:
         logger.warning(
             "tiered memory %s: unusable model answer for %s; lexical fallback", ctx.where, what
@@ -460,11 +458,11 @@ def _best_segment(
     candidates = [s for s in candidates if mid.vectors[s.id].shape == vector.shape]
     if not candidates:
         return None, 0.0
-    cos = _search.cosines(np.stack([mid.vectors[s.id] for s in candidates]), vector)
+    cos = search.cosines(np.stack([mid.vectors[s.id] for s in candidates]), vector)
     best: SegRec | None = None
     best_score = float("-inf")
     for segment, similarity in zip(candidates, cos.tolist(), strict=True):
-        score = similarity + _text.jaccard(segment.keywords, words)
+        score = similarity + search.jaccard(segment.keywords, words)
         if score > best_score:
             best, best_score = segment, score
     return best, best_score
@@ -485,19 +483,19 @@ def _join(ctx: Context, mid: MidTerm, segment: SegRec, page: PageRec) -> Flow[No
     if ctx.has_model:
         answer = yield Ask(
             tuple(
-                _text.segment_messages(
+                search.segment_messages(
                     segment.summary, segment.keywords, page.summary, page.keywords
                 )
             )
         )
-        parsed = _parsed(answer, _text.parse_summary, ctx, "segment summary")
+        parsed = _parsed(answer, search.parse_summary, ctx, "segment summary")
         if parsed is not None:
             words, segment.summary = parsed
-            segment.keywords = words[: _text.MAX_SEGMENT_KEYWORDS]
+            segment.keywords = words[: search.MAX_SEGMENT_KEYWORDS]
             lexical = False
     if lexical:
-        segment.keywords = _text.top_keywords(segment.counts)
-        segment.summary = _text.segment_summary(segment.keywords, segment.lines)
+        segment.keywords = search.top_keywords(segment.counts)
+        segment.summary = search.segment_summary(segment.keywords, segment.lines)
 
 
 def _create(ctx: Context, state: UserState, mid: MidTerm, page: PageRec) -> SegRec:
@@ -522,9 +520,9 @@ def _create(ctx: Context, state: UserState, mid: MidTerm, page: PageRec) -> SegR
         mid.vectors[segment.id] = 0 * page.vector
         return segment
     segment.add_keywords(page.keywords)
-    segment.keywords = list(page.keywords[: _text.MAX_SEGMENT_KEYWORDS])
+    segment.keywords = list(page.keywords[: search.MAX_SEGMENT_KEYWORDS])
     segment.summary = (
-        page.summary if ctx.has_model else _text.segment_summary(segment.keywords, segment.lines)
+        page.summary if ctx.has_model else search.segment_summary(segment.keywords, segment.lines)
     )
     mid.vectors[segment.id] = page.vector.copy()
     return segment
@@ -581,9 +579,9 @@ def _promote(ctx: Context, loaded: Loaded, report: _Report) -> Flow[bool]:
         entries = _lexical_promotion(visible)
         if ctx.has_model and visible:
             answer = yield Ask(
-                tuple(_text.promotion_messages([(p.query, p.response) for p in visible]))
+                tuple(search.promotion_messages([(p.query, p.response) for p in visible]))
             )
-            parsed = _parsed(answer, _text.parse_promotion, ctx, "promotion")
+            parsed = _parsed(answer, search.parse_promotion, ctx, "promotion")
             if parsed is not None:
                 profile, facts = parsed
                 ids = [page.id for page in visible]
@@ -638,8 +636,8 @@ def _lexical_promotion(pages: Sequence[PageRec]) -> list[Entry]:
     """
     entries: list[Entry] = []
     for page in pages:
-        line = page.summary or _text.summary_line(page.query, page.response)
-        if line and not line.endswith("?") and len(_text.tokens(line)) >= 3:
+        line = page.summary or search.summary_line(page.query, page.response)
+        if line and not line.endswith("?") and len(search.tokens(line)) >= 3:
             entries.append(("fact", line, [page.id]))
     return entries
 
@@ -676,19 +674,19 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
         )
     dense = q if q is not None and (index is None or q.shape[0] == index.dim) else None
     stm_docs = [
-        _search.ShortTermDoc(page.id, _text.word_counts(page_text(page)), page.timestamp)
+        search.ShortTermDoc(page.id, search.word_counts(page_text(page)), page.timestamp)
         for page in short
     ]
     s = ctx.settings
-    hint = _search.time_hint(query, ctx.now)
-    words = _text.tokens(query)
+    hint = search.time_hint(query, ctx.now)
+    words = search.tokens(query)
     if index is not None:
         with index.lock:
-            found = _search.search(
+            found = search.search(
                 index, words, dense, stm_docs, top_k=s.top_k, relevance_z=s.relevance_z, hint=hint
             )
     else:
-        found = _search.search(
+        found = search.search(
             None, words, None, stm_docs, top_k=s.top_k, relevance_z=s.relevance_z, hint=hint
         )
     by_id = {page.id: page for page in short}
@@ -720,14 +718,14 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
     )
 
 
-def _current_index(ctx: Context, state: UserState) -> Flow[_search.PageIndex | None]:
+def _current_index(ctx: Context, state: UserState) -> Flow[search.PageIndex | None]:
     """This process's copy of the user's index, brought up to the revisions `state` lists
     (reading only the blocks that changed since it was last brought up)."""
     if not state.dim or not state.index:
         return None
     revs = [rev for rev, _ in state.index]
     for _ in range(3):
-        stale = _search.INDEXES.stale_blocks((ctx.store, ctx.namespace), revs, state.dim)
+        stale = search.INDEXES.stale_blocks((ctx.store, ctx.namespace), revs, state.dim)
         blocks: dict[int, IndexBlock] = {}
         if stale:
             items = yield StoreBatch(tuple(GetOp(ctx.index, str(n)) for n in stale))
@@ -735,14 +733,14 @@ def _current_index(ctx: Context, state: UserState) -> Flow[_search.PageIndex | N
                 block = IndexBlock.load(_value(item), where=ctx.where, number=n)
                 blocks[n] = block
                 revs[n] = block.rev or revs[n]
-        index = _search.INDEXES.current((ctx.store, ctx.namespace), revs, state.dim, blocks)
+        index = search.INDEXES.current((ctx.store, ctx.namespace), revs, state.dim, blocks)
         if index is not None:
             return index
     return None  # another thread kept changing it: this retrieval searches short-term only
 
 
 def _relevant_entries(
-    found: _search.Found, facts: list[FactRec], lpm: LongTerm, q: Vector | None, top: int
+    found: search.Found, facts: list[FactRec], lpm: LongTerm, q: Vector | None, top: int
 ) -> list[tuple[float, FactRec]]:
     """Long-term entries that would rank among the returned pages (the same scores and the
     same relevance cut as the pages: no cosine cut of their own), best first."""
@@ -750,11 +748,11 @@ def _relevant_entries(
         return []
     cosines: dict[str, float] = {}
     if q is not None and lpm.matrix is not None and lpm.matrix.shape[1:] == q.shape:
-        every = _search.cosines(lpm.matrix, q).tolist()
+        every = search.cosines(lpm.matrix, q).tolist()
         cosines = {fact.id: c for fact, c in zip(lpm.facts, every, strict=True)}
     scored = []
     for fact in facts:
-        score = _search.score_extra(found, _text.word_counts(fact.text), cosines.get(fact.id))
+        score = search.score_extra(found, search.word_counts(fact.text), cosines.get(fact.id))
         if score > 0 and score >= found.last_score:
             scored.append((score, fact))
     scored.sort(key=lambda pair: (-pair[0], -pair[1].timestamp))
@@ -917,9 +915,9 @@ def _rebuild(ctx: Context, loaded: Loaded, place: _Place) -> Flow[None]:
     segment.counts = {}
     for page in pages:
         segment.add_keywords(page.keywords)
-    segment.keywords = _text.top_keywords(segment.counts)
+    segment.keywords = search.top_keywords(segment.counts)
     segment.lines = [page.summary for page in pages if page.summary][-MAX_LINES:]
-    segment.summary = _text.segment_summary(segment.keywords, segment.lines)
+    segment.summary = search.segment_summary(segment.keywords, segment.lines)
     if place.archive_block is not None:
         return  # an archived segment has no vector: its pages are searched one by one
     numbers = sorted({page.block for page in pages if page.block is not None})

@@ -23,8 +23,7 @@ from langgraph.store.base import BaseStore
 from layered_memory._logs import get_logger
 from layered_memory.tiers import _flows
 from layered_memory.tiers._flows import Ask, Embed, Failed, Flow, Op, StoreBatch
-from layered_memory.tiers._text import storable
-from layered_memory.tiers._types import (
+from layered_memory.tiers.records import (
     DEFAULT_NAMESPACE,
     Consolidation,
     Fact,
@@ -36,6 +35,7 @@ from layered_memory.tiers._types import (
     check_prefix,
     user_namespace,
 )
+from layered_memory.tiers.search import storable
 from layered_memory.writeback.redaction import redact
 
 if TYPE_CHECKING:

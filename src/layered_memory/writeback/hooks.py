@@ -1,7 +1,8 @@
 """Pipeline hooks: named, prioritized handlers run when something happens in a memory pipeline.
 
 `MemoryMiddleware(hooks=registry)` fires `PIPELINE_START` in `before_agent` and `PIPELINE_END`
-in `after_agent`; a hand-built graph fires them itself:
+in `after_agent` (through `EndOfRun`, the end-of-run concern); a hand-built graph fires them
+itself:
 
     registry = HookRegistry()
     registry.register(HookEvent.PIPELINE_END, on_end, name="audit")
@@ -41,11 +42,20 @@ import itertools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Optional, TypeAlias
+
+from langchain.agents.middleware.types import AgentMiddleware, AgentState
 
 from layered_memory._logs import get_logger
+from layered_memory.core.state import current_config, run_data
 
-__all__ = ["AsyncHookHandler", "HookEvent", "HookHandler", "HookRegistry"]
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.runtime import Runtime
+
+    from layered_memory.writeback.consolidation import MemoryConsolidator
+
+__all__ = ["AsyncHookHandler", "EndOfRun", "HookEvent", "HookHandler", "HookRegistry"]
 
 logger = get_logger(__name__)
 
@@ -227,6 +237,65 @@ class HookRegistry:
             registration.name,
             registration.event.value,
         )
+
+
+class EndOfRun(AgentMiddleware[AgentState[Any], Any, Any]):
+    """The end of a run handed to write-back: `PIPELINE_END` with the final state, then the
+    consolidator.
+
+    A concern of its own because LangChain adds an `after_agent` graph node for every
+    middleware class that defines the hook, and that node runs at every invocation: without
+    write-back it did nothing for about 7% of the Python calls of a short scripted deep-agent
+    conversation (`make bench`, scenario 6). `MemoryMiddleware(hooks=..., consolidator=...)`
+    runs one itself (its graph has the node only then); beside another middleware, add it to
+    the agent's list: `middleware=[memory, EndOfRun(hooks=registry)]`.
+
+    Args:
+        hooks: Fired with `PIPELINE_END` and the run's data (the final state, `config`,
+            `runtime_context`, `thread_id`).
+        consolidator: Handed the same data after the hooks (`MemoryConsolidator.after_run`).
+    """
+
+    def __init__(
+        self,
+        *,
+        hooks: HookRegistry | None = None,
+        consolidator: MemoryConsolidator | None = None,
+    ) -> None:
+        super().__init__()
+        self.hooks = hooks
+        self.consolidator = consolidator
+
+    def after_agent(
+        self,
+        state: AgentState[Any],
+        runtime: Runtime[Any],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (LangGraph matches this spelling)
+    ) -> dict[str, Any] | None:
+        """Fire PIPELINE_END with the final state (write-back handlers run here), then
+        consolidate the run."""
+        if self.hooks is not None or self.consolidator is not None:
+            data = run_data(state, runtime, current_config(config))
+            if self.hooks is not None:
+                self.hooks.trigger(HookEvent.PIPELINE_END, data)
+            if self.consolidator is not None:
+                self.consolidator.after_run(data)
+        return None
+
+    async def aafter_agent(
+        self,
+        state: AgentState[Any],
+        runtime: Runtime[Any],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see after_agent)
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        if self.hooks is not None or self.consolidator is not None:
+            data = run_data(state, runtime, current_config(config))
+            if self.hooks is not None:
+                await self.hooks.atrigger(HookEvent.PIPELINE_END, data)
+            if self.consolidator is not None:
+                await self.consolidator.aafter_run(data)
+        return None
 
 
 def _run_to_completion(awaitable: Awaitable[object]) -> None:

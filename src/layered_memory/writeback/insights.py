@@ -25,9 +25,10 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
 from layered_memory._logs import get_logger
-from layered_memory.core._run_data import is_dry_run, run_value, thread_id_of
 from layered_memory.core.files import Texts, strategy_for
-from layered_memory.writeback._sections import (
+from layered_memory.core.state import is_dry_run, run_value, thread_id_of
+from layered_memory.writeback.hooks import HookEvent, HookRegistry
+from layered_memory.writeback.sections import (
     RESCAN_MARGIN,
     Insight,
     InsightPlan,
@@ -37,7 +38,6 @@ from layered_memory.writeback._sections import (
     plan_insight,
     redacted_line,
 )
-from layered_memory.writeback.hooks import HookEvent, HookRegistry
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -275,12 +275,11 @@ def default_formatter(final_state: Mapping[str, Any]) -> str | None:
     `INSIGHT: <what you learned>`"). The agent's plain final answer is never written as-is:
     memory is re-read by every later run and must hold deliberate lessons only.
 
-    Returns None, so nothing is written, when no entity is known (`entity_name` in the state,
-    `runtime_context` or `config["configurable"]`) or no insight text is found: never an
-    `unknown` or `?` placeholder.
+    Returns None, so nothing is written, when no insight text is found: never an `unknown` or
+    `?` placeholder. The entity does not matter here: without one (no `entity_name` in the
+    state, `runtime_context` or `config["configurable"]`) the insight is written untagged, as
+    the notes of `record_insight` are, and deduplicated by its text that day.
     """
-    if _entity_of(final_state) is None:
-        return None
     for key in ("insight", "summary"):
         value = final_state.get(key)
         if isinstance(value, str) and value.strip():
@@ -320,11 +319,22 @@ class InsightNotebook:
 def record_insight_tool(notebook: InsightNotebook) -> BaseTool:
     """A `record_insight(note)` tool: the note is written to memory when the run ends.
 
-    Pass the same notebook to `register_write_back(..., notebook=notebook)`. Several notes of
-    one run become one line, joined with `; `.
+    The tool takes one argument, `note` (a string: the lesson, one short sentence); the tool
+    description and the argument's schema name it, so a model calls `record_insight` with
+    `{"note": "..."}`. Pass the same notebook to `register_write_back(..., notebook=notebook)`.
+    Several notes of one run become one line, joined with `; `; without an entity the line is
+    untagged.
+
+    Args:
+        notebook: Where the notes wait, per `thread_id`, until `PIPELINE_END`.
     """
 
     def record_insight(note: str, runtime: ToolRuntime) -> str:
+        """Record one durable lesson learned in this run.
+
+        Args:
+            note: The lesson, one short sentence.
+        """
         cleaned = note.strip()
         if not cleaned:
             return "Nothing recorded: the note is empty."
@@ -338,9 +348,10 @@ def record_insight_tool(notebook: InsightNotebook) -> BaseTool:
         name="record_insight",
         description=(
             "Record one durable lesson learned in this run (a preference, a fact about the "
-            "entity, a pitfall to avoid) so future runs start with it. One short sentence. "
-            "Never include credentials or personal data."
+            "entity, a pitfall to avoid) so future runs start with it. Argument: `note`, the "
+            "lesson as one short sentence. Never include credentials or personal data."
         ),
+        parse_docstring=True,  # the schema of `note` carries its description from the docstring
     )
 
 

@@ -23,15 +23,14 @@ from hypothesis import strategies as st
 from langchain.agents import create_agent
 
 from layered_memory import InMemorySessionStore, Layer, MemoryMiddleware
-from layered_memory.core import _lookalikes as table
-from layered_memory.core._defuse import (
+from layered_memory.core import defuse as table
+from layered_memory.core.defuse import (
     GUARDED_NAMES,
     IGNORABLE,
     defuse,
     defuse_attribute,
     drop_invisible,
 )
-from layered_memory.core.render import neutralize_tags
 from layered_memory.testing import ScriptedChatModel
 
 INVISIBLES = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u202e", "\u0301"]
@@ -137,10 +136,6 @@ def test_a_block_guards_its_own_element_names_too() -> None:
     assert defuse(text, names=("tiered_memory", "long_term")) == (
         "<\\/\u0301tiered_memory><\\/Long_Term>"
     )
-
-
-def test_render_uses_the_one_function() -> None:
-    assert neutralize_tags is defuse
 
 
 def test_attribute_values_are_one_escaped_defused_line() -> None:

@@ -15,13 +15,13 @@ from deepagents.backends import CompositeBackend, FilesystemBackend, StateBacken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layered_memory.core._disk_cache import non_regular_files, special_file_kind
+from layered_memory.core.disk_cache import non_regular_files, special_file_kind
 from layered_memory.core.layers import Layer, normalize_backend_path
 from layered_memory.core.loading import strip_html_comments
 from layered_memory.core.render import cap_lines
 from layered_memory.core.validation import invalid_path_reason
 from layered_memory.rules._parse import MAX_FRONTMATTER_DEPTH, _flow_too_deep, _too_deep
-from layered_memory.writeback._sections import Insight, find_section, plan_insight, split_lines
+from layered_memory.writeback.sections import Insight, find_section, plan_insight, split_lines
 
 _OLD_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 

@@ -34,7 +34,7 @@ from deepagents.backends.protocol import (
 )
 
 from layered_memory._logs import get_logger
-from layered_memory.core.guard._shell import Outcome, restore, run_start_in_context, taken_now
+from layered_memory.core.guard.shell import Outcome, restore, run_start_in_context, taken_now
 from layered_memory.core.loading import (
     DownloadResult,
     adownload_texts,
@@ -154,6 +154,11 @@ def _memory_file(view: Any, path: str) -> str | None:
     return memory_file_of(view, view._layered_memory_protected, path)
 
 
+def _redacted_and_file(view: Any, path: str, text: str) -> tuple[str, str | None]:
+    """`_redacted` and `_memory_file` at once: the async methods run both in one worker thread."""
+    return _redacted(view, path, text), _memory_file(view, path)
+
+
 def _unreadable(path: str, file: str, found: DownloadResult) -> str | None:
     """Why `file` (written as `path`) must not be replaced whole: it exists but could not be
     read (None: it was read, or it does not exist)."""
@@ -218,14 +223,14 @@ class _FileGuard:
         return _Own(self).write(file_path, content)  # type: ignore[no-any-return]
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
-        reason = _refused(self, "write", file_path)
+        # The guard's checks resolve and stat paths on disk: off the event loop.
+        reason = await asyncio.to_thread(_refused, self, "write", file_path)
         if reason is not None:
             return WriteResult(error=_message("write", reason))
         unreadable = await _aunreadable_reason(self, file_path)
         if unreadable is not None:
             return WriteResult(error=_unreadable_message(file_path, unreadable))
-        content = _redacted(self, file_path, content)
-        file = _memory_file(self, file_path)
+        content, file = await asyncio.to_thread(_redacted_and_file, self, file_path, content)
         if file is not None:
             from layered_memory.core import files
 
@@ -255,11 +260,10 @@ class _FileGuard:
     async def aedit(
         self, file_path: str, old_string: str, new_string: str, replace_all: bool = False
     ) -> EditResult:
-        reason = _refused(self, "edit", file_path)
+        reason = await asyncio.to_thread(_refused, self, "edit", file_path)  # off the loop
         if reason is not None:
             return EditResult(error=_message("edit", reason))
-        new_string = _redacted(self, file_path, new_string)
-        file = _memory_file(self, file_path)
+        new_string, file = await asyncio.to_thread(_redacted_and_file, self, file_path, new_string)
         if file is not None:
             from layered_memory.core import files
 
@@ -277,7 +281,7 @@ class _FileGuard:
         return _Own(self).delete(file_path)  # type: ignore[no-any-return]
 
     async def adelete(self, file_path: str) -> DeleteResult:
-        reason = _refused(self, "delete", file_path)
+        reason = await asyncio.to_thread(_refused, self, "delete", file_path)  # off the loop
         if reason is not None:
             return DeleteResult(error=_message("delete", reason))
         return await _Own(self).adelete(file_path)  # type: ignore[no-any-return]
@@ -293,7 +297,7 @@ class _FileGuard:
         unreadable = {
             i for i, (path, _) in enumerate(files) if await _aunreadable_reason(self, path)
         }
-        refused, allowed = _split_uploads(self, files, unreadable)
+        refused, allowed = await asyncio.to_thread(_split_uploads, self, files, unreadable)
         done = await _auploaded(self, allowed)
         return _merge_uploads(files, refused, done)
 
@@ -326,10 +330,8 @@ def _uploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadRes
 async def _auploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
     from layered_memory.core import files
 
-    locked = {
-        i: await files.aupload_memory_file(view, *entry)
-        for i, entry in _memory_uploads(view, allowed)
-    }
+    uploads = await asyncio.to_thread(_memory_uploads, view, allowed)  # stats: off the loop
+    locked = {i: await files.aupload_memory_file(view, *entry) for i, entry in uploads}
     rest = [i for i in range(len(allowed)) if locked.get(i) is None]
     plain = await _Own(view).aupload_files([allowed[i] for i in rest]) if rest else []
     return _in_order(locked, dict(zip(rest, plain, strict=True)))

@@ -5,7 +5,7 @@ Writes go to L2, then L1 (write-through). L1 is only a cache, so when it fails, 
 still succeed through L2; L2 is the source of truth, so when it fails, writes raise: the store
 never acknowledges a write that is not durable.
 
-Faults, and what is guaranteed (the README's "Faults" paragraph says the same for users):
+Faults, and what is guaranteed (docs/sessions.md, "Faults", says the same for users):
 
 - **A slow or frozen L1** costs one call at most its client's timeout (1 s for
   `RedisSessionStore.from_url`; async calls also at most ``l1_timeout``): the failure opens a

@@ -10,17 +10,27 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import sys
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.embeddings import Embeddings
-
-from layered_memory.cli._store import open_store, parse_namespace
-from layered_memory.cli._text import dumps_json, printable
+from layered_memory.cli._output import counted, dumps_json, printable
 from layered_memory.errors import LayeredMemoryError, TierItemError
-from layered_memory.tiers._types import DEFAULT_NAMESPACE, Page, check_prefix, user_namespace
-from layered_memory.tiers.memory import TieredMemory
+
+if TYPE_CHECKING:
+    from layered_memory.tiers import Page, TieredMemory
+
+# The parser declares every subcommand, so this module is imported by every command: the tiers
+# (numpy, LangChain) are imported only when `tiers` runs. Without the `tiers` extra the import
+# fails here, and `layered-memory tiers` names the extra instead (`cli._add_tiers`).
+if importlib.util.find_spec("numpy") is None:
+    msg = "layered-memory tiers needs numpy (the tiers extra)"
+    raise ImportError(msg)
+
+DEFAULT_NAMESPACE = "layered_memory/tiers"
+"""`tiers.records.DEFAULT_NAMESPACE` joined by '/' (pinned by `tests/tiers/test_tiers_cli.py`),
+spelled out so that declaring the option imports nothing of the tiers."""
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 
@@ -41,14 +51,19 @@ item with all its fields (a page: "id", "query", "response", "timestamp",
 store error."""
 
 
-class _NoEmbeddings(Embeddings):
-    """Inspecting and forgetting never embed; a call would be a bug."""
+def _no_embeddings() -> Any:
+    """Embeddings for a `TieredMemory` that only inspects and forgets: it never embeds, so a
+    call would be a bug."""
+    from langchain_core.embeddings import Embeddings
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        raise NotImplementedError
+    class NoEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            raise NotImplementedError
 
-    def embed_query(self, text: str) -> list[float]:
-        raise NotImplementedError
+        def embed_query(self, text: str) -> list[float]:
+            raise NotImplementedError
+
+    return NoEmbeddings()
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--store", required=True, metavar="URL", help="PostgreSQL URL")
     parser.add_argument(
         "--namespace",
-        default="/".join(DEFAULT_NAMESPACE),
+        default=DEFAULT_NAMESPACE,
         metavar="NS",
         help="TieredMemory's namespace prefix, parts joined by '/' (default %(default)s)",
     )
@@ -97,6 +112,10 @@ def _page_line(page: Page, indent: str) -> str:
 
 def run_tiers(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit status."""
+    from layered_memory.cli._source import open_store, parse_namespace
+    from layered_memory.tiers.memory import TieredMemory
+    from layered_memory.tiers.records import check_prefix
+
     if args.purge and not args.forget:
         print("layered-memory tiers: --purge goes with --forget ITEM", file=sys.stderr)
         return EXIT_USAGE
@@ -109,7 +128,7 @@ def run_tiers(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         with open_store(args.store) as store:
-            memory = TieredMemory(store, embeddings=_NoEmbeddings(), namespace=prefix)
+            memory = TieredMemory(store, embeddings=_no_embeddings(), namespace=prefix)
             if args.forget or args.restore:
                 return _edit(memory, args)
             _show(memory, args.user, as_json=args.json)
@@ -135,6 +154,8 @@ def _edit(memory: TieredMemory, args: argparse.Namespace) -> int:
 
 
 def _show(memory: TieredMemory, user_id: str, *, as_json: bool) -> None:
+    from layered_memory.tiers.records import user_namespace
+
     stm = memory.short_term(user_id)
     every = memory.segments(user_id)
     segments = sorted((s for s in every if not s.archived), key=lambda s: -s.heat)
@@ -153,12 +174,12 @@ def _show(memory: TieredMemory, user_id: str, *, as_json: bool) -> None:
     print(
         f"user {_clean(repr(user_id), 60)} ({'/'.join(user_namespace(memory.namespace, user_id))})"
     )
-    print(f"short-term: {len(stm)} page(s)")
+    print(f"short-term: {counted(len(stm), 'page')}")
     for page in stm:
         print(_page_line(page, "  "))
     for title, group in (("mid-term", segments), ("archive", archived)):
         order = ", hottest first" if title == "mid-term" else ", oldest first (searched)"
-        print(f"{title}: {len(group)} segment(s){order}")
+        print(f"{title}: {counted(len(group), 'segment')}{order}")
         for seg in group:
             flag = "  (forgotten)" if seg.forgotten else ""
             print(
@@ -169,8 +190,7 @@ def _show(memory: TieredMemory, user_id: str, *, as_json: bool) -> None:
             print(f"         {_clean(seg.summary, 90)}")
             for page in seg.pages:
                 print(_page_line(page, "         "))
-    entries = "entry" if len(facts) == 1 else "entries"
-    print(f"long-term: {len(facts)} {entries}")
+    print(f"long-term: {counted(len(facts), 'entry', 'entries')}")
     for fact in facts:
         flag = "  (forgotten)" if fact.forgotten else ""
         print(f"  {fact.id:<6} [{fact.kind}] {_clean(fact.text, 90)}{flag}")

@@ -1,20 +1,28 @@
-"""Text the CLI prints that came from outside: file names, store keys, memory, driver errors.
+"""How the CLI prints: every outside string escaped, JSON, colour only on a terminal.
+
+Text the CLI prints that came from outside: file names, store keys, memory, driver errors.
 
 A store key or file name is data, and may be hostile: a newline in it would forge a line of
 `sync` output, an ANSI escape would reach the terminal (recolour, retitle, hide text), a bidi
 override would show `txt.exe` as `exe.txt`. Every such string goes through `printable` before
 it is printed; JSON goes through `dumps_json`. One helper, used by every subcommand.
+
+Colour: one rule for every subcommand (https://no-color.org): colour is added only when the
+stream is a TTY and `NO_COLOR` is unset or empty; `--json` output is never coloured.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TextIO
+
+# -- escaping what came from outside ----------------------------------------------------------
 
 __all__ = ["dumps_json", "escaped_output", "printable", "printable_url", "takes_any_text"]
 
@@ -130,3 +138,45 @@ def _json_escape(match: re.Match[str]) -> str:
     # JSON has no astral escapes: a UTF-16 surrogate pair.
     code -= 0x10000
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """`1 relation`, `2 relations`, `1,024 entities` (with `plural`): every count the CLI prints."""
+    return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
+
+
+# -- colour -----------------------------------------------------------------------------------
+
+_STYLES = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "cyan": "36",
+}
+
+SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def use_colour(stream: TextIO) -> bool:
+    """Colour only on a terminal, and never when `NO_COLOR` is set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
+class Painter:
+    """Wraps text in an ANSI style when enabled; the identity otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, style: str) -> str:
+        if not self.enabled or not text:
+            return text
+        return f"\x1b[{_STYLES[style]}m{text}\x1b[0m"

@@ -9,26 +9,56 @@ below), not the features built on it.
 - langgraph-checkpoint-postgres: the `store` table of `PostgresStore` / `AsyncPostgresStore`
   (read and written in one transaction under an advisory lock by the write-back) and the
   store's own connection and lock. Imported lazily: the `postgres` extra stays optional.
+- deepagents' backend factory form, `backend=lambda runtime: ...`, resolved per hook call (a
+  `ToolRuntime` built the way deepagents builds it for its factories).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from deepagents.backends.composite import CompositeBackend
-from deepagents.backends.filesystem import FilesystemBackend
-from deepagents.backends.store import StoreBackend
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from deepagents.backends.composite import CompositeBackend
+    from deepagents.backends.filesystem import FilesystemBackend
+    from deepagents.backends.store import StoreBackend
+    from langchain_core.runnables import RunnableConfig
     from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
+
+    from layered_memory.core.guard import ProtectedPaths
+
+
+# -- deepagents' and langgraph's private API ------------------------------------------------------
 
 WRITTEN_FOR = {"deepagents": "0.7.32", "langgraph-checkpoint-postgres": "3.2.0"}
 """The versions these adapters were written and tested against."""
 
 # -- deepagents -------------------------------------------------------------------------------
+
+_BACKEND_HOMES = {
+    "BackendProtocol": "deepagents.backends.protocol",
+    "CompositeBackend": "deepagents.backends.composite",
+    "FilesystemBackend": "deepagents.backends.filesystem",
+    "StoreBackend": "deepagents.backends.store",
+}
+
+
+def is_backend_class(
+    value: object,
+    name: Literal["BackendProtocol", "CompositeBackend", "FilesystemBackend", "StoreBackend"],
+) -> bool:
+    """`isinstance(value, <that deepagents class>)`, without importing deepagents.
+
+    An instance of a class means its module was imported: when it was not, the answer is no.
+    Importing deepagents costs about 2 s (its package imports LangChain and LangGraph), which
+    `layered-memory lint` of a rule folder and `--version` never pay
+    (`tests/cli/test_cli_startup.py`).
+    """
+    module = sys.modules.get(_BACKEND_HOMES[name])
+    return module is not None and isinstance(value, getattr(module, name))
 
 
 def route(backend: CompositeBackend, path: str) -> tuple[Any, str, str | None]:
@@ -43,7 +73,7 @@ def route(backend: CompositeBackend, path: str) -> tuple[Any, str, str | None]:
 
 def final_route(backend: Any, path: str) -> tuple[Any, str]:
     """Follow composite routes (also nested ones) to the backend that stores `path`."""
-    while isinstance(backend, CompositeBackend):
+    while is_backend_class(backend, "CompositeBackend"):
         backend, path, _prefix = route(backend, path)
     return backend, path
 
@@ -130,3 +160,43 @@ async def async_store_connection(store: AsyncPostgresStore) -> AsyncIterator[Any
     else:
         async with store.lock:
             yield conn
+
+
+# -- deepagents' backend factory form -------------------------------------------------------------
+
+BackendFactory = Callable[[Any], Any]
+"""`callable(runtime) -> backend`, resolved at each hook."""
+
+
+def resolve(
+    factory: BackendFactory, state: Mapping[str, Any], runtime: Any, config: RunnableConfig | None
+) -> Any:
+    """The backend a factory gives for this run (called with a `ToolRuntime`, as deepagents
+    called its factories)."""
+    from langchain.tools import ToolRuntime  # imported when a factory is used (lazy imports)
+
+    tool_runtime = ToolRuntime(
+        state=state,
+        context=getattr(runtime, "context", None),
+        config=config or getattr(runtime, "config", None) or {},  # type: ignore[arg-type]
+        stream_writer=getattr(runtime, "stream_writer", None) or _no_stream,
+        tool_call_id=None,
+        store=getattr(runtime, "store", None),
+    )
+    return factory(tool_runtime)
+
+
+def protecting(factory: BackendFactory, paths: ProtectedPaths) -> BackendFactory:
+    """A factory whose every backend is protected (`guard.protect`)."""
+
+    # The guard sits above this module (it routes paths with `route`): imported when called.
+    from layered_memory.core.guard import protect
+
+    def protected_factory(runtime: Any) -> Any:
+        return protect(factory(runtime), paths)
+
+    return protected_factory
+
+
+def _no_stream(_chunk: Any) -> None:
+    """Stream writer for a factory called outside a streaming run."""

@@ -2,7 +2,7 @@
 
 A shell cannot be checked before it runs, and a subagent on the plain backend writes past the
 parent's tool hook. After each, read-only memory is compared with what it held when the run
-started (`core._run_start.RunStart`, kept in the run's state), never with a copy taken from
+started (`core.snapshot.RunStart`, kept in the run's state), never with a copy taken from
 disk mid-run: two parallel tool calls cannot hand each other a planted file as "the original".
 
 What is compared, in this order:
@@ -17,7 +17,7 @@ What is compared, in this order:
 
 Putting back is verified: the result is read again. What could not be put back (a full disk,
 a permission, a nested file whose text the snapshot does not keep) is told to the model,
-logged, and recorded (`core._unrestored`): later loads leave it out until the file changes.
+logged, and recorded (`core.snapshot`): later loads leave it out until the file changes.
 Every failure is caught: a check never ends the run. One lock serialises the checks, so
 parallel tool calls never interleave their restores.
 
@@ -39,18 +39,22 @@ from typing import Any
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._logs import get_logger
-from layered_memory.core._disk_cache import read_cache_for
-from layered_memory.core._run_start import (
+from layered_memory.core.disk_cache import read_cache_for
+from layered_memory.core.guard import backend_path, clear_swapped_on_disk, disk_path
+from layered_memory.core.loading import decode_content, download_files_safely, download_texts
+from layered_memory.core.snapshot import (
     RunStart,
+    Unrestored,
     as_backend_path,
+    entries,
+    fingerprint,
     identity_of,
+    place_of,
+    record,
     scan,
     text_digest,
     walk_nested,
 )
-from layered_memory.core._unrestored import Unrestored, entries, fingerprint, place_of, record
-from layered_memory.core.guard._places import backend_path, clear_swapped_on_disk, disk_path
-from layered_memory.core.loading import decode_content, download_files_safely, download_texts
 from layered_memory.rules import is_rule_file
 
 logger = get_logger(__name__)
@@ -436,7 +440,7 @@ def _reason(exc: Exception) -> str:
 def _recorded(
     io: Any, where: Any, failed: Mapping[str, str], paths: Mapping[str, str]
 ) -> dict[str, str]:
-    """Record each file that could not be put back for the next runs (`core._unrestored`),
+    """Record each file that could not be put back for the next runs (`core.snapshot`),
     and return the failures not recorded before as they are: a file an earlier check of the
     run already reported, unchanged since, is not reported again at every later call."""
     files = [path for path in failed if path in paths]

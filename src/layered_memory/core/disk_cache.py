@@ -23,12 +23,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deepagents.backends.composite import CompositeBackend
-from deepagents.backends.filesystem import FilesystemBackend
+from layered_memory.core.internals import final_route, is_backend_class
 
-from layered_memory.core._internals import final_route
+if TYPE_CHECKING:
+    from deepagents.backends.filesystem import FilesystemBackend
 
 RACY_WINDOW_NS = 2_000_000_000
 """Files modified this close to our read are re-read next time (coarse filesystem clocks)."""
@@ -177,11 +177,14 @@ def non_regular_files(backend: Any, paths: Iterable[str]) -> dict[str, str]:
     backends hold no such files and cost nothing here.
     """
     found: dict[str, str] = {}
-    if not isinstance(backend, FilesystemBackend | CompositeBackend):
+    if not (
+        is_backend_class(backend, "FilesystemBackend")
+        or is_backend_class(backend, "CompositeBackend")
+    ):
         return found
     for path in paths:
         target, key = final_route(backend, path)
-        if isinstance(target, FilesystemBackend):
+        if is_backend_class(target, "FilesystemBackend"):
             kind = special_file_kind(disk_path(str(target.cwd), key, virtual=target.virtual_mode))
             if kind is not None:
                 found[path] = kind
@@ -195,11 +198,14 @@ def oversized_files(backend: Any, paths: Iterable[str], limit: int) -> dict[str,
     of 2 GB into memory at every load (same routes as `non_regular_files`).
     """
     found: dict[str, int] = {}
-    if not isinstance(backend, FilesystemBackend | CompositeBackend):
+    if not (
+        is_backend_class(backend, "FilesystemBackend")
+        or is_backend_class(backend, "CompositeBackend")
+    ):
         return found
     for path in paths:
         target, key = final_route(backend, path)
-        if isinstance(target, FilesystemBackend):
+        if is_backend_class(target, "FilesystemBackend"):
             try:
                 size = os.stat(disk_path(str(target.cwd), key, virtual=target.virtual_mode)).st_size
             except (OSError, ValueError):

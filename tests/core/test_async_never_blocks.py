@@ -1,0 +1,173 @@
+"""Async never blocks: an async agent turn does no file-system work on the event loop.
+
+The async hooks (`abefore_agent`, `awrap_model_call`, `awrap_tool_call`) and the assembler's
+async loads reach the disk through the backend's async methods or `asyncio.to_thread`. The test
+makes the disk slow for this package's code on the event loop's thread only (every `stat`,
+`lstat`, `scandir`, `open` it makes there takes 60 ms, as on a network disk; asyncio's debug
+mode itself stats source files for its tracebacks, which is not ours) and runs a real turn in
+asyncio's debug mode with `slow_callback_duration = 0.05`: any file-system call left on the
+loop shows as asyncio's "Executing ... took ..." warning, and the test names where it was
+made. Worker threads stay fast, so the fixed code passes quickly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import functools
+import io
+import linecache
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+from deepagents import create_deep_agent
+from deepagents.backends import FilesystemBackend
+from langgraph.checkpoint.memory import InMemorySaver
+
+import layered_memory
+from layered_memory import Layer, MemoryMiddleware
+from layered_memory.testing import ScriptedChatModel, tool_call
+
+SLOW = 0.06
+"""Seconds each file-system call on the event loop's thread takes (above the 50 ms bound)."""
+
+
+PACKAGE = str(Path(layered_memory.__file__).parent)
+TRACEBACKS = (linecache.__file__, traceback.__file__)
+"""asyncio's debug mode records where each task and future was made (`linecache` stats the
+source files): not the package's own file-system work."""
+
+
+SEEN: set[str] = set()
+"""Where the package touched the disk on the loop: its outermost and innermost frames."""
+
+
+def _called_by_the_package() -> bool:
+    frame: FrameType | None = sys._getframe(2)
+    ours: list[str] = []
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename in TRACEBACKS:
+            return False
+        if filename.startswith(PACKAGE):
+            where = filename.removeprefix(PACKAGE)
+            ours.append(f"{where}:{frame.f_lineno} ({frame.f_code.co_name})")
+        frame = frame.f_back
+    if ours:
+        SEEN.add(f"{ours[-1]} -> {ours[0]}")
+    return bool(ours)
+
+
+@contextmanager
+def slow_disk_on(thread_id: int) -> Iterator[None]:
+    """File-system calls this package makes on thread `thread_id` each take `SLOW` seconds."""
+    originals: list[tuple[Any, str, Callable[..., Any]]] = []
+
+    def slowed(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == thread_id and _called_by_the_package():
+                time.sleep(SLOW)
+            return function(*args, **kwargs)
+
+        return call
+
+    for owner, name in [
+        (os, "stat"),
+        (os, "lstat"),
+        (os, "scandir"),
+        (os, "listdir"),
+        (os, "open"),
+        (builtins, "open"),
+        (io, "open"),
+    ]:
+        originals.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, slowed(getattr(owner, name)))
+    try:
+        yield
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+
+
+def project(root: Path) -> None:
+    files = {
+        "AGENTS.md": "Org rules: be brief.",
+        "MEMORY.md": "- the user likes tea\n",
+        ".agents/rules/python.md": "---\nglobs: ['**/*.py']\n---\nUse type hints.\n",
+        "src/AGENTS.md": "Nested: src rules. See @../docs/style.md",
+        "docs/style.md": "Imported: style guide.",
+        "src/app.py": "print('hi')\n",
+    }
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_an_async_turn_does_no_file_system_work_on_the_event_loop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    project(tmp_path)
+    memory = MemoryMiddleware(
+        backend=FilesystemBackend(root_dir=tmp_path, virtual_mode=True),
+        layers=[Layer("org", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)],
+        rules=["/.agents/rules"],
+        nested=("AGENTS.md",),
+    )
+    script = [
+        tool_call("read_file", file_path="/src/app.py"),  # nested memory and an import
+        tool_call("edit_file", file_path="/MEMORY.md", old_string="tea", new_string="green tea"),
+        tool_call("write_file", file_path="/AGENTS.md", content="overwritten"),  # refused
+        "done",
+    ]
+
+    def agent() -> Any:
+        return create_deep_agent(
+            model=ScriptedChatModel(script=list(script)),
+            backend=memory.protected_backend,
+            memory=[],
+            middleware=[memory],
+            checkpointer=InMemorySaver(),
+        )
+
+    payload = {"messages": [{"role": "user", "content": "go"}]}
+
+    async def turn(graph: Any, thread: str, slow: bool) -> Any:
+        asyncio.get_running_loop().slow_callback_duration = 0.05
+        config = {"configurable": {"thread_id": thread}}
+        if not slow:
+            return await graph.ainvoke(payload, config)
+        with slow_disk_on(threading.get_ident()):
+            return await graph.ainvoke(payload, config)
+
+    # One turn first, on a fast disk: what a process does once (imports, compiled globs) is
+    # not what this test is about.
+    asyncio.run(turn(agent(), "warm-up", slow=False), debug=True)
+    (tmp_path / "MEMORY.md").write_text("- the user likes tea\n")
+    caplog.set_level(logging.WARNING, logger="asyncio")
+    SEEN.clear()
+    graph = agent()  # built off the loop: only the turn is measured
+    result = asyncio.run(turn(graph, "measured", slow=True), debug=True)
+
+    blocked = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "asyncio" and "Executing" in record.getMessage()
+    ]
+    assert not blocked, "\n".join([*sorted(SEEN), *blocked])
+    # The turn did what it was scripted to do (so the hooks really ran).
+    assert "green tea" in (tmp_path / "MEMORY.md").read_text()
+    assert (tmp_path / "AGENTS.md").read_text() == "Org rules: be brief."
+    messages = [str(message.content) for message in result["messages"]]
+    assert any("read-only" in text for text in messages), messages
