@@ -56,7 +56,9 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
     """Backend calls of a cold load and the median per-call cost, folder layer vs files."""
     root = workdir / "folder_layer"
     paths = _build(root)
-    calls = {kind: _cold_calls(root, _layers(kind == "folder", paths)) for kind in ("folder", "files")}
+    calls = {
+        kind: _cold_calls(root, _layers(kind == "folder", paths)) for kind in ("folder", "files")
+    }
     backend = CountingBackend(root)
     requests: dict[str, Any] = {}
     middlewares: dict[str, Any] = {}

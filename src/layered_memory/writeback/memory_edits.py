@@ -27,13 +27,13 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from layered_memory._logs import get_logger
+from layered_memory.core.state import MEMORY_TOOL
 from layered_memory.writeback.redaction import Redaction, redact_text
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
 __all__ = [
-    "MEMORY_TOOL",
     "REDACTED_ARGUMENTS",
     "note_redaction",
     "redact_memory_edit",
@@ -47,9 +47,6 @@ REDACTED_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
     "edit_file": ("new_string",),
 }
 """Per file tool, the arguments whose text ends up in the file."""
-
-MEMORY_TOOL: Final = "memory"
-"""The name of Anthropic's memory tool (langchain-anthropic's memory middlewares)."""
 
 MEMORY_TOOL_WRITES: Final[dict[str, tuple[str, ...]]] = {
     "create": ("file_text",),

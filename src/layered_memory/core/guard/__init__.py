@@ -90,8 +90,8 @@ class ProtectedPaths:
             each check: path -> owner.
         redacted_names: File names whose every file is writable memory (nested memory the
             agent may edit): writes are redacted.
-        redacted_folders: Folders whose every file is writable memory (rule folders with
-            `rules_writable=True`): writes are redacted.
+        redacted_folders: Folders whose every file is writable memory (writable folder
+            layers, rule folders with `rules_writable=True`): writes are redacted.
         found_writable: Writable files a load found (nested files, imports of writable
             memory, found or not), asked at each check: writes are redacted.
     """
@@ -358,7 +358,8 @@ def protected_paths_of(
     """The read-only files and folders of a memory configuration, each named by its owner.
 
     Args:
-        layers: The `Layer`s; the files of every read-only one are protected.
+        layers: The `Layer`s; the files of every read-only one are protected (a folder
+            layer's: everything in its folder), the writes of every writable one redacted.
         rule_folders: Rule folders the agent may not change (none with `rules_writable`).
         backend: A backend may declare read-only folders of its own (`read_only_folders`,
             as `shared_memory_backend` does for `/org/` and `/project/`).
@@ -367,14 +368,26 @@ def protected_paths_of(
         path: f"the read-only memory layer {layer.name!r}"
         for layer in layers
         if not layer.writable
-        for path in layer.paths
+        for path in layer.files
     }
     folders = {folder: f"the read-only rule folder {folder}" for folder in rule_folders}
+    # A folder layer's files are whatever is in it, a file created there too.
+    folders.update(
+        (folder, f"the read-only memory layer {layer.name!r}")
+        for layer in layers
+        if not layer.writable
+        for folder in layer.folders
+    )
     declared = getattr(backend, "read_only_folders", None)
     if isinstance(declared, Mapping):
         folders.update({str(folder): str(owner) for folder, owner in declared.items()})
-    writable = frozenset(path for layer in layers if layer.writable for path in layer.paths)
-    return ProtectedPaths(files=files, folders=folders, redacted=writable)
+    writable = frozenset(path for layer in layers if layer.writable for path in layer.files)
+    writable_folders = frozenset(
+        folder for layer in layers if layer.writable for folder in layer.folders
+    )
+    return ProtectedPaths(
+        files=files, folders=folders, redacted=writable, redacted_folders=writable_folders
+    )
 
 
 def protect(backend: Any, protected: ProtectedPaths) -> Any:
