@@ -19,7 +19,7 @@ from benchmarks._fixtures import RUNTIME, CountingBackend, model_request
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, fmt_ns, interleaved
-from layered_memory import Layer, LeanMemoryMiddleware, MemoryAssembler
+from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
 
 TARGET_RATIO = 1.1
 FILES = 20
@@ -63,7 +63,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
     requests: dict[str, Any] = {}
     middlewares: dict[str, Any] = {}
     for kind in ("folder", "files"):
-        middleware = LeanMemoryMiddleware(backend=backend, layers=_layers(kind == "folder", paths))
+        middleware = MemoryMiddleware(backend=backend, layers=_layers(kind == "folder", paths))
         state = dict(middleware.before_agent({"messages": []}, RUNTIME) or {})  # type: ignore[arg-type]
         middlewares[kind], requests[kind] = middleware, model_request(state)
     same_block = (

@@ -585,6 +585,10 @@ class MemoryAssembler:
             if access == "writable"
         )
 
+    def files_of(self, layer: Layer, snapshot: MemorySnapshot) -> list[str]:
+        """A layer's files in a load (a folder layer's: those the load found), in prompt order."""
+        return layer.files_of([*snapshot.files, *snapshot.unreadable], taken=self._layer_set)
+
     def is_read_only_layer_file(self, path: str) -> bool:
         """Whether `path` is a read-only layer file: configured, or in a read-only folder layer."""
         return path in self._read_only_paths or any(
@@ -774,7 +778,7 @@ class MemoryAssembler:
             return []
         problems: list[SourceProblem] = []
         read_only = [
-            (layer, path) for layer in self.layers if not layer.writable for path in layer.paths
+            (layer, path) for layer in self.layers if not layer.writable for path in layer.files
         ]
         for layer, path in read_only:
             if path in result.missing:
