@@ -351,3 +351,23 @@ def test_a_folder_layer_has_one_budget_for_all_its_files(tmp_path: Path) -> None
     shown = sum(block.count(f"{name} line") for name in ("a.md", "b.md", "c.md"))
     assert 0 < shown * len("a.md line\n") <= 1500
     assert '<layer name="memories" path="/memories/a.md" access="writable">' in block
+
+
+def test_a_shell_command_cannot_change_a_read_only_folder_layer(tmp_path: Path) -> None:
+    """After `execute`, the files of a read-only folder layer are as the run started."""
+    from deepagents import create_deep_agent
+    from deepagents.backends import LocalShellBackend
+
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "style.md").write_text("Tabs.\n")
+    backend = LocalShellBackend(root_dir=tmp_path, virtual_mode=True)
+    memory = MemoryMiddleware(backend=backend, layers=[Layer("team", "/team/")])
+    command = f"echo spaces > {tmp_path}/team/style.md; echo planted > {tmp_path}/team/new.md"
+    model = ScriptedChatModel(script=[tool_call("execute", command=command)], default="done")
+    agent = create_deep_agent(
+        model=model, backend=memory.protected_backend, memory=[], middleware=[memory]
+    )
+    agent.invoke({"messages": [{"role": "user", "content": "go"}]})
+    assert (tmp_path / "team" / "style.md").read_text() == "Tabs.\n"
+    assert "Tabs." in model.system_prompts[-1]
+    assert "planted" not in model.system_prompts[-1]
