@@ -336,6 +336,7 @@ async def test_deepagents_file_tools_meet_the_same_folder_layers(
     assert not (tmp_path / "team" / "new.md").exists()
     assert (tmp_path / "team" / "style.md").read_text() == "Tabs.\n"
     assert (tmp_path / "memories" / "keys.md").read_text() == "key [REDACTED:github_token]"
+    assert "redacted before saving" in keys.text
     assert "key [REDACTED:github_token]" in model.system_prompts[-1]
 
 
