@@ -261,3 +261,20 @@ class UserIdError(LayeredMemoryError, ValueError):
             f"(agent.invoke(..., context={{{key!r}: ...}})): {reason}; "
             "refusing to fall back to a shared namespace"
         )
+
+
+class CliStoreError(LayeredMemoryError):
+    """The store cannot be used; the message is one line, fit to print, without a password."""
+
+
+class PreviewError(LayeredMemoryError):
+    """The middleware's own code failed on the given input (a `match_keys` callable, a backend
+    factory); the message names the part and the exception."""
+
+
+class UsageError(Exception):
+    """A bad option value; printed as one line, exit status 2."""
+
+
+class VectorError(ValueError):
+    """An embedding is not a finite, non-empty vector of the expected length."""

@@ -47,20 +47,17 @@ from layered_memory._logs import get_logger
 from layered_memory.core import internals
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
+    MEMORY_TOOL,
     SHELL_TOOLS,
     is_same_file,
+    note_redaction,
     protect,
     protected_paths_of,
+    redact_memory_edit,
     refusal,
+    secret_path_refusal,
     unreadable_message,
     writes_memory,
-)
-from layered_memory.core.guard.shell import (
-    Outcome,
-    during_run,
-    read_only_changes,
-    restore,
-    run_start_in_context,
 )
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.loading import MemoryExtras, directories_of
@@ -69,9 +66,16 @@ from layered_memory.core.render import (
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
 )
-from layered_memory.core.snapshot import Pinned, RunStart
+from layered_memory.core.snapshot import (
+    Outcome,
+    Pinned,
+    RunStart,
+    during_run,
+    read_only_changes,
+    restore,
+    run_start_in_context,
+)
 from layered_memory.core.state import (
-    MEMORY_TOOL,
     MUTATING_TOOLS,
     LayeredMemoryState,
     MatchKeySource,
@@ -114,11 +118,6 @@ from layered_memory.core.validation import (
 )
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
-from layered_memory.writeback.memory_edits import (
-    note_redaction,
-    redact_memory_edit,
-    secret_path_refusal,
-)
 from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:

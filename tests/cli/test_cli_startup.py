@@ -1,12 +1,14 @@
-"""What a command imports: `--version` and parsing rule files need none of deepagents,
-LangChain or LangGraph (about 2 s to import; issue 26). Behaviour, not timing: each check runs in
-a fresh interpreter and reads `sys.modules`. `benchmarks/cli_startup.py` measures the time."""
+"""What a command imports: `--version`, parsing rule files and `lint` of rule files on disk
+need none of deepagents, LangChain or LangGraph (about 2 s to import; issue 26). Behaviour, not
+timing: each check runs in a fresh interpreter and reads `sys.modules`.
+`benchmarks/cli_startup.py` measures the time."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 HEAVY = ("deepagents", "langchain", "langchain_core", "langgraph", "numpy")
 
@@ -65,3 +67,27 @@ def test_a_public_name_is_imported_on_first_use() -> None:
     )
     assert out == "MemoryMiddleware True\n"
     assert "deepagents" in heavy
+
+
+def test_lint_of_rule_folders_and_files_imports_no_framework(tmp_path: Path) -> None:
+    # The pre-commit hook's command: rule files on local disk are listed and read as the
+    # agent's `FilesystemBackend` would, without importing it (issue 26).
+    folder = tmp_path / "rules"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "py.md").write_text("---\npaths: ['./src/**']\n---\nRuff.\n", encoding="utf-8")
+    (folder / "sub" / "bad.md").write_text("---\npaths: [oops\n---\nx", encoding="utf-8")
+    (folder / "latin1.md").write_bytes("caf\xe9".encode("latin-1"))
+    single = tmp_path / "deploy.mdc"
+    single.write_text("---\ndescription: Deploying\n---\nBlue-green.\n", encoding="utf-8")
+    out, heavy = imported_after(
+        f"""
+        from layered_memory.cli import main
+        code = main(["lint", {str(folder)!r}, {str(single)!r}, "--explain", "src/app.py"])
+        print("EXIT", code)
+        """
+    )
+    assert "EXIT 1" in out  # findings: the malformed file and the latin-1 one
+    for finding in ("not valid UTF-8", "malformed YAML", "can never match"):
+        assert finding in out
+    assert "4 rule files" in out
+    assert heavy == []

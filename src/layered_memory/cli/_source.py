@@ -87,7 +87,12 @@ from layered_memory.core.state import (
     touched_of,
 )
 from layered_memory.core.validation import is_backend
-from layered_memory.errors import ConfigLoadError, LayeredMemoryError
+from layered_memory.errors import (
+    CliStoreError,
+    ConfigLoadError,
+    PreviewError,
+    UsageError,
+)
 from layered_memory.middleware import MemoryMiddleware
 from layered_memory.rules import RuleDecision, list_rule_files
 from layered_memory.sessions.stores.urls import driver_detail, password_hint, redact_url, scrub
@@ -496,10 +501,6 @@ PAGE_SIZE = 500
 _COMPONENT_RE = re.compile(r"^[A-Za-z0-9\-_@+:~]+$")
 
 INSTALL_HINT = "install the postgres extra: pip install 'layered-memory[postgres]'"
-
-
-class CliStoreError(LayeredMemoryError):
-    """The store cannot be used; the message is one line, fit to print, without a password."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -919,11 +920,6 @@ def report_from(
 # -- one model call, previewed ----------------------------------------------------------------
 
 
-class PreviewError(LayeredMemoryError):
-    """The middleware's own code failed on the given input (a `match_keys` callable, a backend
-    factory); the message names the part and the exception."""
-
-
 class RunContext(dict[str, Any]):
     """`--context key=value` pairs as the runtime context: a mapping (what `match_keys` names
     are looked up in) that also answers attribute access (`runtime.context.user_id`), as a
@@ -1079,10 +1075,6 @@ DEFAULT_RULE_FOLDERS = ("/.agents/rules", "/.claude/rules", "/.cursor/rules", "/
 """Discovered when no `--rules` is given, lowest precedence first, if they hold files."""
 
 EXIT_OK, EXIT_USAGE = 0, 2
-
-
-class UsageError(Exception):
-    """A bad option value; printed as one line, exit status 2."""
 
 
 def backend_path(path: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layered_memory.cli._output import counted, dumps_json, printable
+from layered_memory.errors import CliStoreError
 
 if TYPE_CHECKING:
     from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
@@ -260,7 +261,7 @@ def _mcp_usage_error(args: argparse.Namespace) -> str | None:
 def _serve_store(args: argparse.Namespace) -> int:
     from deepagents.backends import StoreBackend
 
-    from layered_memory.cli._source import CliStoreError, open_store, parse_namespace
+    from layered_memory.cli._source import open_store, parse_namespace
     from layered_memory.graph import DEFAULT_PATH, KnowledgeGraph
 
     path = args.graph or DEFAULT_PATH

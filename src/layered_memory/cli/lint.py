@@ -34,9 +34,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar, Literal
-
-from deepagents.backends import FilesystemBackend
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from layered_memory.cli._output import (
     SEVERITY_STYLE,
@@ -46,10 +44,8 @@ from layered_memory.cli._output import (
     printable,
     use_colour,
 )
-from layered_memory.cli._source import FileReport, InspectReport, shown_of
-from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
-from layered_memory.core.loading import download_texts
+from layered_memory.core.loading import special_file_kind
 from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget
 from layered_memory.rules import (
     DIALECT_NAMES,
@@ -61,9 +57,18 @@ from layered_memory.rules import (
     build_rule_set,
     compile_glob,
     is_rule_file,
-    list_rule_files,
     parse_loaded,
 )
+from layered_memory.rules.disk import list_local_rule_files, read_local_texts
+
+if TYPE_CHECKING:
+    from layered_memory.cli._source import FileReport, InspectReport
+
+# Rule files and folders given as PATHs are listed and read by `rules.disk`, as the agent's
+# `FilesystemBackend(virtual_mode=False)` would, without importing deepagents: the pre-commit
+# hook starts in ~0.2x the time of `import deepagents` instead of 1.26x (issue 26,
+# `benchmarks/cli_startup.py`; `tests/cli/test_cli_startup.py` pins what gets imported).
+# Memory files and `--config` still load the framework, on first use.
 
 # -- lint files -------------------------------------------------------------------------------
 
@@ -162,7 +167,7 @@ def _backend_key(path: str, root: Path) -> str | None:
 
 
 def _collect_files(
-    paths: Sequence[str], memory: Sequence[str], backend: FilesystemBackend, root: Path
+    paths: Sequence[str], memory: Sequence[str], root: Path
 ) -> tuple[list[tuple[int, str]], list[str], list[RuleProblem], list[tuple[str, str]]]:
     """Rule files (folder index = PATH position), memory files, listing problems, and the
     PATHs that cannot be linted with the reason."""
@@ -195,16 +200,14 @@ def _collect_files(
             if not is_rule_file(target.name):
                 reason = "not a rule file name (*.md, *.mdc): a rule folder would ignore it"
                 problems.append(RuleProblem(posix, reason, "warning"))
-    listed, listing_problems = list_rule_files(backend, [folder for _, folder in folders])
+    listed, listing_problems = list_local_rule_files([folder for _, folder in folders])
     files.extend((folders[position][0], path) for position, path in listed)
     return sorted(set(files)), memory_files, problems + listing_problems, unusable
 
 
-def _rule_set(
-    backend: FilesystemBackend, files: Sequence[tuple[int, str]], extra: list[Any]
-) -> RuleSet:
-    # One batched read and the same decoder and parser as the middleware's.
-    loaded = download_texts(backend, [path for _, path in files])
+def _rule_set(files: Sequence[tuple[int, str]], extra: list[Any]) -> RuleSet:
+    # The middleware's reads, decoder and parser.
+    loaded = read_local_texts([path for _, path in files])
     return build_rule_set([*parse_loaded(list(files), loaded), (None, extra)], log=False)
 
 
@@ -249,6 +252,8 @@ def memory_file_problems(file: FileReport, max_chars: int) -> list[LintProblem]:
 
 def report_problems(report: InspectReport) -> list[LintProblem]:
     """Every problem of a measured report: load problems, rule problems, budget verdicts."""
+    from layered_memory.cli._source import shown_of
+
     problems = [LintProblem(p.path, p.severity, p.reason) for p in report.problems]
     for layer in report.layers:
         for file in layer.files:
@@ -278,6 +283,8 @@ def import_problems(extras: Any) -> list[LintProblem]:
 def _lint_memory_file(path: str, root: Path, max_chars: int) -> list[LintProblem]:
     """Load and render one memory file as an agent whose backend is rooted at `root` would:
     its `@imports` are read (or refused) by that backend, never from outside `root`."""
+    from deepagents.backends import FilesystemBackend
+
     from layered_memory.cli._source import build_assembler, quiet_package_logs, report_from
 
     key = _backend_key(path, root)
@@ -326,11 +333,10 @@ def lint_paths(
     are anchored there, and memory files are read through a backend rooted there.
     """
     folder = Path(root or ".").expanduser().resolve()
-    backend = FilesystemBackend(virtual_mode=False)
-    files, memory_files, listing, unusable = _collect_files(paths, memory, backend, folder)
+    files, memory_files, listing, unusable = _collect_files(paths, memory, folder)
     if unusable:
         return unusable
-    rule_set = _rule_set(backend, files, listing)
+    rule_set = _rule_set(files, listing)
     result = LintResult(
         rule_files=[path for _, path in files],
         memory_files=memory_files,
@@ -445,10 +451,10 @@ def print_result(result: LintResult, *, as_json: bool) -> None:
 
 def run_lint(args: Any) -> int:
     """Run the subcommand: 0 when nothing is invalid, 1 when something is, 2 on a usage error."""
-    from layered_memory.cli._source import LOAD_ERRORS
-    from layered_memory.sessions.stores.urls import scrub
-
     if args.config is not None:
+        from layered_memory.cli._source import LOAD_ERRORS
+        from layered_memory.sessions.stores.urls import scrub
+
         if args.paths or args.memory:
             print("layered-memory lint: give PATHs or --config, not both", file=sys.stderr)
             return EXIT_USAGE

@@ -17,7 +17,6 @@ from typing import Any
 from layered_memory.cli._output import dumps_json, printable
 from layered_memory.cli._source import (
     LOAD_ERRORS,
-    UsageError,
     backend_path,
     folder_backend,
     load_config,
@@ -25,7 +24,7 @@ from layered_memory.cli._source import (
     store_namespace,
     user_code,
 )
-from layered_memory.errors import ReviewError
+from layered_memory.errors import ReviewError, UsageError
 from layered_memory.sessions.stores.urls import redact_url, scrub
 from layered_memory.writeback.consolidation import Change, MemoryConsolidator
 

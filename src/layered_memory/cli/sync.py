@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Literal
 
 from layered_memory.cli._output import Painter, dumps_json, printable, printable_url, use_colour
 from layered_memory.cli._source import (
-    CliStoreError,
     FileItem,
     file_value,
     list_file_items,
@@ -41,6 +40,7 @@ from layered_memory.cli._source import (
 )
 from layered_memory.core.files import atomic_write
 from layered_memory.core.loading import MAX_FILE_BYTES
+from layered_memory.errors import CliStoreError
 from layered_memory.rules import GlobError, compile_glob
 from layered_memory.sessions.stores.urls import redact_url
 

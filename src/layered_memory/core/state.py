@@ -41,7 +41,7 @@ from langgraph.config import get_config
 from langgraph.types import Command
 
 from layered_memory.core.assembler import MemorySnapshot
-from layered_memory.core.guard import Operation, refusal_message
+from layered_memory.core.guard import MEMORY_TOOL, Operation, refusal_message
 from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.render import SessionEntry
 from layered_memory.core.snapshot import RunStart
@@ -361,9 +361,6 @@ MUTATING_TOOLS: Mapping[str, Operation] = {
     "delete": "delete",
 }
 """deepagents' file tools that change a file, and the backend operation each one is."""
-
-MEMORY_TOOL = "memory"
-"""The name of Anthropic's memory tool (langchain-anthropic's memory middlewares)."""
 
 MEMORY_TOOL_CHANGES: Mapping[str, tuple[tuple[str, Operation], ...]] = {
     "create": (("path", "write"),),

@@ -64,7 +64,14 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from layered_memory._logs import get_logger
-from layered_memory.core.guard import SHELL_TOOLS, ProtectedPaths, protect, refusal
+from layered_memory.core.guard import (
+    SHELL_TOOLS,
+    ProtectedPaths,
+    note_redaction,
+    protect,
+    redact_memory_edit,
+    refusal,
+)
 from layered_memory.core.internals import final_route
 from layered_memory.core.state import MUTATING_TOOLS as FILE_MUTATING_TOOLS
 from layered_memory.core.state import (
@@ -100,7 +107,6 @@ from layered_memory.graph.knowledge_graph import (
     changed_since,
 )
 from layered_memory.sessions import parse_session_key
-from layered_memory.writeback.memory_edits import note_redaction, redact_memory_edit
 from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:

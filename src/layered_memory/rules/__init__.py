@@ -21,6 +21,9 @@ pure function except the two backend calls:
 `download_texts` (`layered_memory.core.loading`) is the one decoder of every memory and rule
 file; `load_rule_set(backend, folders)` does the first three lines; `rule_set.explain(keys)`
 says for every rule file which dialect it was read in, whether it applies, and why.
+`layered-memory lint` of rule files on local disk makes the two backend calls with
+`rules.disk` instead, as a `FilesystemBackend(virtual_mode=False)` would, without importing
+deepagents (a quick pre-commit hook).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.store.base import GetOp, Item, PutOp
 
 from layered_memory._logs import get_logger
-from layered_memory.errors import TierItemError
+from layered_memory.errors import TierItemError, VectorError
 from layered_memory.tiers import search
 from layered_memory.tiers.records import (
     ARCHIVE,
@@ -64,7 +64,6 @@ from layered_memory.tiers.records import (
     TierSettings,
     UserState,
     Vector,
-    VectorError,
     as_matrix,
     dump_visits,
     id_number,

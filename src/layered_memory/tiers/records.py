@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from layered_memory._logs import get_logger
-from layered_memory.errors import TierUserIdError
+from layered_memory.errors import TierUserIdError, VectorError
 from layered_memory.tiers.search import top_keywords
 
 try:
@@ -484,10 +484,6 @@ def id_number(item_id: str) -> int:
 # numpy in memory: a retrieval scores every page on each turn, and one matrix product does in
 # microseconds what a Python loop over 10,000 pages does in tens of milliseconds. Base64 of
 # float32 in the store: a JSON list of floats takes ~4x the bytes and is ~20x slower to decode.
-
-
-class VectorError(ValueError):
-    """An embedding is not a finite, non-empty vector of the expected length."""
 
 
 def as_matrix(rows: object, *, count: int, dim: int | None) -> Vector:

@@ -23,10 +23,10 @@ from layered_memory import (
     build_thread_config,
     register_write_back,
 )
+from layered_memory.core.guard import note_redaction
 from layered_memory.sessions.session_save import register_session_save
 from layered_memory.sessions.stores import StoredSession
 from layered_memory.testing import ScriptedChatModel, tool_call
-from layered_memory.writeback.memory_edits import note_redaction
 from layered_memory.writeback.redaction import Redaction
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
@@ -76,7 +76,7 @@ async def test_deep_agent_memory_edits_are_redacted_before_saving(
         middleware=[MemoryMiddleware(backend=backend, layers=_layers())],
     )
     payload = {"messages": [{"role": "user", "content": "remember the billing setup"}]}
-    with caplog.at_level(logging.WARNING, logger="layered_memory.writeback.memory_edits"):
+    with caplog.at_level(logging.WARNING, logger="layered_memory.core.guard"):
         result = await agent.ainvoke(payload) if use_async else agent.invoke(payload)
 
     memory = (tmp_path / "MEMORY.md").read_text()

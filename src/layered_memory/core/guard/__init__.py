@@ -23,8 +23,14 @@ every custom subagent all use that backend. The middleware's tool hook asks the 
 memory back as the run started with it, so the plain backend is safe too: a subagent's change
 is undone after its call instead of refused.
 
+Writable memory is guarded too, at the middleware's tool hook (below): the text the agent's
+own `write_file` / `edit_file` would write into a memory file is redacted first
+(`redact_memory_edit`, `note_redaction`), and a call whose path holds a secret is refused
+(`secret_path_refusal`). The view does the same for a subagent's writes.
+
 The places and relations (where a path really lands, compared as storage places: below) are
-here, the put-back in `shell`, the view class in `_view`.
+here, the view class in `_view`, the put-back in `core.snapshot` (it compares the disk with
+the run-start snapshot).
 
 
 Where a path really lands, and how two such places relate, for the read-only guard.
@@ -43,32 +49,45 @@ import shutil
 import stat
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from deepagents.backends.composite import CompositeBackend
 from deepagents.backends.filesystem import FilesystemBackend
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
 
-from layered_memory.core.disk_cache import special_file_kind
+from layered_memory._logs import get_logger
 from layered_memory.core.internals import route
 from layered_memory.core.layers import expand_user, lexical_path
-from layered_memory.writeback.redaction import redact_text
+from layered_memory.core.loading import special_file_kind
+from layered_memory.writeback.redaction import Redaction, redact_text
+
+if TYPE_CHECKING:
+    from langgraph.prebuilt.tool_node import ToolCallRequest
 
 # -- protection -----------------------------------------------------------------------------------
 
 __all__ = [
+    "MEMORY_TOOL",
+    "REDACTED_ARGUMENTS",
     "SHELL_TOOLS",
     "Operation",
     "ProtectedPaths",
     "is_protected",
     "is_same_file",
     "memory_file_of",
+    "note_redaction",
     "protect",
     "protected_paths_of",
+    "redact_memory_edit",
     "refusal",
     "refusal_message",
+    "secret_path_refusal",
     "unreadable_message",
     "writes_memory",
 ]
+
+logger = get_logger(__name__)
 
 Operation = Literal["write", "edit", "delete", "upload"]
 
@@ -405,8 +424,8 @@ def protect(backend: Any, protected: ProtectedPaths) -> Any:
         backend = protect(FilesystemBackend(root_dir=".", virtual_mode=True),
                           ProtectedPaths(files={"/AGENTS.md": "the project's instructions"}))
     """
-    # `_view` (and the `shell` it uses) build on this module's places and relations, so they
-    # import it; the view class is imported here, when a view is made.
+    # `_view` (and the put-back in `core.snapshot` it uses) build on this module's places and
+    # relations, so they import it; the view class is imported here, when a view is made.
     from layered_memory.core.guard._view import make_view
 
     if is_protected(backend):
@@ -421,6 +440,208 @@ def protect(backend: Any, protected: ProtectedPaths) -> Any:
 def is_protected(backend: Any) -> bool:
     """Whether `backend` is a view made by `protect`."""
     return getattr(type(backend), "_lm_is_view", False) is True
+
+
+# -- the agent's own edits of memory files ---------------------------------------------------------
+
+# The agent's own edits of memory files, redacted before the tool writes them.
+#
+# `MemoryMiddleware.wrap_tool_call` passes every tool call it did not refuse through
+# `redact_memory_edit`. For a ``write_file`` / ``edit_file`` of a memory file (or a writable
+# rule file) the text the tool would write (``content``, ``new_string``) is redacted, the tool
+# runs on the redacted call, and `note_redaction` tells the model in the tool result, so it
+# neither retries with the secret nor later looks for it in the file. ``old_string`` is left
+# alone: it must match what the file holds.
+#
+# Anthropic's ``memory`` tool (langchain-anthropic's ``FilesystemClaudeMemoryMiddleware`` /
+# ``StateClaudeMemoryMiddleware``) writes nothing but memory: what its ``create``
+# (``file_text``), ``str_replace`` and ``insert`` (``new_str``) write is redacted whichever file
+# they name, and a ``create`` / ``rename`` whose target path holds a secret is refused.
+#
+# A secret in the *path* cannot be redacted that way: the file would be saved under the redacted
+# name, not the one the agent asked for, and every later listing, rule match and tool result
+# would carry it. `secret_path_refusal` refuses such a call instead, and no log line here ever
+# shows a path unredacted.
+
+REDACTED_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
+    "write_file": ("content",),
+    "edit_file": ("new_string",),
+}
+"""Per file tool, the arguments whose text ends up in the file."""
+
+MEMORY_TOOL: Final = "memory"
+"""The name of Anthropic's memory tool (langchain-anthropic's memory middlewares)."""
+
+MEMORY_TOOL_WRITES: Final[dict[str, tuple[str, ...]]] = {
+    "create": ("file_text",),
+    "str_replace": ("new_str",),
+    "insert": ("new_str",),
+    "rename": (),
+}
+"""Per command of the memory tool that writes a file, the arguments whose text ends up in it
+(a rename writes no text, but its target's name is stored: checked for secrets)."""
+
+
+AccessOf = Callable[[str], tuple[object | None, object]]
+"""``MemoryAssembler.access_of``: whether a path is a memory or rule file (``(None, None)`` for
+any other file, which is left alone). It compares spellings."""
+
+WritesMemory = Callable[[str], bool]
+"""Whether a path is a writable memory file by identity (``guard.writes_memory`` bound to the
+backend and the protected paths): a hard link has no spelling in common with its file."""
+
+
+def _written_arguments(call: Mapping[str, Any]) -> tuple[str, ...]:
+    """The arguments of a tool call whose text the tool writes into the file it names."""
+    name = call.get("name", "")
+    if name == MEMORY_TOOL:
+        command = (call.get("args") or {}).get("command")
+        return MEMORY_TOOL_WRITES.get(command, ()) if isinstance(command, str) else ()
+    return REDACTED_ARGUMENTS.get(name, ())
+
+
+def _memory_paths(
+    call: Mapping[str, Any], access_of: AccessOf, writes_memory: WritesMemory | None
+) -> list[str]:
+    """The paths a file-writing call names that are memory or rule files."""
+    args = call.get("args") or {}
+    if call.get("name", "") == MEMORY_TOOL:
+        # Everything the memory tool writes is memory: the file it writes (or renames to).
+        command = args.get("command")
+        if not isinstance(command, str) or command not in MEMORY_TOOL_WRITES:
+            return []
+        key = "new_path" if command == "rename" else "path"
+        return [args[key]] if isinstance(args.get(key), str) else []
+    if call.get("name", "") not in REDACTED_ARGUMENTS:
+        return []
+    paths = [args[key] for key in ("file_path", "path") if isinstance(args.get(key), str)]
+    return [
+        path
+        for path in paths
+        if access_of(path)[0] is not None or (writes_memory is not None and writes_memory(path))
+    ]
+
+
+def secret_path_refusal(
+    request: ToolCallRequest, access_of: AccessOf, writes_memory: WritesMemory | None = None
+) -> ToolMessage | None:
+    """The tool's error when a file tool would write a memory or rule file whose path holds a
+    secret (None: it would not).
+
+    The content could be redacted, the name cannot: the file would be saved under another name
+    than the one asked for. The error shows the path redacted, so the model learns which part
+    to drop without the secret being repeated in the conversation.
+
+    Args:
+        request: A tool call the middleware did not refuse.
+        access_of: See `AccessOf`.
+        writes_memory: See `WritesMemory` (None: spellings only).
+    """
+    call = request.tool_call
+    for path in _memory_paths(call, access_of, writes_memory):
+        found = redact_text(path)
+        if not found.count:
+            continue
+        name = call.get("name", "")
+        kinds = ", ".join(found.kinds)
+        logger.warning(
+            "refused the agent's %s of %s: the path holds %d secret(s) (%s)",
+            name,
+            found.text,
+            found.count,
+            kinds,
+        )
+        return ToolMessage(
+            content=(
+                f"Error: {name} refused: the path {found.text} holds a secret ({kinds}). Memory "
+                "and rule files are listed and read into later prompts, so their names must "
+                "never carry one. Nothing was written. Choose a name without the secret; refer "
+                "to where it is kept instead (an environment variable, a secret manager)."
+            ),
+            tool_call_id=call.get("id") or "",
+            name=name,
+            # The memory tool answers its own errors as plain text results: the same shape.
+            status="success" if name == MEMORY_TOOL else "error",
+        )
+    return None
+
+
+def redact_memory_edit(
+    request: ToolCallRequest, access_of: AccessOf, writes_memory: WritesMemory | None = None
+) -> tuple[ToolCallRequest, Redaction | None]:
+    """Redact the text a file tool would write into a memory file.
+
+    Args:
+        request: A tool call the middleware did not refuse.
+        access_of: See `AccessOf`.
+        writes_memory: See `WritesMemory` (None: spellings only).
+
+    Returns:
+        The request to run (the same one when it writes no memory file or nothing was found)
+        and what was redacted (None when nothing was).
+    """
+    call = request.tool_call
+    names = _written_arguments(call)
+    if not names or not _memory_paths(call, access_of, writes_memory):
+        return request, None
+    args: dict[str, Any] = dict(call.get("args") or {})
+    kinds: set[str] = set()
+    count = 0
+    for name in names:
+        value = args.get(name)
+        if not isinstance(value, str):
+            continue
+        result = redact_text(value)
+        if result.count:
+            args[name] = result.text
+            kinds.update(result.kinds)
+            count += result.count
+    if not count:
+        return request, None
+    path = str(args.get("file_path") or args.get("path"))
+    ordered = tuple(sorted(kinds))
+    logger.warning(
+        "redacted %d secret(s) (%s) from the agent's %s of %s before it was saved",
+        count,
+        ", ".join(ordered),
+        call.get("name"),
+        redact_text(path).text,  # the agent chose the path: never logged as it is
+    )
+    redacted = request.override(tool_call={**call, "args": args})
+    return redacted, Redaction("", ordered, count)
+
+
+def note_redaction(
+    result: ToolMessage | Command[Any], redaction: Redaction | None
+) -> ToolMessage | Command[Any]:
+    """Add to a successful tool result that secrets were redacted before saving."""
+    if redaction is None:
+        return result
+    note = (
+        f"\n{redaction.count} secret{'s were' if redaction.count != 1 else ' was'} redacted "
+        f"before saving ({', '.join(redaction.kinds)}): the file holds [REDACTED:<kind>] "
+        "markers in their place. Never write secrets into memory; refer to where they are "
+        "kept instead (an environment variable, a secret manager)."
+    )
+    if isinstance(result, ToolMessage):
+        return _with_note(result, note)
+    update = result.update if isinstance(result.update, dict) else None
+    messages = update.get("messages") if update else None
+    if not update or not isinstance(messages, list):
+        return result
+    noted = [_with_note(m, note) if isinstance(m, ToolMessage) else m for m in messages]
+    return Command(
+        graph=result.graph,
+        update={**update, "messages": noted},
+        resume=result.resume,
+        goto=result.goto,
+    )
+
+
+def _with_note(message: ToolMessage, note: str) -> ToolMessage:
+    if message.status == "error" or not isinstance(message.content, str):
+        return message
+    return message.model_copy(update={"content": message.content + note})
 
 
 # -- where a path lands ---------------------------------------------------------------------------

@@ -34,13 +34,13 @@ from deepagents.backends.protocol import (
 )
 
 from layered_memory._logs import get_logger
-from layered_memory.core.guard.shell import Outcome, restore, run_start_in_context, taken_now
 from layered_memory.core.loading import (
     DownloadResult,
     adownload_texts,
     download_files_safely,
     download_texts,
 )
+from layered_memory.core.snapshot import Outcome, restore, run_start_in_context, taken_now
 
 if TYPE_CHECKING:
     from layered_memory.core.guard import Operation, ProtectedPaths
