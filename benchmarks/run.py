@@ -31,6 +31,7 @@ from benchmarks.scenarios import (
     cold_load,
     consolidation,
     end_to_end,
+    folder_layer,
     graph,
     mcp,
     nested,
@@ -61,6 +62,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "nested": ("13. Nested memory and imports", nested.run),
     "consolidation": ("14. Consolidation", consolidation.run),
     "mcp": ("15. MCP read_graph", mcp.run),
+    "folder_layer": ("16. Folder layer", folder_layer.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

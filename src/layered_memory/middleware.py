@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
@@ -47,6 +47,7 @@ from layered_memory._logs import get_logger
 from layered_memory.core import internals
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
+    MEMORY_TOOL,
     SHELL_TOOLS,
     is_same_file,
     note_redaction,
@@ -79,6 +80,7 @@ from layered_memory.core.state import (
     LayeredMemoryState,
     MatchKeySource,
     append_block,
+    changed_paths,
     context_strings,
     current_config,
     error_message,
@@ -263,14 +265,15 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         self._found_read_only = _FoundReadOnly()
         self._unreachable_warnings = _WarnOnce()
         self._read_only_layer_paths = frozenset(
-            path for layer in self.assembler.layers if not layer.writable for path in layer.paths
+            path for layer in self.assembler.layers if not layer.writable for path in layer.files
+        )
+        configured = protected_paths_of(
+            self.assembler.layers,
+            () if rules_writable else self.assembler.rule_folders,
+            backend,
         )
         self.protected_paths = replace(
-            protected_paths_of(
-                self.assembler.layers,
-                () if rules_writable else self.assembler.rule_folders,
-                backend,
-            ),
+            configured,
             names=(
                 {}
                 if nested_writable
@@ -278,7 +281,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             ),
             discovered=self._found_read_only.get,
             redacted_names=frozenset(self.assembler.nested if nested_writable else ()),
-            redacted_folders=frozenset(self.assembler.rule_folders if rules_writable else ()),
+            redacted_folders=configured.redacted_folders  # writable folder layers
+            | frozenset(self.assembler.rule_folders if rules_writable else ()),
             found_writable=self._found_read_only.writable,
         )
         self.protected_backend: Any = (
@@ -401,7 +405,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 touched=touched_of(request.state),
                 pinned=Pinned(self._run_start(request.state)),
             )
-            self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
+            self._found_read_only.remember(snapshot.extras, self.assembler.is_read_only_layer_file)
             update = snapshot_update(
                 request.state, snapshot, list(loaded(request.state).get("match_context", []))
             )
@@ -425,7 +429,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 touched=touched_of(request.state),
                 pinned=Pinned(self._run_start(request.state)),
             )
-            self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
+            self._found_read_only.remember(snapshot.extras, self.assembler.is_read_only_layer_file)
             update = snapshot_update(
                 request.state, snapshot, list(loaded(request.state).get("match_context", []))
             )
@@ -526,7 +530,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         run_start: dict[str, Any],
     ) -> dict[str, Any]:
         keys = context_strings(self.match_keys, state, runtime, config)
-        self._found_read_only.remember(snapshot.extras, self._read_only_layer_paths)
+        self._found_read_only.remember(snapshot.extras, self.assembler.is_read_only_layer_file)
         return snapshot_update(state, snapshot, keys, run_start)
 
     def _reports_rules(self, notes: Mapping[str, Any]) -> bool:
@@ -604,22 +608,25 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if invalid is not None:
             return invalid, {}
         edits_memory = False
-        if tool_name in MUTATING_TOOLS:
+        changes = changed_paths(call)
+        if changes:
             unreadable = loaded(state).get("unreadable") or {}
             backend = self._tool_backend(request)
-            for path in paths:
-                reason = refusal(backend, self.protected_paths, MUTATING_TOOLS[tool_name], path)
+            for path, operation in changes:
+                reason = refusal(backend, self.protected_paths, operation, path)
                 if reason is not None:
                     return refused(call, reason), {}
-                if tool_name == "write_file" and unreadable:
+                if operation == "write" and unreadable:
                     why = self._unreadable_reason(backend, path, unreadable)
                     if why is not None:
                         text = unreadable_message(tool_name, path, why)
                         return error_message(call, text), {}
                 access, _layer = self.assembler.access_of(path)
                 # By spelling, then by disk identity (a hard link to MEMORY.md is MEMORY.md).
+                # Whatever the memory tool changes is memory (its own directory).
                 edits_memory = (
                     edits_memory
+                    or tool_name == MEMORY_TOOL
                     or access is not None
                     or writes_memory(backend, self.protected_paths, path)
                 )
@@ -718,9 +725,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     def _run_start(self, state: Mapping[str, Any]) -> RunStart:
         """The run-start snapshot of read-only memory kept in `state`."""
+        read_only = self._read_only_layer_paths
+        if self.assembler.read_only_folders:  # their files: those the run loaded
+            unreadable = loaded(state).get("unreadable") or {}
+            found = [*(state.get("memory_contents") or {}), *unreadable]
+            read_only = read_only | {
+                path for path in found if self.assembler.is_read_only_layer_file(path)
+            }
         return run_start_of(
             state,
-            read_only=self._read_only_layer_paths,
+            read_only=read_only,
             rule_folders=() if self.rules_writable else self.assembler.rule_folders,
             rule_index=self.assembler.folder_index,
             nested=() if self.assembler.nested_writable else self.assembler.nested,
@@ -801,7 +815,7 @@ class _FoundReadOnly:
         self._writable: frozenset[str] = frozenset()
         self._lock = threading.Lock()
 
-    def remember(self, extras: MemoryExtras, read_only_layers: Collection[str] = ()) -> None:
+    def remember(self, extras: MemoryExtras, is_read_only_layer: Callable[[str], bool]) -> None:
         if not extras.access and not extras.edges:
             return  # no nested or imported file: nothing found
         found = {
@@ -819,7 +833,7 @@ class _FoundReadOnly:
         for importer, targets in extras.edges.items():
             access = extras.access.get(importer)
             if access is None:  # a layer file
-                access = "read-only" if importer in read_only_layers else "writable"
+                access = "read-only" if is_read_only_layer(importer) else "writable"
             if access == "read-only":
                 for target in targets:
                     found.setdefault(target, "imported by read-only memory")

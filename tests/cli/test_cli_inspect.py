@@ -394,3 +394,15 @@ def test_help_documents_the_defaults(capsys: pytest.CaptureFixture[str]) -> None
     text = " ".join(capsys.readouterr().out.split())
     assert ".agents/rules/, .claude/rules/ and .cursor/rules/" in text
     assert "--delete is refused when the source side has no files" in text
+
+
+def test_a_folder_layer_lists_the_files_it_loaded(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(demo, {"memories/b.md": "second\n", "memories/a.md": "first\n", "memories/x.txt": "no"})
+    args = ["--root", str(demo), "--layer", "project=AGENTS.md", "--layer", "memories=memories/:rw"]
+    status, out, _ = run(capsys, *args, "--json")
+    assert status == 0
+    layers = {layer["name"]: layer for layer in json.loads(out)["layers"]}
+    assert layers["memories"]["paths"] == ["/memories/"]
+    assert [f["path"] for f in layers["memories"]["files"]] == ["/memories/a.md", "/memories/b.md"]

@@ -816,7 +816,7 @@ def _file_report(
 
 
 def _layer_reports(
-    layers: Sequence[Layer], snapshot: MemorySnapshot, rendered: RenderedMemory
+    assembler: MemoryAssembler, snapshot: MemorySnapshot, rendered: RenderedMemory
 ) -> tuple[LayerReport, ...]:
     problems = {problem.path: problem.reason for problem in snapshot.problems}
     pieces = {
@@ -829,16 +829,17 @@ def _layer_reports(
             layer,
             tuple(
                 _file_report(path, snapshot, problems, pieces.get((layer.name, path)))
-                for path in layer.paths
+                for path in assembler.files_of(layer, snapshot)
             ),
         )
-        for layer in layers
+        for layer in assembler.layers
     )
 
 
-def _learned(layers: Sequence[Layer], snapshot: MemorySnapshot) -> tuple[LearnedEntry, ...]:
+def _learned(assembler: MemoryAssembler, snapshot: MemorySnapshot) -> tuple[LearnedEntry, ...]:
     found: list[LearnedEntry] = []
-    for path in dict.fromkeys(path for layer in layers for path in layer.paths):
+    layers = assembler.layers
+    for path in dict.fromkeys(p for layer in layers for p in assembler.files_of(layer, snapshot)):
         text = snapshot.files.get(path)
         if text is None or LEARNED_MARK not in text:
             continue
@@ -903,7 +904,7 @@ def report_from(
         keys=tuple(keys),
         max_chars=assembler.max_chars,
         max_rules_chars=assembler.max_rules_chars,
-        layers=_layer_reports(assembler.layers, snapshot, rendered),
+        layers=_layer_reports(assembler, snapshot, rendered),
         rule_folders=tuple(assembler.rule_folders),
         decisions=decisions,
         rules_block_chars=_chars(rendered, "rules"),
@@ -912,7 +913,7 @@ def report_from(
         session_key=snapshot.session.key if snapshot.session else None,
         session_block_chars=_chars(rendered, "session"),
         extras=tuple(piece for piece in rendered.pieces if piece.kind in ("nested", "import")),
-        learned=_learned(assembler.layers, snapshot),
+        learned=_learned(assembler, snapshot),
     )
 
 

@@ -282,7 +282,7 @@ def load_findings(loaded: Loaded) -> list[Finding]:
             check = "memory-problem"
         findings.append(Finding(check, "error", problem.path, problem.reason))
     for layer in assembler.layers:
-        for path in layer.paths:
+        for path in assembler.files_of(layer, snapshot):
             if path in snapshot.files or path in reported:
                 continue
             if assembler.compat:  # `sources=` mode skips a missing file quietly, as deepagents

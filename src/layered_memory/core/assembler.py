@@ -27,7 +27,12 @@ from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._logs import get_logger
 from layered_memory.core import loading
-from layered_memory.core.layers import Layer, check_unique_layer_names, normalize_backend_path
+from layered_memory.core.layers import (
+    Layer,
+    check_unique_layer_names,
+    in_folder,
+    normalize_backend_path,
+)
 from layered_memory.core.loading import (
     MAX_NESTED_DIRECTORIES,
     TOO_DEEP_REASON,
@@ -242,16 +247,26 @@ class MemoryAssembler:
         """Names of nested memory files, in fallback order (`("AGENTS.md", "CLAUDE.md")`)."""
         self.nested_writable = nested_writable
         self.follow_imports = follow_imports
-        self.layer_paths = tuple(dict.fromkeys(p for layer in self.layers for p in layer.paths))
+        self.layer_paths = tuple(dict.fromkeys(p for layer in self.layers for p in layer.files))
+        """The configured layer files (folder layers' files are known once a load lists them)."""
         self._read_only_paths = frozenset(
-            path for layer in self.layers if not layer.writable for path in layer.paths
+            path for layer in self.layers if not layer.writable for path in layer.files
         )
         self._layer_set = frozenset(self.layer_paths)
         self._layer_access: dict[str, loading.Access] = {
             path: ("writable" if layer.writable else "read-only")
             for layer in self.layers
-            for path in layer.paths
+            for path in layer.files
         }
+        self.layer_folders: dict[str, loading.Access] = {
+            folder: ("writable" if layer.writable else "read-only")
+            for layer in self.layers
+            for folder in layer.folders
+        }
+        """Folder layer paths (`/memories/`) and their access."""
+        self.read_only_folders = tuple(
+            folder for folder, access in self.layer_folders.items() if access == "read-only"
+        )
         self._chains: tuple[Any, list[str]] | None = None
         self._access = self._index_paths()
         self.rule_root = _rule_root(backend)
@@ -311,23 +326,28 @@ class MemoryAssembler:
         probe = self._folders_to_probe(rule_paths)
         if probe:
             listing_problems = [*listing_problems, *_probe_rule_folders(io, probe)]
+        folders = self._folders_to_list(pinned)
+        listed, folder_problems = loading.list_folder_layers(io, folders) if folders else ({}, [])
+        layer_files, access = self._layer_files(listed, pinned)
         session, session_problem = self._read_session(session_key)
         cache = self._cache_for(io)
 
         def download(paths: list[str]) -> DownloadResult:
             return download_texts(io, paths, cache=cache)
 
-        plan = self._plan(rule_paths, touched)
+        plan = self._plan(rule_paths, touched, layer_files, access)
         if pinned is None:
             found = loading.run(plan, download)
             # What an agent changed in an earlier run and the guard could not put back stays
             # out (a pinned load holds what the run started with instead).
-            earlier = self._left_out_since_earlier_runs(io, found, rule_paths)
+            earlier = self._left_out_since_earlier_runs(io, found, rule_paths, access)
         else:
             found = pinned.verified(loading.run(plan, pinned.download(download)))
             earlier = {}
-        listing = (rule_paths, listing_problems, other_files)
-        return self._snapshot(found, listing, session, session_problem, earlier=earlier)
+        listing = (rule_paths, [*listing_problems, *folder_problems], other_files)
+        return self._snapshot(
+            found, listing, session, session_problem, earlier=earlier, layer_files=layer_files
+        )
 
     async def aload(
         self,
@@ -355,23 +375,30 @@ class MemoryAssembler:
         probe = self._folders_to_probe(rule_paths)
         if probe:
             listing_problems = [*listing_problems, *await _aprobe_rule_folders(io, probe)]
+        folders = self._folders_to_list(pinned)
+        listed, folder_problems = (
+            await loading.alist_folder_layers(io, folders) if folders else ({}, [])
+        )
+        layer_files, access = self._layer_files(listed, pinned)
         session, session_problem = await self._aread_session(session_key)
         cache = self._cache_for(io)
 
         async def download(paths: list[str]) -> DownloadResult:
             return await adownload_texts(io, paths, cache=cache)
 
-        plan = self._plan(rule_paths, touched)
+        plan = self._plan(rule_paths, touched, layer_files, access)
         if pinned is None:
             found = await loading.arun(plan, download)
             earlier = await asyncio.to_thread(
-                self._left_out_since_earlier_runs, io, found, rule_paths
+                self._left_out_since_earlier_runs, io, found, rule_paths, access
             )
         else:
             found = pinned.verified(await loading.arun(plan, pinned.adownload(download)))
             earlier = {}
-        listing = (rule_paths, listing_problems, other_files)
-        return self._snapshot(found, listing, session, session_problem, earlier=earlier)
+        listing = (rule_paths, [*listing_problems, *folder_problems], other_files)
+        return self._snapshot(
+            found, listing, session, session_problem, earlier=earlier, layer_files=layer_files
+        )
 
     # -- the run-start snapshot -------------------------------------------------------------
 
@@ -408,7 +435,13 @@ class MemoryAssembler:
             complete = False
         # The layers are planned too (read again from the cache), so a folder holding a layer
         # file is left to its layer exactly as in the run's own load.
-        return self._plan((), touched), complete
+        listed = {
+            folder: [
+                path for path in [*snapshot.files, *snapshot.unreadable] if in_folder(path, folder)
+            ]
+            for folder in self.layer_folders
+        }
+        return self._plan((), touched, *self._layer_files(listed, None)), complete
 
     def _nested_beyond(self, snapshot: MemorySnapshot, io: Any) -> tuple[Discovered | None, bool]:
         plan, complete = self._nested_plan(snapshot, io)
@@ -464,7 +497,9 @@ class MemoryAssembler:
             skipped = {
                 path: why
                 for path, why in unread.items()
-                if path not in listed and path not in self._layer_set
+                if path not in listed
+                and path not in self._layer_set
+                and not self._in_writable_folder(path)
             }
             if skipped:
                 data["left_out"] = {**skipped, **data.get("left_out", {})}
@@ -481,6 +516,9 @@ class MemoryAssembler:
             ]
             if unlisted:
                 data["unlisted"] = unlisted
+        if self.read_only_folders:
+            # Their files are the run's read-only memory: a mid-run load lists them no more.
+            data["layer_folders"] = list(self.read_only_folders)
         if self.nested:
             data["complete"] = complete
         if self.rule_folders:
@@ -513,10 +551,75 @@ class MemoryAssembler:
         """A pinned load lists no folder: its rule files are those the run started with."""
         return list(start.rules or ()), [], tuple(start.others or ())
 
-    def _plan(self, rule_paths: Sequence[tuple[int, str]], touched: Sequence[str]) -> Plan:
+    # -- folder layers ------------------------------------------------------------------------
+
+    def _folders_to_list(self, pinned: Pinned | None) -> list[str]:
+        """The folder layers this load lists: all of them, but a mid-run load holds a read-only
+        folder to the files the run started with (a file planted since is not memory)."""
+        if pinned is None:
+            return list(self.layer_folders)
+        held = pinned.start.layer_folders
+        return [folder for folder in self.layer_folders if folder not in held]
+
+    def _layer_files(
+        self, listed: Mapping[str, list[str]], pinned: Pinned | None
+    ) -> tuple[list[str], dict[str, loading.Access]]:
+        """Every layer file of this load in layer order (each folder layer's files in place of
+        the folder) and the access of each."""
+        if not self.layer_folders:
+            return list(self.layer_paths), self._layer_access
+        found = [path for files in listed.values() for path in files]
+        if pinned is not None:
+            start = pinned.start
+            found.extend(
+                path
+                for path in (*start.texts, *start.left_out)
+                for folder in start.layer_folders
+                if folder in self.layer_folders and in_folder(path, folder)
+            )
+        files = list(
+            dict.fromkeys(
+                path
+                for layer in self.layers
+                for path in layer.files_of(found, taken=self._layer_set)
+            )
+        )
+        access = dict(self._layer_access)
+        for folder, folder_access in self.layer_folders.items():
+            access.update(
+                (path, folder_access)
+                for path in files
+                if path not in self._layer_set and in_folder(path, folder)
+            )
+        return files, access
+
+    def _in_writable_folder(self, path: str) -> bool:
+        return any(
+            in_folder(path, folder)
+            for folder, access in self.layer_folders.items()
+            if access == "writable"
+        )
+
+    def files_of(self, layer: Layer, snapshot: MemorySnapshot) -> list[str]:
+        """A layer's files in a load (a folder layer's: those the load found), in prompt order."""
+        return layer.files_of([*snapshot.files, *snapshot.unreadable], taken=self._layer_set)
+
+    def is_read_only_layer_file(self, path: str) -> bool:
+        """Whether `path` is a read-only layer file: configured, or in a read-only folder layer."""
+        return path in self._read_only_paths or any(
+            in_folder(path, folder) for folder in self.read_only_folders
+        )
+
+    def _plan(
+        self,
+        rule_paths: Sequence[tuple[int, str]],
+        touched: Sequence[str],
+        layer_files: Sequence[str],
+        access: Mapping[str, loading.Access],
+    ) -> Plan:
         return loading.plan(
-            [*self.layer_paths, *[path for _, path in rule_paths]],
-            self._layer_access,
+            [*layer_files, *[path for _, path in rule_paths]],
+            access,
             touched=touched,
             nested_names=self.nested,
             nested_access="writable" if self.nested_writable else "read-only",
@@ -577,10 +680,11 @@ class MemoryAssembler:
         session_problem: SourceProblem | None = None,
         *,
         earlier: Mapping[str, Unrestored],
+        layer_files: Sequence[str],
     ) -> MemorySnapshot:
         rule_paths, listing_problems, other_files = listing
         result = found.first
-        layer_paths = set(self.layer_paths)
+        layer_paths = set(layer_files)
         configured = layer_paths | {path for _, path in rule_paths}
         files = {p: t for p, t in result.texts.items() if p in layer_paths}
         rule_files = {p: result.texts[p] for _, p in rule_paths if p in result.texts}
@@ -642,12 +746,21 @@ class MemoryAssembler:
         )
 
     def _left_out_since_earlier_runs(
-        self, io: Any, found: Discovered, rule_paths: Sequence[tuple[int, str]]
+        self,
+        io: Any,
+        found: Discovered,
+        rule_paths: Sequence[tuple[int, str]],
+        access: Mapping[str, loading.Access],
     ) -> dict[str, Unrestored]:
         if not recorded_unrestored():
             return {}  # the usual case: one `stat` of a file that does not exist
         result = found.first
-        listed = {path for _, path in rule_paths}
+        # Read-only folder layers' files of this load count as read-only layer files.
+        listed = {path for _, path in rule_paths} | {
+            path
+            for path, kind in access.items()
+            if kind == "read-only" and path not in self._layer_set
+        }
         texts: dict[str, str | None] = {
             path: text
             for path, text in result.texts.items()
@@ -680,7 +793,7 @@ class MemoryAssembler:
             return []
         problems: list[SourceProblem] = []
         read_only = [
-            (layer, path) for layer in self.layers if not layer.writable for path in layer.paths
+            (layer, path) for layer in self.layers if not layer.writable for path in layer.files
         ]
         for layer, path in read_only:
             if path in result.missing:
@@ -908,6 +1021,10 @@ class MemoryAssembler:
         hit = self._access.get(normalized)
         if hit is not None:
             return hit
+        # Anything inside a folder layer is its memory (a file the agent creates there too).
+        for folder, layer in self._layer_folder_keys:
+            if normalized == folder or normalized.startswith(folder + "/"):
+                return ("writable" if layer.writable else "read-only"), layer
         for folder in self._rule_folder_keys:
             if normalized == folder or normalized.startswith(folder + "/"):
                 return "rule", None
@@ -921,11 +1038,17 @@ class MemoryAssembler:
 
     def _index_paths(self) -> dict[str, tuple[PathAccess | None, Layer | None]]:
         index: dict[str, tuple[PathAccess | None, Layer | None]] = {}
+        layer_folders: list[tuple[str, Layer]] = []
         for layer in self.layers:
-            for path in layer.paths:
+            for path in layer.files:
                 normalized, _ = normalize_backend_path(path, self.backend)
                 if normalized is not None:
                     index[normalized] = ("writable" if layer.writable else "read-only", layer)
+            for path in layer.folders:
+                normalized, _ = normalize_backend_path(path, self.backend)
+                if normalized is not None:
+                    layer_folders.append((normalized.rstrip("/") or "/", layer))
+        self._layer_folder_keys = tuple(layer_folders)
         folder_keys = []
         for folder in self.rule_folders:
             normalized, _ = normalize_backend_path(folder, self.backend)

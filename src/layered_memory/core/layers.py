@@ -3,13 +3,17 @@
 Layers are listed from lowest to highest precedence (organization -> user -> project -> team);
 a later layer wins a conflict. Paths are backend paths: `~` expands to the home folder, and a
 path that would leave the backend's root is refused before any I/O happens.
+
+A path ending in `/` is a folder: every `*.md` file directly in it, in name order (the memory
+directory of Anthropic's memory tool, `/memories/`). Which files those are is known only once a
+load listed the folder: `Layer.files_of` gives a layer's files among what a load found.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -28,13 +32,15 @@ class Layer:
 
     Args:
         name: Shown to the agent (e.g. `"organization"`, `"project"`).
-        paths: One path or several, in the order they are shown.
+        paths: One path or several, in the order they are shown. A path ending in `/` is a
+            folder: every `*.md` file directly in it, in name order.
         writable: Whether the agent may edit these files with its file tools.
         max_lines: Lines shown per file (default: all, or 200 for a file named `MEMORY.md`).
         max_chars: Characters shown for the whole layer (default: limited by the total budget).
 
     Example:
-        Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)
+        Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True),
+        Layer("memories", "/memories/", writable=True)
     """
 
     name: str
@@ -68,6 +74,31 @@ class Layer:
         object.__setattr__(self, "max_lines", max_lines)
         object.__setattr__(self, "max_chars", max_chars)
 
+    @property
+    def folders(self) -> tuple[str, ...]:
+        """The layer's folder paths (those ending in `/`)."""
+        return tuple(path for path in self.paths if is_folder(path))
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The layer's file paths (every path that is not a folder)."""
+        return tuple(path for path in self.paths if not is_folder(path))
+
+    def files_of(self, found: Iterable[str], *, taken: Collection[str] = ()) -> list[str]:
+        """The layer's files in a load, in the order they are shown: each file path, and in
+        place of each folder the paths of `found` that are `*.md` files directly in it, in
+        name order (`taken`: files another layer names, which it shows instead)."""
+        if not self.folders:
+            return list(self.paths)
+        listed = sorted(found)
+        paths: list[str] = []
+        for path in self.paths:
+            if is_folder(path):
+                paths.extend(p for p in listed if in_folder(p, path) and p not in taken)
+            else:
+                paths.append(path)
+        return list(dict.fromkeys(paths))
+
     def line_cap(self, path: str) -> int | None:
         """Lines of `path` that may be shown: the layer's cap, else 200 for `MEMORY.md`."""
         if self.max_lines is not None:
@@ -75,6 +106,22 @@ class Layer:
         if PurePosixPath(path).name == MEMORY_FILE_NAME:
             return MEMORY_FILE_DEFAULT_MAX_LINES
         return None
+
+
+def is_folder(path: str) -> bool:
+    """Whether a layer path names a folder (it ends in `/`)."""
+    return path.endswith("/")
+
+
+def in_folder(path: str, folder: str) -> bool:
+    """Whether `path` is a memory file of the folder layer path `folder`: a `*.md` file
+    directly in it, spelled from the folder as configured (`/memories/` + `notes.md`)."""
+    return (
+        path.startswith(folder)
+        and path.endswith(".md")
+        and "/" not in path[len(folder) :]
+        and len(path) > len(folder) + len(".md")
+    )
 
 
 def _layer_paths(name: str, paths: object) -> tuple[str, ...]:

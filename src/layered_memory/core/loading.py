@@ -782,6 +782,89 @@ def _backend_failure(plan: Mapping[str, str], exc: Exception) -> DownloadResult:
     )
 
 
+# -- folder layers --------------------------------------------------------------------------------
+
+MAX_FOLDER_FILES = 1000
+"""Memory files one folder layer may hold; past it the rest (in name order) are left out and
+one problem says so (a bound on the batched download, not on what fits the budget)."""
+
+FolderListing = tuple[dict[str, list[str]], list[SourceProblem]]
+"""Folder layer path -> its memory files (spelled from the folder as configured, name order),
+and the problems of folders that could not be listed."""
+
+
+def _folder_files(folder: str, result: Any, problems: list[SourceProblem]) -> list[str]:
+    """The `*.md` files directly in `folder` from one `ls` answer (deepagents' `LsResult`)."""
+    error = getattr(result, "error", None)
+    if error:
+        # A folder not made yet is an empty memory directory (the memory tool makes it).
+        if "path_not_found" not in str(error):
+            problems.append(SourceProblem(folder, f"cannot list the folder: {error}"))
+        return []
+    names = sorted(
+        {
+            posixpath.basename(str(entry.get("path", "")).rstrip("/"))
+            for entry in getattr(result, "entries", None) or ()
+            if isinstance(entry, Mapping) and not entry.get("is_dir")
+        }
+    )
+    files = [folder + name for name in names if name.endswith(".md") and len(name) > len(".md")]
+    if len(files) > MAX_FOLDER_FILES:
+        problems.append(
+            SourceProblem(
+                folder,
+                f"holds {len(files)} memory files; only the first {MAX_FOLDER_FILES} in name "
+                "order are read",
+            )
+        )
+        del files[MAX_FOLDER_FILES:]
+    return files
+
+
+def _listed_folders(
+    backend: Any, folders: Sequence[str]
+) -> tuple[dict[str, str], list[SourceProblem]]:
+    """Each folder's path to hand to the backend (refused ones become problems)."""
+    targets: dict[str, str] = {}
+    problems: list[SourceProblem] = []
+    for folder in folders:
+        normalized, reason = normalize_backend_path(folder, backend)
+        if normalized is None:
+            problems.append(SourceProblem(folder, reason or "invalid path"))
+        else:
+            targets[folder] = normalized
+    return targets, problems
+
+
+def list_folder_layers(backend: Any, folders: Sequence[str]) -> FolderListing:
+    """The memory files of each folder layer: one `ls` per folder, nothing downloaded (the
+    files join the load's one batched download)."""
+    targets, problems = _listed_folders(backend, folders)
+    listing: dict[str, list[str]] = {}
+    for folder, target in targets.items():
+        try:
+            result = backend.ls(target)
+        except Exception as exc:  # any backend failure must not abort the run
+            problems.append(SourceProblem(folder, f"backend error: {type(exc).__name__}: {exc}"))
+            continue
+        listing[folder] = _folder_files(folder, result, problems)
+    return listing, problems
+
+
+async def alist_folder_layers(backend: Any, folders: Sequence[str]) -> FolderListing:
+    """Async twin of `list_folder_layers`."""
+    targets, problems = _listed_folders(backend, folders)
+    listing: dict[str, list[str]] = {}
+    for folder, target in targets.items():
+        try:
+            result = await backend.als(target)
+        except Exception as exc:  # any backend failure must not abort the run
+            problems.append(SourceProblem(folder, f"backend error: {type(exc).__name__}: {exc}"))
+            continue
+        listing[folder] = _folder_files(folder, result, problems)
+    return listing, problems
+
+
 # -- @path imports --------------------------------------------------------------------------------
 
 MAX_IMPORT_DEPTH = 5

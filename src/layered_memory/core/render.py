@@ -45,7 +45,7 @@ from layered_memory.core.defuse import (
     defuse_name,
     drop_invisible,
 )
-from layered_memory.core.layers import Layer
+from layered_memory.core.layers import Layer, in_folder
 from layered_memory.core.loading import MemoryExtras, strip_html_comments
 from layered_memory.writeback.redaction import redact_json, redact_text
 
@@ -459,6 +459,9 @@ EMPTY_WRITABLE_NOTE = (
     "edit_file or write_file.)"
 )
 
+EMPTY_FOLDER_NOTE = "(empty: nothing saved yet. To remember something, save a .md file in {path}.)"
+"""A writable folder layer without a memory file yet."""
+
 MISSING_IMPORT = "[import @{ref}: no such file]"
 
 PieceKind = Literal["layer", "nested", "import", "rules", "session", "note"]
@@ -520,9 +523,15 @@ def layer_pieces(
     """Every layer file in its element, each followed by what it imports; then nested files."""
     pieces: list[Piece] = []
     placed: set[str] = set()
+    taken = _named_files(layers)
     for layer in layers:
         remaining = layer.max_chars
-        for path in layer.paths:
+        paths = layer.files_of([*files, *unreadable], taken=taken)
+        for folder in layer.folders if layer.writable else ():
+            if not any(in_folder(path, folder) for path in paths):
+                note = EMPTY_FOLDER_NOTE.format(path=defuse_name(folder))
+                pieces.append(element_piece(layer, folder, note, shrinkable=False, kind="note"))
+        for path in paths:
             if path in unreadable:
                 note = unreadable_note(unreadable[path])
                 pieces.append(element_piece(layer, path, note, shrinkable=False, kind="note"))
@@ -548,6 +557,11 @@ def layer_pieces(
             pieces.append(piece)
         pieces.extend(_imported(path, name, extras, placed, available, rank=-1))
     return pieces
+
+
+def _named_files(layers: Sequence[Layer]) -> frozenset[str]:
+    """The files layers name: a folder layer leaves them to the layer naming them."""
+    return frozenset(path for layer in layers for path in layer.files)
 
 
 def _imported(
@@ -658,8 +672,9 @@ def compat_pieces(
                 placed.add(target)
                 add(target, extras.imports[target], owner, "import", rank)
 
+    taken = _named_files(layers)
     for layer in layers:
-        for path in layer.paths:
+        for path in layer.files_of([*files, *unreadable], taken=taken):
             if path in unreadable:
                 # deepagents would have aborted the run here; say what is wrong instead.
                 note = f"{defuse_name(path)}\n\n{unreadable_note(unreadable[path])}"

@@ -149,6 +149,8 @@ class RunStart:
         nested: The nested memory file names.
         unlisted: Read-only rule folders listed only in part at the start (an error, a
             listing cut short): the guard removes nothing there.
+        layer_folders: Read-only folder layers: their files are those in `texts` and
+            `left_out` (a mid-run load does not list them again).
     """
 
     texts: Mapping[str, str] = field(default_factory=dict)
@@ -162,6 +164,7 @@ class RunStart:
     complete: bool = False
     nested: tuple[str, ...] = ()
     unlisted: frozenset[str] = frozenset()
+    layer_folders: frozenset[str] = frozenset()
 
     def knows(self, path: str) -> bool:
         """Whether the snapshot says anything about `path`."""

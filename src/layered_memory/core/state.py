@@ -41,7 +41,7 @@ from langgraph.config import get_config
 from langgraph.types import Command
 
 from layered_memory.core.assembler import MemorySnapshot
-from layered_memory.core.guard import Operation, refusal_message
+from layered_memory.core.guard import MEMORY_TOOL, Operation, refusal_message
 from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.render import SessionEntry
 from layered_memory.core.snapshot import RunStart
@@ -203,7 +203,8 @@ def run_start_of(
 
     Args:
         state: The run's state.
-        read_only: The read-only layer files.
+        read_only: The read-only layer files (a read-only folder layer's: those the state
+            holds).
         rule_folders: The read-only rule folders (empty when rules are writable).
         rule_index: A rule file's folder precedence (as the load's listing gives it).
         nested: The names of read-only nested memory files (empty when they are writable).
@@ -243,6 +244,7 @@ def run_start_of(
         complete=bool(data.get("complete")),
         nested=tuple(nested),
         unlisted=frozenset(data.get("unlisted") or ()),
+        layer_folders=frozenset(data.get("layer_folders") or ()),
     )
 
 
@@ -360,8 +362,22 @@ MUTATING_TOOLS: Mapping[str, Operation] = {
 }
 """deepagents' file tools that change a file, and the backend operation each one is."""
 
-PATH_ARGUMENTS = ("file_path", "path")
-"""Arguments of deepagents' file tools that name a path (rule match keys)."""
+MEMORY_TOOL_CHANGES: Mapping[str, tuple[tuple[str, Operation], ...]] = {
+    "create": (("path", "write"),),
+    "str_replace": (("path", "edit"),),
+    "insert": (("path", "edit"),),
+    "delete": (("path", "delete"),),
+    # A rename removes its source (Anthropic's API names it `old_path`, langchain's tool
+    # `path`) and writes its target.
+    "rename": (("old_path", "delete"), ("path", "delete"), ("new_path", "write")),
+}
+"""Anthropic's `memory` tool (langchain-anthropic's `FilesystemClaudeMemoryMiddleware` and
+`StateClaudeMemoryMiddleware`): per command that changes files, the arguments naming them and
+the backend operation each is (`view` changes nothing)."""
+
+PATH_ARGUMENTS = ("file_path", "path", "old_path", "new_path")
+"""Arguments of file tools that name a path (rule match keys): deepagents' and the memory
+tool's."""
 
 
 def named_paths(call: Mapping[str, Any]) -> set[str]:
@@ -370,13 +386,30 @@ def named_paths(call: Mapping[str, Any]) -> set[str]:
     return {args[name] for name in PATH_ARGUMENTS if isinstance(args.get(name), str)}
 
 
+def changed_paths(call: Mapping[str, Any]) -> list[tuple[str, Operation]]:
+    """The paths a tool call would change, each with the backend operation it is (empty for a
+    call that changes no file)."""
+    name = call.get("name", "")
+    if name in MUTATING_TOOLS:
+        return [(path, MUTATING_TOOLS[name]) for path in sorted(named_paths(call))]
+    if name != MEMORY_TOOL:
+        return []
+    args = call.get("args") or {}
+    command = args.get("command")
+    changes = MEMORY_TOOL_CHANGES.get(command, ()) if isinstance(command, str) else ()
+    return [(args[key], operation) for key, operation in changes if isinstance(args.get(key), str)]
+
+
 def error_message(call: Mapping[str, Any], text: str) -> ToolMessage:
     """The tool's answer when the middleware refuses the call (the tool never runs)."""
+    name = call.get("name", "")
     return ToolMessage(
         content=text,
         tool_call_id=call.get("id") or "",
-        name=call.get("name", ""),
-        status="error",
+        name=name,
+        # The memory tool answers its own errors as plain text (its handlers return
+        # `str(error)`): a refusal comes in the shape the model knows from it.
+        status="success" if name == MEMORY_TOOL else "error",
     )
 
 

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 # -- protection -----------------------------------------------------------------------------------
 
 __all__ = [
+    "MEMORY_TOOL",
     "REDACTED_ARGUMENTS",
     "SHELL_TOOLS",
     "Operation",
@@ -109,8 +110,8 @@ class ProtectedPaths:
             each check: path -> owner.
         redacted_names: File names whose every file is writable memory (nested memory the
             agent may edit): writes are redacted.
-        redacted_folders: Folders whose every file is writable memory (rule folders with
-            `rules_writable=True`): writes are redacted.
+        redacted_folders: Folders whose every file is writable memory (writable folder
+            layers, rule folders with `rules_writable=True`): writes are redacted.
         found_writable: Writable files a load found (nested files, imports of writable
             memory, found or not), asked at each check: writes are redacted.
     """
@@ -377,7 +378,8 @@ def protected_paths_of(
     """The read-only files and folders of a memory configuration, each named by its owner.
 
     Args:
-        layers: The `Layer`s; the files of every read-only one are protected.
+        layers: The `Layer`s; the files of every read-only one are protected (a folder
+            layer's: everything in its folder), the writes of every writable one redacted.
         rule_folders: Rule folders the agent may not change (none with `rules_writable`).
         backend: A backend may declare read-only folders of its own (`read_only_folders`,
             as `shared_memory_backend` does for `/org/` and `/project/`).
@@ -386,14 +388,26 @@ def protected_paths_of(
         path: f"the read-only memory layer {layer.name!r}"
         for layer in layers
         if not layer.writable
-        for path in layer.paths
+        for path in layer.files
     }
     folders = {folder: f"the read-only rule folder {folder}" for folder in rule_folders}
+    # A folder layer's files are whatever is in it, a file created there too.
+    folders.update(
+        (folder, f"the read-only memory layer {layer.name!r}")
+        for layer in layers
+        if not layer.writable
+        for folder in layer.folders
+    )
     declared = getattr(backend, "read_only_folders", None)
     if isinstance(declared, Mapping):
         folders.update({str(folder): str(owner) for folder, owner in declared.items()})
-    writable = frozenset(path for layer in layers if layer.writable for path in layer.paths)
-    return ProtectedPaths(files=files, folders=folders, redacted=writable)
+    writable = frozenset(path for layer in layers if layer.writable for path in layer.files)
+    writable_folders = frozenset(
+        folder for layer in layers if layer.writable for folder in layer.folders
+    )
+    return ProtectedPaths(
+        files=files, folders=folders, redacted=writable, redacted_folders=writable_folders
+    )
 
 
 def protect(backend: Any, protected: ProtectedPaths) -> Any:
@@ -440,6 +454,11 @@ def is_protected(backend: Any) -> bool:
 # neither retries with the secret nor later looks for it in the file. ``old_string`` is left
 # alone: it must match what the file holds.
 #
+# Anthropic's ``memory`` tool (langchain-anthropic's ``FilesystemClaudeMemoryMiddleware`` /
+# ``StateClaudeMemoryMiddleware``) writes nothing but memory: what its ``create``
+# (``file_text``), ``str_replace`` and ``insert`` (``new_str``) write is redacted whichever file
+# they name, and a ``create`` / ``rename`` whose target path holds a secret is refused.
+#
 # A secret in the *path* cannot be redacted that way: the file would be saved under the redacted
 # name, not the one the agent asked for, and every later listing, rule match and tool result
 # would carry it. `secret_path_refusal` refuses such a call instead, and no log line here ever
@@ -451,6 +470,18 @@ REDACTED_ARGUMENTS: Final[dict[str, tuple[str, ...]]] = {
 }
 """Per file tool, the arguments whose text ends up in the file."""
 
+MEMORY_TOOL: Final = "memory"
+"""The name of Anthropic's memory tool (langchain-anthropic's memory middlewares)."""
+
+MEMORY_TOOL_WRITES: Final[dict[str, tuple[str, ...]]] = {
+    "create": ("file_text",),
+    "str_replace": ("new_str",),
+    "insert": ("new_str",),
+    "rename": (),
+}
+"""Per command of the memory tool that writes a file, the arguments whose text ends up in it
+(a rename writes no text, but its target's name is stored: checked for secrets)."""
+
 
 AccessOf = Callable[[str], tuple[object | None, object]]
 """``MemoryAssembler.access_of``: whether a path is a memory or rule file (``(None, None)`` for
@@ -461,13 +492,29 @@ WritesMemory = Callable[[str], bool]
 backend and the protected paths): a hard link has no spelling in common with its file."""
 
 
+def _written_arguments(call: Mapping[str, Any]) -> tuple[str, ...]:
+    """The arguments of a tool call whose text the tool writes into the file it names."""
+    name = call.get("name", "")
+    if name == MEMORY_TOOL:
+        command = (call.get("args") or {}).get("command")
+        return MEMORY_TOOL_WRITES.get(command, ()) if isinstance(command, str) else ()
+    return REDACTED_ARGUMENTS.get(name, ())
+
+
 def _memory_paths(
     call: Mapping[str, Any], access_of: AccessOf, writes_memory: WritesMemory | None
 ) -> list[str]:
     """The paths a file-writing call names that are memory or rule files."""
+    args = call.get("args") or {}
+    if call.get("name", "") == MEMORY_TOOL:
+        # Everything the memory tool writes is memory: the file it writes (or renames to).
+        command = args.get("command")
+        if not isinstance(command, str) or command not in MEMORY_TOOL_WRITES:
+            return []
+        key = "new_path" if command == "rename" else "path"
+        return [args[key]] if isinstance(args.get(key), str) else []
     if call.get("name", "") not in REDACTED_ARGUMENTS:
         return []
-    args = call.get("args") or {}
     paths = [args[key] for key in ("file_path", "path") if isinstance(args.get(key), str)]
     return [
         path
@@ -514,7 +561,8 @@ def secret_path_refusal(
             ),
             tool_call_id=call.get("id") or "",
             name=name,
-            status="error",
+            # The memory tool answers its own errors as plain text results: the same shape.
+            status="success" if name == MEMORY_TOOL else "error",
         )
     return None
 
@@ -534,8 +582,8 @@ def redact_memory_edit(
         and what was redacted (None when nothing was).
     """
     call = request.tool_call
-    names = REDACTED_ARGUMENTS.get(call.get("name", ""), ())
-    if not _memory_paths(call, access_of, writes_memory):
+    names = _written_arguments(call)
+    if not names or not _memory_paths(call, access_of, writes_memory):
         return request, None
     args: dict[str, Any] = dict(call.get("args") or {})
     kinds: set[str] = set()
