@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,84 @@ def test_end_of_run_is_a_middleware_of_its_own(backend: FilesystemBackend) -> No
         {"messages": [{"role": "user", "content": "hi"}]}, {"configurable": {"thread_id": "t2"}}
     )
     assert ended == ["t2"]
+
+
+def unreachable_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelno == logging.WARNING and "protected_backend" in record.getMessage()
+    ]
+
+
+def tool_texts(result: dict[str, Any]) -> list[str]:
+    return [m.text for m in result["messages"] if isinstance(m, ToolMessage)]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_memory_out_of_the_tools_reach_is_named_once(
+    backend: FilesystemBackend, use_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 26: without `backend=`, deepagents gives the tools a `StateBackend`, which answers
+    the agent's edit of the MEMORY.md the middleware loaded with "File not found"; nothing
+    said why. Now one warning per file names the fix, and the model is told."""
+    memory = layered(backend)
+    edit = {"file_path": "/MEMORY.md", "old_string": "# Memory", "new_string": "# Mine"}
+    model = ScriptedChatModel(
+        script=[
+            tool_call("edit_file", **edit),
+            tool_call("read_file", file_path="/MEMORY.md"),
+            tool_call("edit_file", **edit),
+            "done",
+            tool_call("edit_file", **edit),  # the second run
+            "done",
+        ]
+    )
+    agent = create_deep_agent(model=model, memory=[], middleware=[memory])  # no backend=
+    payload = {"messages": [{"role": "user", "content": "remember"}]}
+    with caplog.at_level(logging.WARNING, logger="layered_memory"):
+        result = await agent.ainvoke(payload) if use_async else agent.invoke(payload)
+        again = await agent.ainvoke(payload) if use_async else agent.invoke(payload)
+    warnings = unreachable_warnings(caplog)
+    assert len(warnings) == 1, warnings  # one per file and middleware, not one per call or run
+    assert "/MEMORY.md" in warnings[0]
+    assert "create_deep_agent(..., backend=memory.protected_backend)" in warnings[0]
+    texts = tool_texts(result)
+    assert len(texts) == 3
+    for text in texts:
+        assert text.startswith("Error: File '/MEMORY.md' not found")  # deepagents' own answer
+        assert "/MEMORY.md is memory loaded for this agent from another backend" in text
+    assert tool_texts(again) == texts[:1]
+    assert (Path(backend.cwd) / "MEMORY.md").read_text() == "# Memory\n"
+
+
+def test_memory_in_the_tools_reach_warns_nothing(
+    backend: FilesystemBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same backend (the fix): the edit lands; a text not in the file ("String not
+    found") and a memory file deleted mid-run ("not found" is the truth) warn nothing."""
+    memory = layered(backend)
+
+    def delete_then_read(messages: list[BaseMessage]) -> AIMessage:
+        (Path(backend.cwd) / "MEMORY.md").unlink()
+        return tool_call("read_file", file_path="/MEMORY.md")
+
+    edit = {"file_path": "/MEMORY.md", "old_string": "# Memory", "new_string": "# Mine"}
+    model = ScriptedChatModel(
+        script=[
+            tool_call("edit_file", **edit),
+            tool_call("edit_file", **edit),  # "# Memory" is gone: String not found
+            delete_then_read,
+            "done",
+        ]
+    )
+    agent = create_deep_agent(
+        model=model, backend=memory.protected_backend, memory=[], middleware=[memory]
+    )
+    with caplog.at_level(logging.WARNING, logger="layered_memory"):
+        result = agent.invoke({"messages": [{"role": "user", "content": "remember"}]})
+    texts = tool_texts(result)
+    assert texts[0].startswith("Successfully replaced")
+    assert texts[1].startswith("Error: String not found")
+    assert texts[2] == "Error: File '/MEMORY.md' not found"
+    assert unreachable_warnings(caplog) == []

@@ -107,12 +107,9 @@ from layered_memory.core.state import (
     without_files,
 )
 from layered_memory.core.validation import (
-    check_backend,
+    check_imports,
     check_instance,
-    check_int,
-    check_layers,
     check_match_keys,
-    check_names,
     check_path_list,
     is_backend,
 )
@@ -205,23 +202,31 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         imports: bool | Literal["anywhere"] | None = None,
         consolidator: MemoryConsolidator | None = None,
     ) -> None:
-        if system_prompt is not None:
-            if not isinstance(system_prompt, str):
-                msg = f"system_prompt must be str or None, got {type(system_prompt).__name__}"
-                raise TypeError(msg)
-            if "{agent_memory}" not in system_prompt:
-                msg = "system_prompt must contain the `{agent_memory}` format slot"
-                raise ValueError(msg)
         if (sources is None) == (layers is None):
             msg = "pass exactly one of `sources` (a flat list of files) or `layers`"
             raise ValueError(msg)
-        check_backend(backend)
         source_list = check_path_list(sources, parameter="sources")
-        layer_list = check_layers(layers, Layer)
-        rule_list = check_path_list(rules, parameter="rules")
+        if imports is not None:
+            check_imports(imports, parameter="imports")
+        # The options the assembler shares are checked there, once (`core.validation`): the
+        # same mistake gets the same error from `MemoryAssembler` as from this class.
+        self.assembler = MemoryAssembler(
+            backend=backend,
+            layers=layers_from_sources(source_list) if source_list is not None else layers,  # type: ignore[arg-type]
+            rules=() if rules is None else rules,
+            session_store=session_store,
+            max_chars=max_chars,
+            max_rules_chars=max_rules_chars,
+            system_prompt=system_prompt,
+            compat=source_list is not None,
+            strict=strict,
+            nested=nested,
+            nested_writable=nested_writable,
+            # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
+            # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
+            follow_imports=(source_list is None) if imports is None else imports,
+        )
         self.match_keys = check_match_keys(match_keys)
-        check_int(max_chars, parameter="max_chars", minimum=1)
-        check_int(max_rules_chars, parameter="max_rules_chars")
         check_instance(
             hooks,
             HookRegistry,
@@ -255,27 +260,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         self._backend_factory: internals.BackendFactory | None = (
             None if is_backend(backend) else backend  # type: ignore[assignment]
         )
-        self.assembler = MemoryAssembler(
-            backend=backend,
-            layers=layers_from_sources(source_list)
-            if source_list is not None
-            else layer_list or [],
-            rules=tuple(rule_list or ()),
-            session_store=session_store,
-            max_chars=max_chars,
-            max_rules_chars=max_rules_chars,
-            system_prompt=system_prompt or MEMORY_SYSTEM_PROMPT,
-            compat=source_list is not None,
-            strict=strict,
-            nested=check_names(nested, parameter="nested"),
-            nested_writable=nested_writable,
-            # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
-            # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
-            follow_imports=(source_list is None) if imports is None else imports,
-        )
         if consolidator is not None:
             _check_consolidated_file(self.assembler, consolidator)
         self._found_read_only = _FoundReadOnly()
+        self._unreachable_warnings = _WarnOnce()
         self._read_only_layer_paths = frozenset(
             path for layer in self.assembler.layers if not layer.writable for path in layer.files
         )
@@ -467,6 +455,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             result = self._put_back(request, result)
         else:
             result = note_redaction(handler(request), redaction)
+        if _says_not_found(request, result):
+            result = self._unreachable_memory(request, result)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
@@ -490,6 +480,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             result = await asyncio.to_thread(self._put_back, request, result)
         else:
             result = note_redaction(await handler(request), redaction)
+        if _says_not_found(request, result):
+            # It asks the memory backend whether the file is there: not on the event loop.
+            result = await asyncio.to_thread(self._unreachable_memory, request, result)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
@@ -647,6 +640,46 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if paths and (self.assembler.nested or self.assembler.follow_imports):
             edits_memory = edits_memory or self._brings_memory(state, tool_name, paths)
         return None, tool_notes(state, paths, edits_memory)
+
+    def _unreachable_memory(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
+        """A file tool answered "not found" for memory this middleware loaded, and the memory
+        backend still has it: the agent's tools use another backend (`create_deep_agent`
+        without `backend=` gives them deepagents' `StateBackend`), so its edits of memory
+        cannot land. Without this the agent only sees "File not found" and the developer
+        nothing (issue 26): one warning per file naming the fix, and a note for the model.
+        """
+        state = getattr(request, "state", None) or {}
+        path = self._loaded_memory_named(state, named_paths(request.tool_call))
+        if path is None:
+            return result
+        backend = self._tool_backend(request)
+        try:
+            [response] = backend.download_files([path])
+        except Exception:  # a failing backend: nothing is known, so say nothing
+            return result
+        if (
+            getattr(response, "error", None) is not None
+            or getattr(response, "content", None) is None
+        ):
+            return result  # gone from memory too (deleted mid-run): "not found" is the truth
+        self._unreachable_warnings.once(path)
+        return with_note(result, _unreachable_note(path))
+
+    def _loaded_memory_named(self, state: Mapping[str, Any], paths: set[str]) -> str | None:
+        """The loaded memory file (as it was loaded) one of `paths` names, if any."""
+        memory = loaded(state)
+        extras = extras_of(state)
+        candidates: list[str] = [
+            *(state.get("memory_contents") or {}),
+            *(memory.get("rule_files") or {}),
+            *extras.nested,
+            *extras.imports,
+        ]
+        for tool_path in sorted(paths):
+            for path in candidates:
+                if path == tool_path or self.assembler.same_file(path, tool_path):
+                    return path
+        return None
 
     def _brings_memory(self, state: Mapping[str, Any], tool_name: str, paths: set[str]) -> bool:
         """A path in a folder nested memory was not looked up in yet, or an edit of a nested
@@ -818,6 +851,64 @@ class _FoundReadOnly:
     def writable(self) -> frozenset[str]:
         """Writable memory files found (read-only ones found too are left out by the guard)."""
         return self._writable
+
+
+_READS_ONE_FILE = frozenset({"read_file", "edit_file", "delete"})
+"""deepagents' file tools that answer "File '<path>' not found" for a missing file."""
+
+
+def _says_not_found(request: ToolCallRequest, result: ToolResult) -> bool:
+    """A file tool's error that the file it named is missing (cheap: every tool call asks).
+
+    "String not found in file" is `edit_file` finding the file but not the text.
+    """
+    if request.tool_call.get("name") not in _READS_ONE_FILE:
+        return False
+    message = result if isinstance(result, ToolMessage) else _tool_message_of(result)
+    if message is None or not isinstance(message.content, str):
+        return False
+    text = message.content
+    return "not found" in text and "String not found" not in text
+    # Not detected: a `write_file` of memory on the tools' `StateBackend` succeeds there (its
+    # state update no longer rides on the tool's answer); the first read or edit warns.
+
+
+def _tool_message_of(result: ToolResult) -> ToolMessage | None:
+    if isinstance(result, Command) and isinstance(result.update, Mapping):
+        for message in reversed(list(result.update.get("messages") or ())):
+            if isinstance(message, ToolMessage):
+                return message
+    return None
+
+
+def _unreachable_note(path: str) -> str:
+    return (
+        f"\n\nNote: {path} is memory loaded for this agent from another backend than the "
+        "file tools use: changes made with these tools do not reach that memory."
+    )
+
+
+class _WarnOnce:
+    """The unreachable-memory warning, once per memory file and middleware. What was logged
+    is a logging concern of this process, not run state: a resumed run may warn again."""
+
+    def __init__(self) -> None:
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def once(self, path: str) -> None:
+        with self._lock:
+            if path in self._warned:
+                return
+            self._warned.add(path)
+        logger.warning(
+            "memory file %s was loaded by MemoryMiddleware, but the agent's file tools "
+            "answered 'not found': they use another backend (create_deep_agent without "
+            "backend= gives them a StateBackend), so the agent's edits of memory are lost. "
+            "Give the agent the memory's backend: "
+            "create_deep_agent(..., backend=memory.protected_backend)",
+            path,
+        )
 
 
 _WITHOUT_END_OF_RUN: dict[type[Any], type[Any]] = {}

@@ -28,7 +28,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import PrivateAttr
+from pydantic import PrivateAttr, field_validator
 
 ScriptStep = AIMessage | str | Callable[[list[BaseMessage]], "AIMessage | str"]
 
@@ -74,15 +74,29 @@ class ScriptedChatModel(BaseChatModel):
 
     Attributes:
         script: The steps, consumed one per model call.
-        default: Answer given once the script is exhausted; `None` raises instead, so a test
-            notices an unexpected extra model call.
+        default: Answer given once the script is exhausted, a step like any other (an
+            `AIMessage`, a string, or a callable of the prompt messages), replayed for every
+            extra call; `None` raises instead, so a test notices an unexpected extra model call.
     """
 
     script: list[Any]
-    default: str | None = None
+    # `Any`, checked below: in a pydantic union, AIMessage's own validator fails on a function
+    # with a raw AttributeError before `Callable` is tried.
+    default: Any = None
     _prompts: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _position: int = PrivateAttr(default=0)
+
+    @field_validator("default")
+    @classmethod
+    def _default_is_a_step(cls, value: Any) -> ScriptStep | None:
+        if value is None or isinstance(value, str | AIMessage) or callable(value):
+            return value  # type: ignore[no-any-return]
+        msg = (
+            "default must be a script step (an AIMessage, a str, or a callable of the prompt "
+            f"messages) or None; got {type(value).__name__}"
+        )
+        raise ValueError(msg)
 
     @property
     def _llm_type(self) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from deepagents.backends import FilesystemBackend, StateBackend
 
-from layered_memory import HookRegistry, Layer, MemoryMiddleware
+from layered_memory import HookRegistry, Layer, MemoryAssembler, MemoryMiddleware
 
 
 @pytest.fixture
@@ -177,3 +177,56 @@ def test_valid_arguments_still_work(backend: FilesystemBackend) -> None:
         max_rules_chars=0,
     )
     MemoryMiddleware(backend=StateBackend(), sources=[])
+
+
+SHARED_BAD_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
+    ("rules-string", {"rules": "/.agents/rules"}),
+    ("rules-item", {"rules": ["/rules", 7]}),
+    ("rules-dict", {"rules": {"/rules": True}}),
+    ("layer-as-path", {"layers": ["/AGENTS.md"]}),
+    ("one-layer", {"layers": Layer("project", "/AGENTS.md")}),
+    ("layers-string", {"layers": "/AGENTS.md"}),
+    ("duplicate-layer-names", {"layers": [Layer("p", "/A.md"), Layer("p", "/B.md")]}),
+    ("max-chars-str", {"max_chars": "100"}),
+    ("max-chars-bool", {"max_chars": True}),
+    ("max-chars-too-small", {"max_chars": 10}),
+    ("max-chars-zero", {"max_chars": 0}),
+    ("max-rules-chars-none", {"max_rules_chars": None}),
+    ("max-rules-negative", {"max_rules_chars": -1}),
+    ("system-prompt-number", {"system_prompt": 42}),
+    ("system-prompt-no-slot", {"system_prompt": "no slot here"}),
+    ("nested-string", {"nested": "AGENTS.md"}),
+    ("nested-path", {"nested": ["docs/AGENTS.md"]}),
+    ("backend-path", {"backend": "/srv/project"}),
+    ("backend-class", {"backend": FilesystemBackend}),
+]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [case[1] for case in SHARED_BAD_ARGUMENTS],
+    ids=[case[0] for case in SHARED_BAD_ARGUMENTS],
+)
+def test_assembler_validates_as_the_middleware_does(
+    backend: FilesystemBackend, arguments: dict[str, Any]
+) -> None:
+    """One validation path (issue 26): `MemoryAssembler(rules="/.agents/rules")` used to read
+    the string letter by letter, and `layers=["/AGENTS.md"]` or `max_chars="100"` failed at
+    the first load with a raw error, where `MemoryMiddleware` raised a clear `TypeError`."""
+    options = {"backend": backend, "layers": LAYERS, **arguments}
+    with pytest.raises((TypeError, ValueError)) as by_middleware:
+        MemoryMiddleware(**options)
+    with pytest.raises((TypeError, ValueError)) as by_assembler:
+        MemoryAssembler(**options)
+    assert type(by_assembler.value) is type(by_middleware.value)
+    assert str(by_assembler.value) == str(by_middleware.value)
+    assert "parameter" not in str(by_assembler.value)  # a named argument, not Python's message
+
+
+def test_assembler_takes_path_objects_as_the_middleware_does(tmp_path: Path) -> None:
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "style.md").write_text("Use tabs.")
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=False)
+    assembler = MemoryAssembler(backend=backend, layers=[], rules=[tmp_path / "rules"])
+    assert assembler.rule_folders == (str(tmp_path / "rules"),)
+    assert list(assembler.load().rule_files) == [str(tmp_path / "rules" / "style.md")]

@@ -75,6 +75,16 @@ from layered_memory.core.snapshot import (
     walk_nested,
 )
 from layered_memory.core.snapshot import entries as recorded_unrestored
+from layered_memory.core.validation import (
+    check_backend,
+    check_budget,
+    check_imports,
+    check_int,
+    check_layers,
+    check_names,
+    check_path_list,
+    check_system_prompt,
+)
 from layered_memory.errors import SessionStoreError
 from layered_memory.rules import (
     PARTIAL_LISTING,
@@ -175,7 +185,7 @@ class MemoryAssembler:
         session_store: Store whose entry under the session key is the top layer.
         max_chars: Upper bound on the rendered block.
         max_rules_chars: Upper bound on the matched rules inside it.
-        system_prompt: Template with an `{agent_memory}` slot.
+        system_prompt: Template with an `{agent_memory}` slot (`None`: the default one).
         compat: Render in deepagents' flat layout (`sources=` mode).
         strict: Raise on the first unusable file instead of logging and skipping it.
         nested: Names of nested memory files, looked for in every directory from the root down
@@ -186,6 +196,11 @@ class MemoryAssembler:
             live outside it, such as `~/.deepagents/`); `"anywhere"`: any file the backend
             can read (a cloned repository's AGENTS.md could then import `@~/.aws/credentials`);
             `False`: none.
+
+    Raises:
+        TypeError: An argument of the wrong type (a path where a list goes, a `str` budget),
+            with the message `MemoryMiddleware` gives for the same argument.
+        ValueError: A value out of range (a budget too small for the template).
     """
 
     def __init__(
@@ -193,37 +208,39 @@ class MemoryAssembler:
         *,
         backend: BackendProtocol | Callable[[Any], BackendProtocol],
         layers: Sequence[Layer],
-        rules: Sequence[str] = (),
+        rules: Sequence[str | os.PathLike[str]] = (),
         session_store: SessionStore | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
-        system_prompt: str = MEMORY_SYSTEM_PROMPT,
+        system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         compat: bool = False,
         strict: bool = False,
         nested: Sequence[str] = (),
         nested_writable: bool = False,
         follow_imports: bool | Literal["anywhere"] = True,
     ) -> None:
-        check_unique_layer_names(layers)
-        if not (isinstance(follow_imports, bool) or follow_imports == "anywhere"):
-            msg = f"imports must be True, False or 'anywhere', got {follow_imports!r}"
+        # The one validation path of the options `MemoryMiddleware` shares (it hands them on
+        # unchecked): a mistake fails here, named, not later with a raw error (issue 26:
+        # `rules="/.agents/rules"` was read letter by letter, `/` becoming a rule folder).
+        template = check_system_prompt(system_prompt) or MEMORY_SYSTEM_PROMPT
+        check_backend(backend)
+        layer_list = check_layers(layers, Layer)
+        if layer_list is None:
+            msg = "layers must be a list of Layer objects (layers=[] for none); got None"
             raise TypeError(msg)
-        if max_chars < minimum_budget(system_prompt):
-            msg = (
-                f"max_chars={max_chars} is too small for the prompt template; "
-                f"use at least {minimum_budget(system_prompt)}"
-            )
-            raise ValueError(msg)
-        if max_rules_chars < 0:
-            msg = f"max_rules_chars must be >= 0, got {max_rules_chars}"
-            raise ValueError(msg)
+        rule_list = check_path_list(rules, parameter="rules") or []
+        check_budget(max_chars, least=minimum_budget(template))
+        check_int(max_rules_chars, parameter="max_rules_chars")
+        nested = check_names(nested, parameter="nested")
+        check_imports(follow_imports, parameter="follow_imports")
+        check_unique_layer_names(layer_list)
         self.backend: Any = backend  # a factory is resolved per load (`load(backend=...)`)
-        self.layers = tuple(layers)
-        self.rule_folders = tuple(rules)
+        self.layers = tuple(layer_list)
+        self.rule_folders = tuple(rule_list)
         self.session_store = session_store
         self.max_chars = max_chars
         self.max_rules_chars = max_rules_chars
-        self.system_prompt = system_prompt
+        self.system_prompt = template
         self.compat = compat
         self.strict = strict
         self.nested = tuple(nested)

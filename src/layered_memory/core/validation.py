@@ -2,7 +2,10 @@
 what was given and what to pass, instead of misbehaving silently at the first run.
 
 The one home of these checks: every subpackage validates numbers (counts, seconds, lifetimes)
-here, so one kind of argument is refused with one message wherever it is passed.
+here, so one kind of argument is refused with one message wherever it is passed. The memory
+options `MemoryMiddleware` and `MemoryAssembler` share are checked once, by the assembler's
+constructor (the middleware hands them on unchecked): the same mistake gets the same error
+from either class.
 """
 
 from __future__ import annotations
@@ -111,17 +114,38 @@ def check_layers(value: object, layer_type: type) -> list[Any] | None:
     if isinstance(value, str | bytes | os.PathLike) or not isinstance(value, Sequence):
         msg = (
             f"layers must be a list of Layer objects; got {describe(value)}. "
-            "For plain paths use sources=[...]"
+            "For plain paths use sources=[...] (MemoryMiddleware) or Layer('project', path)"
         )
         raise TypeError(msg)
     for index, item in enumerate(value):
         if not isinstance(item, layer_type):
             msg = (
                 f"layers[{index}] must be a Layer, got {describe(item)}. For plain paths use "
-                "sources=[...], or wrap it: Layer('project', '/AGENTS.md')"
+                "sources=[...] (MemoryMiddleware), or wrap it: Layer('project', '/AGENTS.md')"
             )
             raise TypeError(msg)
     return list(value)
+
+
+def check_system_prompt(value: object) -> str | None:
+    """`system_prompt=`: None, or a template with an `{agent_memory}` slot."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        msg = f"system_prompt must be str or None, got {type(value).__name__}"
+        raise TypeError(msg)
+    if "{agent_memory}" not in value:
+        msg = "system_prompt must contain the `{agent_memory}` format slot"
+        raise ValueError(msg)
+    return value
+
+
+def check_imports(value: object, *, parameter: str) -> bool | str:
+    """`imports=` / `follow_imports=`: True, False or "anywhere" (never a truthy stand-in)."""
+    if not (isinstance(value, bool) or value == "anywhere"):
+        msg = f"{parameter} must be True, False or 'anywhere', got {value!r}"
+        raise TypeError(msg)
+    return value  # type: ignore[return-value]
 
 
 def check_match_keys(value: object) -> tuple[str | Callable[..., Any], ...]:
@@ -146,16 +170,26 @@ def check_match_keys(value: object) -> tuple[str | Callable[..., Any], ...]:
 
 
 def check_int(
-    value: object, *, parameter: str, minimum: int = 0, unit: str = "a number of characters"
+    value: object, *, parameter: str, minimum: int | None = 0, unit: str = "a number of characters"
 ) -> int:
-    """A whole number of ``unit`` (a bool or a float is a mistake, not a count)."""
+    """A whole number of ``unit`` (a bool or a float is a mistake, not a count), at least
+    ``minimum`` (None: any)."""
     if isinstance(value, bool) or not isinstance(value, int):
         msg = f"{parameter} must be an int ({unit}); got {describe(value)}"
         raise TypeError(msg)
-    if value < minimum:
+    if minimum is not None and value < minimum:
         msg = f"{parameter} must be >= {minimum}; got {value}"
         raise ValueError(msg)
     return value
+
+
+def check_budget(value: object, *, least: int) -> int:
+    """`max_chars=`: an int the prompt template fits in (`least`: its minimum budget)."""
+    budget = check_int(value, parameter="max_chars", minimum=None)
+    if budget < least:
+        msg = f"max_chars={budget} is too small for the prompt template; use at least {least}"
+        raise ValueError(msg)
+    return budget
 
 
 def check_seconds(value: object, *, parameter: str, allow_zero: bool = False) -> float:
