@@ -65,7 +65,16 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -243,17 +252,10 @@ def non_regular_files(backend: Any, paths: Iterable[str]) -> dict[str, str]:
     backends hold no such files and cost nothing here.
     """
     found: dict[str, str] = {}
-    if not (
-        is_backend_class(backend, "FilesystemBackend")
-        or is_backend_class(backend, "CompositeBackend")
-    ):
-        return found
-    for path in paths:
-        target, key = final_route(backend, path)
-        if is_backend_class(target, "FilesystemBackend"):
-            kind = special_file_kind(disk_path(str(target.cwd), key, virtual=target.virtual_mode))
-            if kind is not None:
-                found[path] = kind
+    for path, on_disk in _local_disk_paths(backend, paths):
+        kind = special_file_kind(on_disk)
+        if kind is not None:
+            found[path] = kind
     return found
 
 
@@ -264,21 +266,28 @@ def oversized_files(backend: Any, paths: Iterable[str], limit: int) -> dict[str,
     of 2 GB into memory at every load (same routes as `non_regular_files`).
     """
     found: dict[str, int] = {}
+    for path, on_disk in _local_disk_paths(backend, paths):
+        try:
+            size = os.stat(on_disk).st_size
+        except (OSError, ValueError):
+            continue  # missing or unreachable: the backend says so itself
+        if size > limit:
+            found[path] = size
+    return found
+
+
+def _local_disk_paths(backend: Any, paths: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """(backend path, disk path) of the paths a `FilesystemBackend` serves, directly or behind a
+    `CompositeBackend` route; other backends hold nothing on local disk."""
     if not (
         is_backend_class(backend, "FilesystemBackend")
         or is_backend_class(backend, "CompositeBackend")
     ):
-        return found
+        return
     for path in paths:
         target, key = final_route(backend, path)
         if is_backend_class(target, "FilesystemBackend"):
-            try:
-                size = os.stat(disk_path(str(target.cwd), key, virtual=target.virtual_mode)).st_size
-            except (OSError, ValueError):
-                continue  # missing or unreachable: the backend says so itself
-            if size > limit:
-                found[path] = size
-    return found
+            yield path, disk_path(str(target.cwd), key, virtual=target.virtual_mode)
 
 
 _clock: Callable[[], int] = time.time_ns
