@@ -166,6 +166,26 @@ async def test_a_token_written_by_the_tool_is_stored_redacted(
     assert "redacted before saving" in answer.text
 
 
+@pytest.mark.parametrize("variant", ["filesystem", "state"])
+async def test_a_refused_write_is_not_told_it_was_redacted(tmp_path: Path, variant: str) -> None:
+    """The tool's own error (a path outside /memories) saved nothing: no "redacted" note."""
+    (tmp_path / "memories").mkdir()
+    agent, _model = _agent(
+        variant,
+        tmp_path,
+        [Layer("memories", "/memories/", writable=True)],
+        [
+            tool_call("memory", command="create", path="/elsewhere/x.md", file_text=TOKEN),
+            "done",
+        ],
+    )
+    result = await _run(agent, {"messages": [HumanMessage("go")]}, False)
+    (answer,) = _tool_messages(result)
+    assert "/memories" in answer.text  # the tool's own refusal
+    assert "redacted before saving" not in answer.text
+    assert not (tmp_path / "elsewhere").exists()
+
+
 @pytest.mark.parametrize("use_async", [False, True])
 async def test_the_folder_layer_is_in_the_first_prompt(tmp_path: Path, use_async: bool) -> None:
     (tmp_path / "memories").mkdir()

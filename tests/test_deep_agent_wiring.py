@@ -307,3 +307,54 @@ def test_memory_in_the_tools_reach_warns_nothing(
     assert texts[1].startswith("Error: String not found")
     assert texts[2] == "Error: File '/MEMORY.md' not found"
     assert unreachable_warnings(caplog) == []
+
+
+def test_a_memory_file_that_says_not_found_warns_nothing(
+    backend: FilesystemBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only deepagents' whole error answer counts: a memory file read back whose text says
+    "not found" is content, not a miss (the model must not be told its edits go nowhere)."""
+    (Path(backend.cwd) / "MEMORY.md").write_text("# Memory\nThe API answers 404 not found.\n")
+    memory = layered(backend)
+    model = ScriptedChatModel(script=[tool_call("read_file", file_path="/MEMORY.md"), "done"])
+    agent = create_deep_agent(
+        model=model, backend=memory.protected_backend, memory=[], middleware=[memory]
+    )
+    with caplog.at_level(logging.WARNING, logger="layered_memory"):
+        result = agent.invoke({"messages": [{"role": "user", "content": "read"}]})
+    (text,) = tool_texts(result)
+    assert "404 not found" in text
+    assert "another backend" not in text
+    assert unreachable_warnings(caplog) == []
+
+
+def test_hooks_set_after_construction_still_write_back(backend: FilesystemBackend) -> None:
+    """`memory.hooks = registry` (or a new registry) before the agent is built: PIPELINE_START
+    and PIPELINE_END both reach the registry that is set, and the graph has the node."""
+    from langchain.agents import create_agent
+
+    from layered_memory import HookEvent, HookRegistry
+
+    def registry(seen: list[str]) -> HookRegistry:
+        hooks = HookRegistry()
+        for event in (HookEvent.PIPELINE_START, HookEvent.PIPELINE_END):
+            hooks.register(event, lambda e, _data: seen.append(e.name), name=event.name)
+        return hooks
+
+    first: list[str] = []
+    second: list[str] = []
+    memory = MemoryMiddleware(backend=backend, sources=["/AGENTS.md"])
+    memory.hooks = registry(first)
+    agent = create_agent(model=ScriptedChatModel(script=["done", "done"]), middleware=[memory])
+    agent.invoke({"messages": [{"role": "user", "content": "hi"}]})
+    assert first == ["PIPELINE_START", "PIPELINE_END"]
+
+    memory.hooks = registry(second)
+    agent = create_agent(model=ScriptedChatModel(script=["done"]), middleware=[memory])
+    agent.invoke({"messages": [{"role": "user", "content": "hi"}]})
+    assert (first, second) == (
+        ["PIPELINE_START", "PIPELINE_END"],
+        ["PIPELINE_START", "PIPELINE_END"],
+    )
+    with pytest.raises(TypeError, match="hooks must be a HookRegistry"):
+        memory.hooks = "registry"  # type: ignore[assignment]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -243,18 +244,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             msg = "consolidator has no model (model=None): such a consolidator only reviews"
             raise ValueError(msg)
         super().__init__()
-        self.consolidator = consolidator
-        self.end_of_run = (
-            None
-            if hooks is None and consolidator is None
-            else EndOfRun(hooks=hooks, consolidator=consolidator)
-        )
-        self._hooks_class = (
-            _without_end_of_run(type(self)) if self.end_of_run is None else type(self)
-        )
+        self._hooks = hooks
+        self._consolidator = consolidator
+        self._wire_end_of_run()
         self.sources = source_list
         self.system_prompt = system_prompt
-        self.hooks = hooks
         self.rules_writable = rules_writable
         self._add_cache_control = add_cache_control
         self._backend_factory: internals.BackendFactory | None = (
@@ -511,6 +505,50 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if self.end_of_run is None:
             return None
         return await self.end_of_run.aafter_agent(state, runtime, config)
+
+    @property
+    def hooks(self) -> HookRegistry | None:
+        """The hook registry (`PIPELINE_START` ... `PIPELINE_END`), or None."""
+        return self._hooks
+
+    @hooks.setter
+    def hooks(self, hooks: HookRegistry | None) -> None:
+        check_instance(
+            hooks, HookRegistry, parameter="hooks", hint="Build one with HookRegistry()."
+        )
+        self._hooks = hooks
+        self._wire_end_of_run()
+
+    @property
+    def consolidator(self) -> MemoryConsolidator | None:
+        """The consolidator run at the end of each run, or None."""
+        return self._consolidator
+
+    @consolidator.setter
+    def consolidator(self, consolidator: MemoryConsolidator | None) -> None:
+        check_instance(
+            consolidator,
+            MemoryConsolidator,
+            parameter="consolidator",
+            hint="Use MemoryConsolidator.",
+        )
+        if consolidator is not None:
+            _check_consolidated_file(self.assembler, consolidator)
+        self._consolidator = consolidator
+        self._wire_end_of_run()
+
+    def _wire_end_of_run(self) -> None:
+        """The end of run follows `hooks` and `consolidator`, also when they are set after
+        construction (an agent built before that has no end-of-run node: build it after)."""
+        hooks, consolidator = self._hooks, self._consolidator
+        self.end_of_run = (
+            None
+            if hooks is None and consolidator is None
+            else EndOfRun(hooks=hooks, consolidator=consolidator)
+        )
+        self._hooks_class = (
+            _without_end_of_run(type(self)) if self.end_of_run is None else type(self)
+        )
 
     @property  # type: ignore[misc]
     def __class__(self) -> type[Any]:
@@ -857,6 +895,11 @@ _READS_ONE_FILE = frozenset({"read_file", "edit_file", "delete"})
 """deepagents' file tools that answer "File '<path>' not found" for a missing file."""
 
 
+_NOT_FOUND = re.compile(r"(?:Error: )*(?:File '(?P<path>.*)'|File) not found")
+"""deepagents' answer for a missing file, whole (`Error: File '/x' not found`, from every
+backend's read, edit and delete), never text inside a file that was read."""
+
+
 def _says_not_found(request: ToolCallRequest, result: ToolResult) -> bool:
     """A file tool's error that the file it named is missing (cheap: every tool call asks).
 
@@ -867,8 +910,11 @@ def _says_not_found(request: ToolCallRequest, result: ToolResult) -> bool:
     message = result if isinstance(result, ToolMessage) else _tool_message_of(result)
     if message is None or not isinstance(message.content, str):
         return False
-    text = message.content
-    return "not found" in text and "String not found" not in text
+    found = _NOT_FOUND.fullmatch(message.content.strip())
+    if found is None:
+        return False  # file content that happens to say "not found", or another error
+    named = found.group("path")
+    return named is None or named in named_paths(request.tool_call)
     # Not detected: a `write_file` of memory on the tools' `StateBackend` succeeds there (its
     # state update no longer rides on the tool's answer); the first read or edit warns.
 

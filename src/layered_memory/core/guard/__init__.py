@@ -639,9 +639,18 @@ def note_redaction(
     )
 
 
+_MEMORY_TOOL_WROTE = ("File created:", "String replaced in", "Text inserted in")
+"""How langchain-anthropic's `memory` tool answers a write it made; its errors are plain text
+too (`Path must start with ...`), so anything else wrote nothing."""
+
+
 def _with_note(message: ToolMessage, note: str) -> ToolMessage:
     if message.status == "error" or not isinstance(message.content, str):
         return message
+    if message.content.startswith("Error") or (
+        message.name == MEMORY_TOOL and not message.content.startswith(_MEMORY_TOOL_WROTE)
+    ):
+        return message  # nothing was saved: saying "redacted before saving" would mislead
     return message.model_copy(update={"content": message.content + note})
 
 
