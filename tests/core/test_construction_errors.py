@@ -20,6 +20,13 @@ LAYERS = [Layer("project", "/AGENTS.md")]
 
 BAD_ARGUMENTS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     (
+        "writable-file-in-read-only-folder",
+        {"layers": [Layer("team", "/memories/"), Layer("notes", "/memories/n.md", writable=True)]},
+        ValueError,
+        r"'notes' makes /memories/n.md writable, but it is inside the read-only folder layer "
+        r"'team'.*make layer 'team' writable",
+    ),
+    (
         "layer-as-path",
         {"layers": ["/AGENTS.md"]},
         TypeError,

@@ -124,7 +124,22 @@ def check_layers(value: object, layer_type: type) -> list[Any] | None:
                 "sources=[...] (MemoryMiddleware), or wrap it: Layer('project', '/AGENTS.md')"
             )
             raise TypeError(msg)
-    return list(value)
+    layers = list(value)
+    for writable in (layer for layer in layers if layer.writable):
+        for path in writable.files:
+            for folder_layer in (layer for layer in layers if not layer.writable):
+                # A path the folder layer lists that is not one of its own file paths.
+                if folder_layer.folders and path in folder_layer.files_of([path], taken=()):
+                    if path in folder_layer.files:
+                        continue  # one path in two layers: not this check's concern
+                    msg = (
+                        f"layer {writable.name!r} makes {path} writable, but it is inside the "
+                        f"read-only folder layer {folder_layer.name!r}, which keeps "
+                        "every file in it read-only: move the file out of the folder, or make "
+                        f"layer {folder_layer.name!r} writable"
+                    )
+                    raise ValueError(msg)
+    return layers
 
 
 def check_system_prompt(value: object) -> str | None:
