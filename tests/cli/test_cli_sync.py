@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -399,3 +400,40 @@ def test_sync_help_says_push_copies_every_file(capsys: pytest.CaptureFixture[str
     help_text = " ".join(capsys.readouterr().out.split())
     assert "push copies all of them, not only memory files; --pattern limits it" in help_text
     assert "--pattern GLOB" in help_text
+
+
+def test_pull_never_overwrites_a_local_change_made_during_it(
+    store_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent's edit (or a write-back) that lands between the pull's look at the folder and
+    its write is kept: the pull writes under the memory-file lock, only over what it saw."""
+    import layered_memory.cli.sync as sync_module
+
+    source = tmp_path / "source"
+    write_tree(source, {"MEMORY.md": b"# Memory\n- from the store\n", "AGENTS.md": b"new\n"})
+    assert push(capsys, store_url, source)[0] == 0
+    target = tmp_path / "target"
+    # MEMORY.md was written by a memory writer before (its lock file is beside it): the pull
+    # takes that lock; AGENTS.md never was, and gets no lock file.
+    write_tree(target, {"MEMORY.md": b"# Memory\n", ".MEMORY.md.lock": b"", "AGENTS.md": b"old\n"})
+    looked = sync_module.scan_folder
+
+    def look_then_agent_edits(root: Path) -> Any:
+        seen = looked(root)
+        (root / "MEMORY.md").write_bytes(b"# Memory\n- the agent's note\n")
+        return seen
+
+    monkeypatch.setattr(sync_module, "scan_folder", look_then_agent_edits)
+    status, lines, _ = pull(capsys, store_url, target)
+    assert status == 1
+    assert any("/MEMORY.md" in line and "changed locally during the pull" in line for line in lines)
+    assert (target / "MEMORY.md").read_bytes() == b"# Memory\n- the agent's note\n"
+    assert (target / "AGENTS.md").read_bytes() == b"new\n"  # the unchanged file is pulled
+    assert not (target / ".AGENTS.md.lock").exists()
+
+    monkeypatch.setattr(sync_module, "scan_folder", looked)
+    assert pull(capsys, store_url, target)[0] == 0  # a second pull compares afresh
+    assert (target / "MEMORY.md").read_bytes() == b"# Memory\n- from the store\n"

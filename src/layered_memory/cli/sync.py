@@ -38,9 +38,9 @@ from layered_memory.cli._source import (
     open_store,
     parse_namespace,
 )
-from layered_memory.core.files import atomic_write
+from layered_memory.core.files import replace_unless_changed
 from layered_memory.core.loading import MAX_FILE_BYTES
-from layered_memory.errors import CliStoreError
+from layered_memory.errors import CliStoreError, MemoryWriteError
 from layered_memory.rules import GlobError, compile_glob
 from layered_memory.sessions.stores.urls import redact_url
 
@@ -285,23 +285,41 @@ def _pull(
     actions = _compare(source, local, delete=delete, skipped_locally=left_alone)
     _refuse_emptying(source, actions, "namespace " + "/".join(namespace))
     done = [
-        _apply_pull(action, root, targets, source) if not dry_run else action for action in actions
+        _apply_pull(action, root, targets, source, local) if not dry_run else action
+        for action in actions
     ]
     return [*done, *skipped, *ignored, *refused]
 
 
 def _apply_pull(
-    action: Action, root: Path, targets: Mapping[str, Path], source: Mapping[str, bytes]
+    action: Action,
+    root: Path,
+    targets: Mapping[str, Path],
+    source: Mapping[str, bytes],
+    local: Mapping[str, bytes],
 ) -> Action:
+    """One change of a pull, made under the lock memory writers take, and only if the local
+    file still holds what the comparison saw: an agent's edit or a write-back that landed
+    since is never overwritten (the pull reports it; a second pull compares afresh)."""
+    if action.status not in ("added", "updated", "deleted"):
+        return action
+    deleting = action.status == "deleted"
+    path = root.joinpath(*action.key[1:].split("/")) if deleting else targets[action.key]
     try:
-        if action.status in ("added", "updated"):
-            atomic_write(targets[action.key], source[action.key])
-        elif action.status == "deleted":
-            path = root.joinpath(*action.key[1:].split("/"))
-            path.unlink()
-            _remove_empty_parents(path.parent, root)
+        replaced = replace_unless_changed(
+            action.key,
+            path,
+            local.get(action.key),
+            None if deleting else source[action.key],
+        )
+    except MemoryWriteError as exc:
+        return Action(action.key, "failed", f"{action.status}: {exc.reason}")
     except OSError as exc:
         return Action(action.key, "failed", f"{action.status}: {exc.strerror or exc}")
+    if not replaced:
+        return Action(action.key, "failed", "changed locally during the pull: left as it is")
+    if deleting:
+        _remove_empty_parents(path.parent, root)
     return action
 
 

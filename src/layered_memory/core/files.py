@@ -588,7 +588,12 @@ class FileLockStrategy:
             # Locking the file and its I/O block; the loop stays free meanwhile.
             return await asyncio.to_thread(self._locked_transact, transform)
 
-    def _locked_transact(self, transform: Transform[T]) -> T:
+    def transact_raw(self, transform: Transform[T]) -> T:
+        """`transact` for a transform that reads and writes bytes itself (it gets no texts)."""
+        with self._local_lock.hold():
+            return self._locked_transact(transform, read=False)
+
+    def _locked_transact(self, transform: Transform[T], *, read: bool = True) -> T:
         display = self._display[0]
         # Checked before anything is created: the lock file must not land where a swapped-in
         # symlink leads either.
@@ -606,7 +611,7 @@ class FileLockStrategy:
         except OSError as exc:
             raise MemoryWriteError(display, f"cannot lock: {exc.strerror or exc}") from exc
         try:
-            texts = {path: self._read(path) for path in self._display}
+            texts = {path: self._read(path) for path in self._display} if read else {}
             changes, result = transform(texts)
             for path, text in changes.items():
                 self._write(path, text)
@@ -635,6 +640,54 @@ class FileLockStrategy:
             atomic_write(real, data)
         except OSError as exc:
             raise MemoryWriteError(path, f"cannot write: {exc.strerror or exc}") from exc
+
+
+def replace_unless_changed(
+    shown: str, path: Path, expected: bytes | None, data: bytes | None
+) -> bool:
+    """Replace `path` with `data` (None: delete it) only if it still holds `expected` (None:
+    absent), under the lock every memory writer of that file takes.
+
+    For copies made from an earlier look at the file (`layered-memory sync pull`): an agent's
+    edit or a write-back that landed since that look is never overwritten. False when the
+    file changed; nothing is written then. The cross-process lock is taken when the file has
+    one (every memory writer of this package leaves it beside the files it wrote).
+
+    Raises:
+        MemoryWriteError: The file cannot be locked, read or written (a symlink swapped in,
+            a FIFO, a lock held past the timeout); nothing is written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    target = DiskTarget(path=shown, disk=path, folder=Path(os.path.realpath(path.parent)))
+    strategy = FileLockStrategy([target])
+
+    def swap(texts: Mapping[str, str | None]) -> tuple[dict[str, str], bool]:
+        del texts  # compared as bytes below: a pulled file need not be text
+        real = target.check()
+        kind = special_file_kind(str(real))
+        if kind is not None:  # opening a FIFO waits forever for a writer
+            raise MemoryWriteError(shown, f"not a regular file ({kind}): never opened")
+        try:
+            now: bytes | None = real.read_bytes()
+        except FileNotFoundError:
+            now = None
+        except OSError as exc:
+            raise MemoryWriteError(shown, f"cannot read: {exc.strerror}") from exc
+        if now != expected:
+            return {}, False
+        if data is None:
+            real.unlink(missing_ok=True)
+        else:
+            atomic_write(real, data)
+        return {}, True
+
+    if target.lock_path.exists():
+        return strategy.transact_raw(swap)
+    # No memory writer of this package ever wrote the file (each leaves its lock file): no
+    # lock file is created for it, or a pull would leave one beside every file it copies.
+    # The comparison right before the replace still keeps a change made since the look.
+    with _lock_for_file(str(target.pinned)).hold():
+        return swap({})[1]
 
 
 # --- PostgreSQL store: an advisory lock in one SQL transaction ------------------------------
