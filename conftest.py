@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -76,6 +76,20 @@ def settled_files(monkeypatch: pytest.MonkeyPatch) -> None:
     from layered_memory.core import loading
 
     monkeypatch.setattr(loading, "_clock", lambda: time.time_ns() + 3_600 * 10**9)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_session_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The same for module- and session-scoped fixtures, which run before any function-scoped
+    one (the hostile cases' child process is started once per module): nothing a test run
+    starts ever records into the user's `~/.local/state`."""
+    previous = os.environ.get("LAYERED_MEMORY_STATE_DIR")
+    os.environ["LAYERED_MEMORY_STATE_DIR"] = str(tmp_path_factory.mktemp("session-state"))
+    yield
+    if previous is None:
+        os.environ.pop("LAYERED_MEMORY_STATE_DIR", None)
+    else:
+        os.environ["LAYERED_MEMORY_STATE_DIR"] = previous
 
 
 @pytest.fixture(autouse=True)
