@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and the docs
         StoreUnavailableError,
     )
     from layered_memory.middleware import MemoryMiddleware
+    from layered_memory.safety.redaction import redact
     from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
     from layered_memory.sessions.stores import (
         FileSessionStore,
@@ -55,7 +56,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and the docs
         record_insight_tool,
         register_write_back,
     )
-    from layered_memory.writeback.redaction import redact
 
 __version__ = "0.1.0"
 
@@ -114,7 +114,7 @@ _HOMES = {
         "record_insight_tool",
         "register_write_back",
     ),
-    "layered_memory.writeback.redaction": ("redact",),
+    "layered_memory.safety.redaction": ("redact",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 

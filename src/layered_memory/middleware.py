@@ -114,9 +114,9 @@ from layered_memory.core.validation import (
     check_path_list,
     is_backend,
 )
+from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
-from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol

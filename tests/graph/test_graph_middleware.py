@@ -16,7 +16,6 @@ from deepagents.backends import FilesystemBackend
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.core.defuse import defuse
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware, knowledge_graph
 from layered_memory.graph._focus import (
     FocusSettings,
@@ -25,6 +24,7 @@ from layered_memory.graph._focus import (
     render_unavailable,
     tokens,
 )
+from layered_memory.safety.defuse import defuse
 from layered_memory.testing import ScriptedChatModel
 
 RUNTIME = SimpleNamespace(context=None)

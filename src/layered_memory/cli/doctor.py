@@ -44,11 +44,11 @@ from layered_memory.cli._source import (
 )
 from layered_memory.cli.lint import dead_globs
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
-from layered_memory.core.defuse import defuse_attribute, defuse_name
 from layered_memory.core.loading import MAX_IMPORT_DEPTH, TOO_DEEP_REASON, MemoryExtras
 from layered_memory.core.snapshot import LEFT_OUT_START
 from layered_memory.errors import CliStoreError
 from layered_memory.rules import RuleSet
+from layered_memory.safety.defuse import defuse_attribute, defuse_name
 from layered_memory.sessions.stores.urls import redact_url, scrub
 
 # -- the command ------------------------------------------------------------------------------

@@ -35,8 +35,8 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from layered_memory.core.defuse import IGNORABLE, defuse
 from layered_memory.graph._format import EntityRecord, GraphSnapshot
+from layered_memory.safety.defuse import IGNORABLE, defuse
 
 MAX_NAME_TOKENS = 16
 """Names longer than this (in tokens) are found by `open_nodes`/`search_nodes` only."""

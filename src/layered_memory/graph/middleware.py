@@ -106,8 +106,8 @@ from layered_memory.graph.knowledge_graph import (
     cached,
     changed_since,
 )
+from layered_memory.safety.redaction import Redaction
 from layered_memory.sessions import parse_session_key
-from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol

@@ -68,7 +68,7 @@ import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from layered_memory._logs import get_logger
-from layered_memory.core.defuse import drop_invisible
+from layered_memory.safety.defuse import drop_invisible
 
 if TYPE_CHECKING:
     # Annotations only: `records` imports this module (`top_keywords`) at run time.

@@ -29,7 +29,7 @@ from layered_memory.core.files import INSIGHT_ENTRY, LEARNED_MARK, learned_entry
 from layered_memory.core.layers import MEMORY_FILE_DEFAULT_MAX_LINES
 from layered_memory.core.loading import strip_html_comments
 from layered_memory.core.render import ascii_skeleton
-from layered_memory.writeback.redaction import redact
+from layered_memory.safety.redaction import redact
 
 __all__ = [
     "OPS",

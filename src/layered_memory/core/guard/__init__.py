@@ -61,7 +61,7 @@ from layered_memory.core.internals import route
 from layered_memory.core.layers import expand_user, lexical_path
 from layered_memory.core.loading import special_file_kind
 from layered_memory.errors import FolderTooLargeError
-from layered_memory.writeback.redaction import Redaction, redact_text
+from layered_memory.safety.redaction import Redaction, redact_text
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest

@@ -118,7 +118,7 @@ def _refused(view: Any, operation: Operation, path: str) -> str | None:
 def _redacted(view: Any, path: str, text: str) -> str:
     """`text` with secrets redacted when it is going into a writable memory file."""
     from layered_memory.core.guard import writes_memory
-    from layered_memory.writeback.redaction import redact_text
+    from layered_memory.safety.redaction import redact_text
 
     if _BUSY.get() or not writes_memory(view, view._layered_memory_protected, path):
         return text
@@ -162,7 +162,7 @@ def _redacted_and_file(view: Any, path: str, text: str) -> tuple[str, str | None
 def _unreadable(path: str, file: str, found: DownloadResult) -> str | None:
     """Why `file` (written as `path`) must not be replaced whole: it exists but could not be
     read (None: it was read, or it does not exist)."""
-    from layered_memory.writeback.redaction import redact_text
+    from layered_memory.safety.redaction import redact_text
 
     reason = next((problem.reason for problem in found.problems if problem.unreadable), None)
     if reason is not None:
