@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers and the docs
     from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
-    from layered_memory.core.guard import ProtectedPaths, protect
+    from layered_memory.core.guard import protect
     from layered_memory.core.layers import Layer
+    from layered_memory.core.protection import ProtectedPaths
     from layered_memory.core.shared_memory import (
         ORG_AGENTS,
         ORG_RULES,
@@ -64,11 +65,9 @@ _HOMES = {
         "MemoryAssembler",
         "MemorySnapshot",
     ),
-    "layered_memory.core.guard": (
-        "ProtectedPaths",
-        "protect",
-    ),
+    "layered_memory.core.guard": ("protect",),
     "layered_memory.core.layers": ("Layer",),
+    "layered_memory.core.protection": ("ProtectedPaths",),
     "layered_memory.core.shared_memory": (
         "ORG_AGENTS",
         "ORG_RULES",

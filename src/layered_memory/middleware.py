@@ -50,18 +50,21 @@ from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
     MEMORY_TOOL,
     SHELL_TOOLS,
-    is_same_file,
     note_redaction,
     protect,
-    protected_paths_of,
+    protecting,
     redact_memory_edit,
-    refusal,
     secret_path_refusal,
-    unreadable_message,
-    writes_memory,
 )
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.loading import MemoryExtras, directories_of
+from layered_memory.core.protection import (
+    is_same_file,
+    protected_paths_of,
+    refusal,
+    unreadable_message,
+    writes_memory,
+)
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
@@ -280,7 +283,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             found_writable=self._found_read_only.writable,
         )
         self.protected_backend: Any = (
-            internals.protecting(self._backend_factory, self.protected_paths)
+            protecting(self._backend_factory, self.protected_paths)
             if self._backend_factory is not None
             else protect(backend, self.protected_paths)
         )

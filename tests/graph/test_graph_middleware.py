@@ -19,11 +19,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware, knowledge_graph
 from layered_memory.graph._focus import (
     FocusSettings,
-    NameMatcher,
     focus_names,
     render_unavailable,
-    tokens,
 )
+from layered_memory.graph._names import NameMatcher, tokens
 from layered_memory.safety.defuse import defuse
 from layered_memory.testing import ScriptedChatModel
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from layered_memory.cli import CHECKS
+from layered_memory.cli._dead_globs import dead_globs
 from layered_memory.cli._output import (
     SEVERITY_STYLE,
     Painter,
@@ -42,7 +43,6 @@ from layered_memory.cli._source import (
     report_from,
     source_options,
 )
-from layered_memory.cli.lint import dead_globs
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
 from layered_memory.core.loading import MAX_IMPORT_DEPTH, TOO_DEEP_REASON, MemoryExtras
 from layered_memory.core.snapshot import LEFT_OUT_START

@@ -107,6 +107,7 @@ from layered_memory.core.internals import (
     sync_store_connection,
 )
 from layered_memory.core.loading import disk_path, special_file_kind
+from layered_memory.core.protection import is_protected, refusal
 from layered_memory.errors import MemoryWriteError
 
 if TYPE_CHECKING:
@@ -265,10 +266,6 @@ def _unguarded(
     routes memory files here): the transaction works on its base backend instead, asking the
     view's `refusal` what the view itself would have asked.
     """
-    # At call time: the guard's view writes memory files through this module, so this module
-    # sits below the guard and must not import it while loading.
-    from layered_memory.core.guard import is_protected, refusal
-
     if not is_protected(backend):
         return backend, {}
     base: BackendProtocol = backend._layered_memory_base  # type: ignore[attr-defined]

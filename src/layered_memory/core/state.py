@@ -41,8 +41,9 @@ from langgraph.config import get_config
 from langgraph.types import Command
 
 from layered_memory.core.assembler import MemorySnapshot
-from layered_memory.core.guard import MEMORY_TOOL, Operation, refusal_message
+from layered_memory.core.guard import MEMORY_TOOL
 from layered_memory.core.loading import MemoryExtras
+from layered_memory.core.protection import Operation, refusal_message
 from layered_memory.core.render import SessionEntry
 from layered_memory.core.snapshot import RunStart
 from layered_memory.core.validation import invalid_path_reason

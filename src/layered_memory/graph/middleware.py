@@ -64,15 +64,9 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from layered_memory._logs import get_logger
-from layered_memory.core.guard import (
-    SHELL_TOOLS,
-    ProtectedPaths,
-    note_redaction,
-    protect,
-    redact_memory_edit,
-    refusal,
-)
+from layered_memory.core.guard import SHELL_TOOLS, note_redaction, protect, redact_memory_edit
 from layered_memory.core.internals import final_route
+from layered_memory.core.protection import ProtectedPaths, refusal
 from layered_memory.core.state import MUTATING_TOOLS as FILE_MUTATING_TOOLS
 from layered_memory.core.state import (
     MatchKeySource,
@@ -90,7 +84,6 @@ from layered_memory.graph._focus import (
     DEFAULT_MAX_ENTITIES,
     DEFAULT_MAX_OBSERVATION_CHARS,
     DEFAULT_MAX_RELATIONS,
-    MAX_SCAN_CHARS,
     FocusSettings,
     focus_names,
     minimum_chars,
@@ -98,6 +91,7 @@ from layered_memory.graph._focus import (
     render_unavailable,
 )
 from layered_memory.graph._format import GraphSnapshot
+from layered_memory.graph._names import MAX_SCAN_CHARS
 from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, MUTATING_TOOLS, graph_tools
 from layered_memory.graph.knowledge_graph import (
     DEFAULT_MAX_BYTES,

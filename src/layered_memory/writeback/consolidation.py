@@ -60,7 +60,6 @@ from layered_memory.core.state import is_dry_run, thread_id_of
 from layered_memory.core.validation import check_backend
 from layered_memory.errors import MemoryWriteError, ReviewError
 from layered_memory.safety.defuse import defuse
-from layered_memory.writeback.insights import archive_path_for
 from layered_memory.writeback.sections import (
     OPS,
     Change,
@@ -69,6 +68,7 @@ from layered_memory.writeback.sections import (
     Plan,
     Proposal,
     Provenance,
+    archive_path_for,
     carry_out,
     clean_text,
     instruction_reason,
