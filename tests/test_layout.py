@@ -2,7 +2,8 @@
 
 The layers and the independence of the capabilities are import-linter contracts in
 pyproject.toml (`make lint` runs them too); what import-linter has no contract type for (an
-underscore module imported from outside its own package) is checked here.
+underscore module imported from outside its own package, a circle of modules through lazy
+imports) is checked here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from import_graph import circles, describe, edges_of
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "layered_memory"
@@ -59,6 +62,25 @@ def test_private_modules_are_imported_only_inside_their_package() -> None:
             ):
                 crossings.append(f"{module_name(path)} imports {name}")
     assert crossings == []
+
+
+def test_no_circle_of_modules() -> None:
+    """No module reaches itself through imports, function-level (lazy) imports included:
+    import-linter ignores those, and a lazy import is how a circle hides."""
+    edges = edges_of(PACKAGE)
+    assert [describe(edges, group) for group in circles(edges)] == []
+
+
+def test_the_circle_check_finds_a_lazy_circle(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from pkg.sub import a\n")
+    (package / "sub" / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("def f():\n    from pkg.sub.a import x\n")
+    (package / "c.py").write_text("from . import b\n")  # one way: not a circle
+    edges = edges_of(package)
+    assert circles(edges) == [["pkg.b", "pkg.sub.a"]]
 
 
 def test_import_contracts_hold() -> None:

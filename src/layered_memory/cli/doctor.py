@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from layered_memory.cli import CHECKS
-from layered_memory.cli._dead_globs import dead_globs
 from layered_memory.cli._output import (
     SEVERITY_STYLE,
     Painter,
@@ -48,6 +47,7 @@ from layered_memory.core.loading import MAX_IMPORT_DEPTH, TOO_DEEP_REASON, Memor
 from layered_memory.core.snapshot import LEFT_OUT_START
 from layered_memory.errors import CliStoreError
 from layered_memory.rules import RuleSet
+from layered_memory.rules.dead_globs import dead_globs
 from layered_memory.safety.defuse import defuse_attribute, defuse_name
 from layered_memory.sessions.stores.urls import redact_url, scrub
 

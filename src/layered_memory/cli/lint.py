@@ -9,7 +9,7 @@ budget, `MEMORY.md` past its line cap and files holding only comments are report
 checked, through its backend. The pre-commit hook (`.pre-commit-hooks.yaml`) runs this command
 on the files of a commit.
 
-Globs that can never match are found by `cli._dead_globs` (shared with `doctor`).
+Globs that can never match are found by `rules.dead_globs` (shared with `doctor`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from layered_memory.cli._dead_globs import dead_globs
 from layered_memory.cli._output import (
     SEVERITY_STYLE,
     Painter,
@@ -42,6 +41,7 @@ from layered_memory.rules import (
     is_rule_file,
     parse_loaded,
 )
+from layered_memory.rules.dead_globs import dead_globs
 from layered_memory.rules.disk import list_local_rule_files, read_local_texts
 
 if TYPE_CHECKING:

@@ -23,7 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from layered_memory.rules import GlobError, Rule, compile_glob
+from layered_memory.errors import GlobError
+from layered_memory.rules._glob import compile_glob
+from layered_memory.rules._parse import Rule
 
 _SLASHES = re.compile(r"/{2,}")
 
