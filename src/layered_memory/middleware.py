@@ -57,7 +57,8 @@ from layered_memory.core.guard import (
     secret_path_refusal,
 )
 from layered_memory.core.layers import Layer, layers_from_sources
-from layered_memory.core.loading import MemoryExtras, directories_of
+from layered_memory.core.loading import MemoryExtras
+from layered_memory.core.nested import directories_of
 from layered_memory.core.protection import (
     is_same_file,
     protected_paths_of,

@@ -71,8 +71,9 @@ from langgraph.runtime import Runtime
 
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.files import LEARNED_MARK
+from layered_memory.core.imports import TOO_DEEP_REASON
 from layered_memory.core.layers import Layer
-from layered_memory.core.loading import TOO_DEEP_REASON, download_files_safely
+from layered_memory.core.loading import download_files_safely
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,

@@ -43,7 +43,8 @@ from layered_memory.cli._source import (
     source_options,
 )
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
-from layered_memory.core.loading import MAX_IMPORT_DEPTH, TOO_DEEP_REASON, MemoryExtras
+from layered_memory.core.imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
+from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.snapshot import LEFT_OUT_START
 from layered_memory.errors import CliStoreError
 from layered_memory.rules import RuleSet

@@ -29,8 +29,8 @@ from layered_memory.cli._output import (
     printable,
     use_colour,
 )
+from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.layers import Layer
-from layered_memory.core.loading import special_file_kind
 from layered_memory.core.render import DEFAULT_MAX_CHARS, MEMORY_SYSTEM_PROMPT, minimum_budget
 from layered_memory.rules import (
     DIALECT_NAMES,

@@ -27,6 +27,15 @@ from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._logs import get_logger
 from layered_memory.core import loading
+from layered_memory.core.disk_cache import (
+    DirSignatures,
+    DiskReadCache,
+    clear_shared_caches,
+    listing_cache_for,
+    now_ns,
+    read_cache_for,
+)
+from layered_memory.core.imports import TOO_DEEP_REASON
 from layered_memory.core.layers import (
     Layer,
     check_unique_layer_names,
@@ -34,27 +43,19 @@ from layered_memory.core.layers import (
     normalize_backend_path,
 )
 from layered_memory.core.loading import (
-    MAX_NESTED_DIRECTORIES,
-    TOO_DEEP_REASON,
-    DirSignatures,
     Discovered,
-    DiskReadCache,
     DownloadResult,
     MemoryExtras,
     Plan,
     SourceProblem,
     adownload_files_safely,
     adownload_texts,
-    clear_shared_caches,
     digest_texts,
-    directories_of,
     download_files_safely,
     download_texts,
-    listing_cache_for,
-    now_ns,
-    read_cache_for,
     report_problems,
 )
+from layered_memory.core.nested import MAX_NESTED_DIRECTORIES, directories_of
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,

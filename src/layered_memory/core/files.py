@@ -94,6 +94,7 @@ from deepagents.backends.store import StoreBackend
 from deepagents.backends.utils import perform_string_replacement
 from filelock import FileLock, Timeout
 
+from layered_memory.core.disk_cache import disk_path, special_file_kind
 from layered_memory.core.internals import (
     STORE_UPSERT_SQL,
     async_store_connection,
@@ -106,7 +107,6 @@ from layered_memory.core.internals import (
     store_select_sql,
     sync_store_connection,
 )
-from layered_memory.core.loading import disk_path, special_file_kind
 from layered_memory.core.protection import is_protected, refusal
 from layered_memory.errors import MemoryWriteError
 

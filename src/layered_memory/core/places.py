@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from deepagents.backends.composite import CompositeBackend
 from deepagents.backends.filesystem import FilesystemBackend
 
+from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.internals import route
 from layered_memory.core.layers import expand_user, lexical_path
-from layered_memory.core.loading import special_file_kind
 from layered_memory.errors import FolderTooLargeError
 
 if TYPE_CHECKING:

@@ -80,6 +80,7 @@ from deepagents.backends.filesystem import FilesystemBackend
 from filelock import FileLock
 
 from layered_memory._logs import get_logger
+from layered_memory.core.disk_cache import disk_path, read_cache_for
 from layered_memory.core.files import atomic_write
 from layered_memory.core.internals import final_route
 from layered_memory.core.layers import expand_user, lexical_path
@@ -88,10 +89,8 @@ from layered_memory.core.loading import (
     DownloadResult,
     SourceProblem,
     decode_content,
-    disk_path,
     download_files_safely,
     download_texts,
-    read_cache_for,
 )
 from layered_memory.core.places import backend_path, clear_swapped_on_disk
 

@@ -66,9 +66,9 @@ from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FILE_NOT_FOUND, BackendProtocol
 
 from layered_memory._logs import get_logger
+from layered_memory.core.disk_cache import RACY_WINDOW_NS, disk_path, now_ns
 from layered_memory.core.files import WriteStrategy, strategy_for
 from layered_memory.core.internals import final_route
-from layered_memory.core.loading import RACY_WINDOW_NS, disk_path, now_ns
 from layered_memory.errors import EntityNotFoundError, KnowledgeGraphError
 from layered_memory.graph._format import (
     Entity,
