@@ -14,9 +14,11 @@ for any input size; the scanner below reads each character once.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections.abc import (
+    Callable,
     Mapping,
     Sequence,
 )
@@ -186,3 +188,44 @@ def import_cycles(edges: Mapping[str, Sequence[str]]) -> list[tuple[str, ...]]:
                 path.append(target)
                 stack.append(iter(edges.get(target, ())))
     return sorted(cycles)
+
+
+def host_import_scope(root: str, layer_paths: Sequence[str]) -> Callable[[str], str | None]:
+    """Where imports may lead on a host-path backend, which can read any file of the host.
+
+    Inside its folder, and inside the folder of each configured layer file that lives outside
+    it (the user's own `~/.deepagents/AGENTS.md` may import its neighbours): a repository's
+    memory file must not pull `@/etc/passwd` or `@~/.aws/credentials` into the prompt. The
+    target's real place is checked, so a symlink in the project cannot lead out either.
+
+    Args:
+        root: The backend's folder on disk.
+        layer_paths: The configured layer files.
+
+    Returns:
+        `refused(target)`: why an import of `target` may not be read, None when it may.
+    """
+    real_root = os.path.realpath(root)
+    allowed = [real_root]
+    for path in layer_paths:
+        folder = os.path.dirname(os.path.realpath(os.path.expanduser(path)))
+        if not _inside(folder, real_root) and folder not in allowed:
+            allowed.append(folder)
+
+    def refused(target: str) -> str | None:
+        try:
+            real = os.path.realpath(os.path.expanduser(target))
+        except (OSError, ValueError):
+            return "cannot be resolved"
+        if any(_inside(real, folder) for folder in allowed):
+            return None
+        return (
+            f"is outside the backend's folder {root} (imports=True keeps them inside it; "
+            "imports='anywhere' reads any file)"
+        )
+
+    return refused
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
