@@ -45,7 +45,7 @@ from layered_memory.rules.dead_globs import dead_globs
 from layered_memory.rules.disk import list_local_rule_files, read_local_texts
 
 if TYPE_CHECKING:
-    from layered_memory.cli._source import FileReport, InspectReport
+    from layered_memory.cli._report import FileReport, InspectReport
 
 # Rule files and folders given as PATHs are listed and read by `rules.disk`, as the agent's
 # `FilesystemBackend(virtual_mode=False)` would, without importing deepagents: the pre-commit
@@ -235,7 +235,7 @@ def memory_file_problems(file: FileReport, max_chars: int) -> list[LintProblem]:
 
 def report_problems(report: InspectReport) -> list[LintProblem]:
     """Every problem of a measured report: load problems, rule problems, budget verdicts."""
-    from layered_memory.cli._source import shown_of
+    from layered_memory.cli._report import shown_of
 
     problems = [LintProblem(p.path, p.severity, p.reason) for p in report.problems]
     for layer in report.layers:
@@ -268,7 +268,8 @@ def _lint_memory_file(path: str, root: Path, max_chars: int) -> list[LintProblem
     its `@imports` are read (or refused) by that backend, never from outside `root`."""
     from deepagents.backends import FilesystemBackend
 
-    from layered_memory.cli._source import build_assembler, quiet_package_logs, report_from
+    from layered_memory.cli._report import report_from
+    from layered_memory.cli._source import build_assembler, quiet_package_logs
 
     key = _backend_key(path, root)
     if key is None:  # `_collect_files` refused it already
@@ -344,7 +345,7 @@ def lint_config(spec: str, *, explain: Sequence[str] = ()) -> LintResult:
     backend and with its budgets.
 
     Raises:
-        Whatever `_source.loaded_memory` raises for the user to fix (`LOAD_ERRORS`).
+        Whatever `cli._source.loaded_memory` raises for the user to fix (`LOAD_ERRORS`).
     """
     from layered_memory.cli._source import SourceOptions, disk_root, loaded_memory
 
