@@ -12,6 +12,7 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,24 @@ def test_the_circle_check_finds_a_lazy_circle(tmp_path: Path) -> None:
     (package / "c.py").write_text("from . import b\n")  # one way: not a circle
     edges = edges_of(package)
     assert circles(edges) == [["pkg.b", "pkg.sub.a"]]
+
+
+def test_every_core_module_has_a_layer() -> None:
+    """core is layered module by module in pyproject.toml: a new module must take its place."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["name"] == "Imports run downward"
+    ]
+    layered = {name.strip() for layer in contract["layers"] for name in layer.split("|")}
+    core = PACKAGE / "core"
+    modules = {
+        f"layered_memory.core.{path.stem if path.is_file() else path.name}"
+        for path in core.iterdir()
+        if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").exists()
+    }
+    assert sorted(modules - layered) == []
 
 
 def test_import_contracts_hold() -> None:

@@ -71,6 +71,13 @@ from layered_memory.core.render import (
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
 )
+from layered_memory.core.run_data import (
+    MatchKeySource,
+    context_strings,
+    current_config,
+    run_data,
+    thread_id,
+)
 from layered_memory.core.snapshot import (
     Outcome,
     Pinned,
@@ -81,32 +88,31 @@ from layered_memory.core.snapshot import (
     run_start_in_context,
 )
 from layered_memory.core.state import (
-    MUTATING_TOOLS,
     LayeredMemoryState,
-    MatchKeySource,
-    append_block,
-    changed_paths,
-    context_strings,
-    current_config,
-    error_message,
     extras_of,
-    invalid_path_refused,
-    is_anthropic_model,
     loaded,
     match_keys_of,
     merge_paths,
-    named_paths,
     needs_reload,
-    refused,
-    run_data,
     run_start_of,
     session_of,
     snapshot_update,
-    state_files,
-    tag_last_block_for_cache,
-    thread_id,
     tool_notes,
     touched_of,
+)
+from layered_memory.core.system_message import (
+    append_block,
+    is_anthropic_model,
+    tag_last_block_for_cache,
+)
+from layered_memory.core.tool_calls import (
+    MUTATING_TOOLS,
+    changed_paths,
+    error_message,
+    invalid_path_refused,
+    named_paths,
+    refused,
+    state_files,
     with_note,
     with_state_update,
     without_files,

@@ -115,7 +115,7 @@ def test_the_session_key_entity_and_match_key_values_are_in_focus(tmp_path: Path
 
     from unittest.mock import patch
 
-    with patch("layered_memory.core.state.get_config", return_value=config):
+    with patch("layered_memory.core.run_data.get_config", return_value=config):
         state.update(middleware.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]
 
     assert state["knowledge_graph_context"] == ["acme_corp", "Anthropic"]

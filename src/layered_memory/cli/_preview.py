@@ -22,13 +22,8 @@ from layered_memory.core.assembler import MemorySnapshot
 from layered_memory.core.render import (
     RenderedMemory,
 )
-from layered_memory.core.state import (
-    context_strings,
-    match_keys_of,
-    merge_paths,
-    snapshot_update,
-    touched_of,
-)
+from layered_memory.core.run_data import context_strings
+from layered_memory.core.state import match_keys_of, merge_paths, snapshot_update, touched_of
 from layered_memory.errors import (
     PreviewError,
 )

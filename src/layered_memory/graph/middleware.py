@@ -67,16 +67,10 @@ from layered_memory._logs import get_logger
 from layered_memory.core.guard import SHELL_TOOLS, note_redaction, protect, redact_memory_edit
 from layered_memory.core.internals import final_route
 from layered_memory.core.protection import ProtectedPaths, refusal
-from layered_memory.core.state import MUTATING_TOOLS as FILE_MUTATING_TOOLS
-from layered_memory.core.state import (
-    MatchKeySource,
-    append_block,
-    context_strings,
-    current_config,
-    error_message,
-    named_paths,
-    refused,
-)
+from layered_memory.core.run_data import MatchKeySource, context_strings, current_config
+from layered_memory.core.system_message import append_block
+from layered_memory.core.tool_calls import MUTATING_TOOLS as FILE_MUTATING_TOOLS
+from layered_memory.core.tool_calls import error_message, named_paths, refused
 from layered_memory.core.validation import check_int, check_match_keys
 from layered_memory.errors import LayeredMemoryError, SessionKeyError
 from layered_memory.graph._focus import (

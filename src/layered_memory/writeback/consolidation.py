@@ -56,7 +56,7 @@ from langchain_core.messages import (
 from layered_memory._logs import get_logger
 from layered_memory.core.files import Texts, learned_entry, strategy_for
 from layered_memory.core.loading import adownload_files_safely, download_files_safely
-from layered_memory.core.state import is_dry_run, thread_id_of
+from layered_memory.core.run_data import is_dry_run, thread_id_of
 from layered_memory.core.validation import check_backend
 from layered_memory.errors import MemoryWriteError, ReviewError
 from layered_memory.safety.defuse import defuse
