@@ -34,7 +34,7 @@ from deepagents.backends.protocol import (
 )
 
 from layered_memory._logs import get_logger
-from layered_memory.core import files
+from layered_memory.core.guard import _file_tools
 from layered_memory.core.loading import (
     DownloadResult,
     adownload_texts,
@@ -211,7 +211,7 @@ class _FileGuard:
         content = _redacted(self, file_path, content)
         file = _memory_file(self, file_path)
         if file is not None:  # one lock and an atomic replace (`core.files`)
-            locked = files.write_memory_file(self, file_path, file, content)
+            locked = _file_tools.write_memory_file(self, file_path, file, content)
             if locked is not None:
                 return locked
         return _Own(self).write(file_path, content)  # type: ignore[no-any-return]
@@ -226,7 +226,7 @@ class _FileGuard:
             return WriteResult(error=_unreadable_message(file_path, unreadable))
         content, file = await asyncio.to_thread(_redacted_and_file, self, file_path, content)
         if file is not None:
-            locked = await files.awrite_memory_file(self, file_path, file, content)
+            locked = await _file_tools.awrite_memory_file(self, file_path, file, content)
             if locked is not None:
                 return locked
         return await _Own(self).awrite(file_path, content)  # type: ignore[no-any-return]
@@ -240,7 +240,7 @@ class _FileGuard:
         new_string = _redacted(self, file_path, new_string)
         file = _memory_file(self, file_path)
         if file is not None:  # deepagents' own edit truncates and rewrites in place, unlocked
-            locked = files.edit_memory_file(
+            locked = _file_tools.edit_memory_file(
                 self, file_path, file, old=old_string, new=new_string, replace_all=replace_all
             )
             if locked is not None:
@@ -255,7 +255,7 @@ class _FileGuard:
             return EditResult(error=_message("edit", reason))
         new_string, file = await asyncio.to_thread(_redacted_and_file, self, file_path, new_string)
         if file is not None:
-            locked = await files.aedit_memory_file(
+            locked = await _file_tools.aedit_memory_file(
                 self, file_path, file, old=old_string, new=new_string, replace_all=replace_all
             )
             if locked is not None:
@@ -306,7 +306,8 @@ def _split_uploads(
 def _uploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
     """Each memory file one locked whole-file write (`core.files`); the rest in one call."""
     locked = {
-        i: files.upload_memory_file(view, *entry) for i, entry in _memory_uploads(view, allowed)
+        i: _file_tools.upload_memory_file(view, *entry)
+        for i, entry in _memory_uploads(view, allowed)
     }
     rest = [i for i in range(len(allowed)) if locked.get(i) is None]
     plain = _Own(view).upload_files([allowed[i] for i in rest]) if rest else []
@@ -315,7 +316,7 @@ def _uploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadRes
 
 async def _auploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
     uploads = await asyncio.to_thread(_memory_uploads, view, allowed)  # stats: off the loop
-    locked = {i: await files.aupload_memory_file(view, *entry) for i, entry in uploads}
+    locked = {i: await _file_tools.aupload_memory_file(view, *entry) for i, entry in uploads}
     rest = [i for i in range(len(allowed)) if locked.get(i) is None]
     plain = await _Own(view).aupload_files([allowed[i] for i in rest]) if rest else []
     return _in_order(locked, dict(zip(rest, plain, strict=True)))
