@@ -30,6 +30,14 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr, field_validator
 
+__all__ = [
+    "LexicalEmbeddings",
+    "PromptRecorder",
+    "ScriptedChatModel",
+    "system_text",
+    "tool_call",
+]
+
 ScriptStep = AIMessage | str | Callable[[list[BaseMessage]], "AIMessage | str"]
 
 _call_ids = itertools.count(1)

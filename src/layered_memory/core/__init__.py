@@ -1,1 +1,31 @@
-"""The memory engine: layers, loading, rendering, the assembler and the read-only guard."""
+"""The memory engine: layers, loading, rendering, the assembler and the read-only guard.
+
+Users import the engine's names from `layered_memory` (`MemoryAssembler`, `Layer`,
+`protect`...). The modules below are the engine's parts, one concept each, public to the
+package's other parts and layered one above another (pyproject.toml, import-linter): a module
+imports only those under it. `__all__` lists them.
+"""
+
+__all__ = [
+    "assembler",
+    "disk_cache",
+    "files",
+    "guard",
+    "imports",
+    "internals",
+    "layers",
+    "loading",
+    "nested",
+    "path_access",
+    "places",
+    "protection",
+    "render",
+    "render_cache",
+    "run_data",
+    "shared_memory",
+    "snapshot",
+    "state",
+    "system_message",
+    "tool_calls",
+    "validation",
+]
