@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-WORKER = Path(__file__).parent / "helpers" / "resume_worker.py"
+WORKER = Path(__file__).parent / "resume_worker.py"
 HANG_GUARD_SECONDS = 300  # only stops a hung child; nothing is timed
 
 

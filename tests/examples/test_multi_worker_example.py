@@ -20,7 +20,7 @@ from psycopg.conninfo import make_conninfo
 
 pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "multi_worker.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "multi_worker.py"
 HANG_GUARD_SECONDS = 600  # only stops a hung run; nothing is timed
 
 
