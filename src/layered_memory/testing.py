@@ -44,7 +44,15 @@ _call_ids = itertools.count(1)
 
 
 def tool_call(name: str, /, **args: Any) -> AIMessage:
-    """An `AIMessage` asking for one tool call (a step of a script)."""
+    """An `AIMessage` asking for one tool call (a step of a script).
+
+    Args:
+        name: The tool's name.
+        **args: The tool's arguments.
+
+    Returns:
+        The message, with a fresh tool-call id.
+    """
     return AIMessage(
         content="",
         tool_calls=[
@@ -54,7 +62,14 @@ def tool_call(name: str, /, **args: Any) -> AIMessage:
 
 
 def system_text(messages: Sequence[BaseMessage]) -> str:
-    """The text of the system message in a prompt ("" when there is none)."""
+    """The text of the system message in a prompt ("" when there is none).
+
+    Args:
+        messages: The prompt, as a model received it (`PromptRecorder` keeps them).
+
+    Returns:
+        The system message's text.
+    """
     for message in messages:
         if isinstance(message, SystemMessage):
             return message.text

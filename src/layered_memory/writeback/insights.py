@@ -320,6 +320,9 @@ def record_insight_tool(notebook: InsightNotebook) -> BaseTool:
 
     Args:
         notebook: Where the notes wait, per `thread_id`, until `PIPELINE_END`.
+
+    Returns:
+        The tool, to add to the agent's `tools=[...]`.
     """
 
     def record_insight(note: str, runtime: ToolRuntime) -> str:
