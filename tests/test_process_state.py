@@ -167,8 +167,11 @@ def test_every_listed_entry_exists_with_its_bound() -> None:
             assert cache_info().maxsize == entry.maxsize, entry
         else:
             assert cache_info is None, f"{entry.name} is an lru_cache: say so"
+        module = importlib.import_module(entry.module)
         if entry.clear is not None:
-            assert callable(getattr(importlib.import_module(entry.module), entry.clear)), entry
+            assert callable(getattr(module, entry.clear)), entry
+        if entry.lock is not None:
+            assert hasattr(getattr(module, entry.lock), "acquire"), entry
 
 
 def test_nothing_stale_is_listed() -> None:
@@ -183,6 +186,8 @@ def test_clear_process_caches_empties_every_cache(tmp_path: Path) -> None:
     from layered_memory import Layer, MemoryAssembler
     from layered_memory.core import disk_cache, loading
 
+    for entry in PROCESS_STATE:  # every clearing path runs, not only the core's
+        importlib.import_module(entry.module)
     (tmp_path / "AGENTS.md").write_text("# Project\n\n@notes.md\n", encoding="utf-8")
     (tmp_path / "notes.md").write_text("notes\n", encoding="utf-8")
     rules = tmp_path / "rules"

@@ -44,6 +44,8 @@ class ProcessState:
         maxsize: The entry count of a `lru_cache` (checked against `cache_info()` by the tests).
         clear: The module-level function that clears it, when the object's own `clear()` or
             `cache_clear()` is not the way (a lock to take, a byte count to reset).
+        lock: The module-level lock its users hold while they change it, held while it is
+            cleared.
     """
 
     module: str
@@ -53,6 +55,7 @@ class ProcessState:
     bound: str
     maxsize: int | None = None
     clear: str | None = None
+    lock: str | None = None
 
 
 _CORE = "layered_memory.core"
@@ -270,6 +273,7 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         "cache",
         "(file, line) pairs already warned about",
         "256, oldest dropped",
+        lock="_lock",
     ),
     # -- tiers -------------------------------------------------------------------------------
     ProcessState(
@@ -285,6 +289,7 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         "cache",
         "a user's long-term record as last read, by its revision",
         "256 records, oldest dropped",
+        lock="_READ_LOCK",
     ),
     ProcessState(
         "layered_memory.tiers.records",
@@ -351,9 +356,13 @@ def clear_process_caches() -> None:
         target = _target(entry)
         if target is None:
             continue
+        module = sys.modules[entry.module]
         if entry.clear is not None:
-            getattr(sys.modules[entry.module], entry.clear)()
+            getattr(module, entry.clear)()
         elif entry.kind == "lru_cache":
             target.cache_clear()
+        elif entry.lock is not None:
+            with getattr(module, entry.lock):
+                target.clear()
         else:
             target.clear()
