@@ -40,13 +40,16 @@ RuleMode = Literal["always", "paths", "requested", "manual"]
   Cursor); nothing otherwise.
 """
 
-Dialect = Literal["cursor", "copilot", "claude", "layered-memory"]
+Dialect = Literal["cursor", "copilot", "claude", "windsurf", "kiro", "cline", "layered-memory"]
 """The tool whose semantics a rule file is read with (`dialect_of`)."""
 
 DIALECT_NAMES: dict[Dialect, str] = {
     "cursor": "Cursor",
     "copilot": "VS Code Copilot",
     "claude": "Claude Code",
+    "windsurf": "Windsurf",
+    "kiro": "Kiro",
+    "cline": "Cline",
     "layered-memory": "layered-memory",
 }
 
@@ -70,25 +73,62 @@ MAX_DESCRIPTION_CHARS = 1024
 RULE_FILE_SUFFIXES = (".md", ".mdc")
 """`*.md` (Claude Code, this package), `*.mdc` (Cursor); `*.instructions.md` is a `.md` too."""
 
+LEGACY_RULE_FILES: dict[str, Dialect] = {".windsurfrules": "windsurf", ".clinerules": "cline"}
+"""Single rule files at a project's root, always on in their tool (Windsurf's docs, Cline's
+docs). Name one in `rules=[...]` as if it were a folder; a `.clinerules` folder works too."""
+
+_TOOL_FOLDERS: tuple[tuple[str, Dialect], ...] = (
+    ("/.cursor/rules/", "cursor"),
+    ("/.claude/rules/", "claude"),
+    ("/.windsurf/rules/", "windsurf"),
+    ("/.devin/rules/", "windsurf"),
+    ("/.kiro/steering/", "kiro"),
+    ("/.clinerules/", "cline"),
+    ("/.cline/rules/", "cline"),
+)
+"""The rule folders each tool reads: a `.md` below one is read in that tool's dialect."""
+
+_COPILOT_FOLDER = "/.github/instructions/"
+"""VS Code reads only `*.instructions.md` here (`is_rule_file`)."""
+
+WINDSURF_MAX_CHARS = 12_000
+"""Windsurf reads at most this many characters of a rule file (its docs); lint reports more."""
+
 GLOB_FIELDS = ("paths", "globs", "applyTo")
 
 _NATIVE_FIELDS: dict[Dialect, frozenset[str]] = {
     "cursor": frozenset({"description", "globs", "alwaysApply"}),
     "copilot": frozenset({"description", "applyTo"}),
     "claude": frozenset({"paths"}),
+    "windsurf": frozenset({"trigger", "description", "globs"}),
+    "kiro": frozenset({"inclusion", "fileMatchPattern", "description"}),
+    "cline": frozenset({"paths"}),
     "layered-memory": frozenset({"description", "alwaysApply", *GLOB_FIELDS}),
 }
 """The fields each dialect reads; `name` (this package's precedence key) is read in all."""
 
 _FIELD_OWNERS = {
-    "description": "Cursor and VS Code",
-    "globs": "Cursor",
+    "description": "Cursor, VS Code, Windsurf and Kiro",
+    "globs": "Cursor and Windsurf",
     "alwaysApply": "Cursor",
     "applyTo": "VS Code",
-    "paths": "Claude Code",
+    "paths": "Claude Code and Cline",
+    "trigger": "Windsurf",
+    "inclusion": "Kiro",
+    "fileMatchPattern": "Kiro",
 }
 
-_SCOPE_FIELD: dict[Dialect, str] = {"cursor": "globs", "copilot": "applyTo", "claude": "paths"}
+_SCOPE_FIELD: dict[Dialect, str] = {
+    "cursor": "globs",
+    "copilot": "applyTo",
+    "claude": "paths",
+    "windsurf": "globs",
+    "kiro": "fileMatchPattern",
+    "cline": "paths",
+}
+
+_LENIENT: frozenset[Dialect] = frozenset({"cursor", "copilot"})
+"""Dialects whose tools do not read frontmatter as strict YAML (see `_lenient_fields`)."""
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 # Cursor and Claude Code's docs write `globs: *.ts` / `paths: {src,lib}/**` unquoted; to YAML a
@@ -96,7 +136,8 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 # glob, so such values are quoted before parsing. The patterns stop at the value's first
 # character: the value is the rest of the line, minus trailing blanks (a lazy `(.*?)\s*$` here
 # rescanned a line's blanks from every position).
-_GLOB_FIELD_HEAD = re.compile(r"(?:paths|globs|applyTo)[ \t]*:[ \t]*(?=[*{'\"])")
+_QUOTED_GLOB_FIELDS = (*GLOB_FIELDS, "fileMatchPattern")
+_GLOB_FIELD_HEAD = re.compile(r"(?:paths|globs|applyTo|fileMatchPattern)[ \t]*:[ \t]*(?=[*{'\"])")
 _GLOB_ITEM_HEAD = re.compile(r"[ \t]*-[ \t]+(?=[*{])")
 _NOT_A_KEY_START = frozenset(" \t\r\f\v#:-")
 _COMMENT_START = re.compile(r"[ \t]#")
@@ -176,8 +217,12 @@ def dialect_of(path: str) -> Dialect:
 
     `.mdc` is Cursor's and `*.instructions.md` VS Code Copilot's wherever they lie (the name
     says which tool the author wrote for, even in a `.claude/rules/` folder, where Claude Code
-    would load them as plain rules); any other `.md` below a `.claude/rules/` folder is Claude
-    Code's; every other `.md` is this package's own dialect.
+    would load them as plain rules). Any other file below a tool's own rule folder is that
+    tool's: `.cursor/rules/` Cursor's (Cursor reads `.md` there as it reads `.mdc`),
+    `.claude/rules/` Claude Code's, `.windsurf/rules/` and `.devin/rules/` Windsurf's (Devin
+    Desktop is Windsurf renamed), `.kiro/steering/` Kiro's, `.clinerules/` and `.cline/rules/`
+    Cline's; so are the legacy single files `.windsurfrules` and `.clinerules`. Every other
+    `.md` is this package's own dialect.
 
     Example:
         `dialect_of("/.claude/rules/py.md")` -> `"claude"`
@@ -187,26 +232,62 @@ def dialect_of(path: str) -> Dialect:
         return "cursor"
     if lowered.endswith(".instructions.md"):
         return "copilot"
-    if "/.claude/rules/" in f"/{path}":
-        return "claude"
+    legacy = LEGACY_RULE_FILES.get(basename(path))
+    if legacy is not None:
+        return legacy
+    placed = f"/{path}"
+    for folder, dialect in _TOOL_FOLDERS:
+        if folder in placed:
+            return dialect
     return "layered-memory"
 
 
 def is_rule_file(path: str) -> bool:
-    """Whether `path` names a rule file: `*.md` or `*.mdc`, not a dotfile.
+    """Whether `path` names a rule file: `*.md` or `*.mdc`, not a dotfile, as its tool reads.
+
+    Below `.github/instructions/` only `*.instructions.md` (VS Code reads nothing else there);
+    below a Cline folder `*.txt` too (Cline reads `.md` and `.txt`); the legacy single files
+    `.windsurfrules` and `.clinerules` are rule files by name.
 
     Example:
         `is_rule_file("/rules/py.instructions.md")` -> True; `is_rule_file("/rules/x.txt")` -> False
     """
     name = basename(path)
-    return not name.startswith(".") and name.lower().endswith(RULE_FILE_SUFFIXES)
+    if name in LEGACY_RULE_FILES:
+        return True
+    lowered = name.lower()
+    if name.startswith("."):
+        return False
+    placed = f"/{path}"
+    if _COPILOT_FOLDER in placed:
+        return lowered.endswith(".instructions.md")
+    if lowered.endswith(".txt"):
+        return dialect_of(path) == "cline"
+    return lowered.endswith(RULE_FILE_SUFFIXES)
+
+
+def unread_reason(path: str) -> str | None:
+    """Why a Markdown file below a rule folder is not a rule file, when its tool would say so
+    (a README in `.github/instructions/`); None for any other file."""
+    if _COPILOT_FOLDER in f"/{path}" and path.lower().endswith(".md"):
+        return (
+            "not read: VS Code reads only *.instructions.md in .github/instructions; rename it "
+            f"to {default_rule_name(path)}.instructions.md to make it a rule"
+        )
+    return None
 
 
 def default_rule_name(path: str) -> str:
-    """The file stem used when a rule has no `name:` (`x.instructions.md` and `x.mdc` -> `x`)."""
+    """The file stem used when a rule has no `name:` (`x.instructions.md` and `x.mdc` -> `x`;
+    `.windsurfrules` -> `windsurfrules`)."""
     name = basename(path)
+    if name in LEGACY_RULE_FILES:
+        return name[1:]
     lowered = name.lower()
-    for suffix in (".instructions.md", *RULE_FILE_SUFFIXES):
+    suffixes = (".instructions.md", *RULE_FILE_SUFFIXES)
+    if lowered.endswith(".txt") and dialect_of(path) == "cline":
+        suffixes = (".txt",)
+    for suffix in suffixes:
         if lowered.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return name
@@ -252,7 +333,7 @@ def _quote_glob_values(frontmatter: str) -> str:
     for index, line in enumerate(lines):
         key = _top_level_key(line)
         if key is not None:
-            in_glob_field = key in GLOB_FIELDS
+            in_glob_field = key in _QUOTED_GLOB_FIELDS
         head = _GLOB_FIELD_HEAD.match(line) or (in_glob_field and _GLOB_ITEM_HEAD.match(line))
         if not head:
             continue
@@ -274,15 +355,55 @@ def _quote_glob_values(frontmatter: str) -> str:
     return "\n".join(lines)
 
 
-def _split_frontmatter(text: str) -> tuple[str | None, str, str | None]:
-    """Split into (frontmatter or None, body, error reason or None)."""
+_UNCLOSED = "frontmatter opened with '---' is never closed by a '---' line"
+
+
+def _split_frontmatter(text: str, *, cursor: bool = False) -> tuple[str | None, str, str | None]:
+    """Split into (frontmatter or None, body, error reason or None).
+
+    With `cursor`, a line that starts with `---` and goes on with text (`---# Title`) closes
+    the frontmatter and the rest of it begins the body, as the front-matter readers of the
+    JavaScript world (gray-matter: the first `\n---`) read it; the author plainly meant both.
+    """
     lines = text.split("\n")
     if lines[0].rstrip() != "---":
         return None, text, None
     for index in range(1, len(lines)):
-        if lines[index].rstrip() == "---":
+        line = lines[index]
+        if line.rstrip() == "---":
             return "\n".join(lines[1:index]), "\n".join(lines[index + 1 :]), None
-    return None, "", "frontmatter opened with '---' is never closed by a '---' line"
+        if cursor and line.startswith("---") and line[3:4] not in ("-", ""):
+            rest = [line[3:].lstrip(" \t"), *lines[index + 1 :]]
+            return "\n".join(lines[1:index]), "\n".join(rest), None
+    return None, "", _UNCLOSED
+
+
+def _lenient_fields(frontmatter: str) -> dict[str, Any]:
+    """Frontmatter read field by field, for tools whose reader is not strict YAML.
+
+    Cursor's frontmatter "is not strictly YAML formatted" (its own rule-writing guide), and a
+    colon inside a value (`description: Rules for TS : style`) is text to it, while strict
+    YAML rejects the whole block, and with it the globs. Each top-level `key:` line and its
+    indented continuation lines are parsed alone; one that strict YAML still rejects is the
+    raw rest of its line, quotes removed. A column-0 line that is not `key: ...` is ignored.
+    Each line is read once and each field parsed once: linear in the frontmatter.
+    """
+    entries: list[tuple[str, list[str]]] = []
+    for line in frontmatter.split("\n"):
+        key = _top_level_key(line)
+        if key is not None:
+            entries.append((key, [line]))
+        elif entries and (not line.strip() or line[:1] in " \t-"):
+            entries[-1][1].append(line)
+    fields: dict[str, Any] = {}
+    for key, lines in entries:
+        loaded, error = _load_yaml("\n".join(lines))
+        if error is None and loaded is not None and len(loaded) == 1:
+            fields.update(loaded)
+            continue
+        first = lines[0]
+        fields[key] = _unquote(first[first.index(":") + 1 :].strip())
+    return fields
 
 
 def _yaml_error(exc: yaml.YAMLError) -> str:
@@ -587,10 +708,100 @@ def _read_own(
     return _Scope("manual", "alwaysApply: false, no paths and no description")
 
 
+_WINDSURF_TRIGGERS = ("always_on", "manual", "model_decision", "glob")
+
+
+def _read_windsurf(
+    data: dict[str, Any], description: str, has_frontmatter: bool, notes: list[list[str]]
+) -> _Scope | None:
+    errors, warnings = notes
+    del has_frontmatter
+    trigger = data.get("trigger")
+    items = _glob_items("globs", data.get("globs"), errors)
+    if trigger is None:
+        # Windsurf documents no default; a file without a trigger is read as its legacy
+        # `.windsurfrules` was (always on), unless it names globs, which only `glob` reads.
+        trigger = "glob" if items else "always_on"
+    if trigger not in _WINDSURF_TRIGGERS:
+        warnings.append(
+            f"trigger must be one of {', '.join(_WINDSURF_TRIGGERS)} (got {_shown(str(trigger))}):"
+            " Windsurf would not apply it on its own, so it applies only when a key names it"
+        )
+        return _Scope("manual", "an unknown trigger (Windsurf: not applied)")
+    if trigger == "always_on":
+        if items:
+            warnings.append("trigger: always_on makes the globs irrelevant")
+        return _Scope("always", "trigger: always_on (Windsurf: Always On)")
+    if trigger == "glob":
+        if items is None or items:
+            found = _valid_globs("globs", items or [], errors, pattern_of=_cursor_pattern)
+            return _paths_scope("trigger: glob (Windsurf: Glob)", found)
+        warnings.append("trigger: glob without globs never applies on its own")
+        return _Scope("manual", "trigger: glob and no globs (Windsurf: never attached)")
+    if trigger == "model_decision":
+        if not description:
+            warnings.append("trigger: model_decision without a description: listed by name only")
+        return _Scope("requested", "trigger: model_decision (Windsurf: Model Decision)")
+    return _Scope("manual", "trigger: manual (Windsurf: Manual, @-mentioned)")
+
+
+_KIRO_MODES = ("always", "fileMatch", "manual", "auto")
+
+
+def _read_kiro(
+    data: dict[str, Any], description: str, has_frontmatter: bool, notes: list[list[str]]
+) -> _Scope | None:
+    errors, warnings = notes
+    del has_frontmatter
+    inclusion = data.get("inclusion")
+    if inclusion is None or inclusion == "always":
+        return _Scope("always", "inclusion: always (Kiro: the default)")
+    if inclusion == "fileMatch":
+        items = _glob_items("fileMatchPattern", data.get("fileMatchPattern"), errors)
+        if items is None or items:
+            found = _valid_globs(
+                "fileMatchPattern", items or [], errors, pattern_of=_cursor_pattern
+            )
+            return _paths_scope(
+                "inclusion: fileMatch (Kiro: when a matching file is in context)", found
+            )
+        warnings.append("inclusion: fileMatch without a fileMatchPattern never applies on its own")
+        return _Scope("manual", "inclusion: fileMatch and no fileMatchPattern (Kiro)")
+    if inclusion == "manual":
+        return _Scope("manual", "inclusion: manual (Kiro: #-referenced in chat)")
+    if inclusion == "auto":
+        if not description:
+            warnings.append("inclusion: auto without a description: listed by name only")
+        return _Scope("requested", "inclusion: auto (Kiro: included when the request matches)")
+    warnings.append(
+        f"inclusion must be one of {', '.join(_KIRO_MODES)} (got {_shown(str(inclusion))}): "
+        "applied only when a key names it"
+    )
+    return _Scope("manual", "an unknown inclusion (Kiro)")
+
+
+def _read_cline(
+    data: dict[str, Any], description: str, has_frontmatter: bool, notes: list[list[str]]
+) -> _Scope | None:
+    errors, _ = notes
+    del description, has_frontmatter
+    value = data.get("paths")
+    if value == []:
+        return _Scope("manual", "paths: [] (Cline: never activates)")
+    items = _glob_items("paths", value, errors)
+    if items is None or items:
+        found = _valid_globs("paths", items or [], errors)
+        return _paths_scope("paths (Cline: conditional rule)", found)
+    return _Scope("always", "no paths (Cline: always active)")
+
+
 _READERS: dict[Dialect, Callable[[dict[str, Any], str, bool, list[list[str]]], _Scope | None]] = {
     "cursor": _read_cursor,
     "copilot": _read_copilot,
     "claude": _read_claude,
+    "windsurf": _read_windsurf,
+    "kiro": _read_kiro,
+    "cline": _read_cline,
     "layered-memory": _read_own,
 }
 
@@ -604,8 +815,9 @@ def _foreign_field(field: str, dialect: Dialect) -> str:
             "paths alone; rename globs to paths"
         )
     reason = f"{field} is a {_FIELD_OWNERS[field]} field, not read in {tool} files: ignored"
-    if field in GLOB_FIELDS:
-        reason += f" ({tool} scopes a rule with {_SCOPE_FIELD[dialect]})"
+    scope = _SCOPE_FIELD.get(dialect)
+    if field in _QUOTED_GLOB_FIELDS and scope is not None:
+        reason += f" ({tool} scopes a rule with {scope})"
     return reason
 
 
@@ -623,19 +835,48 @@ def _text_field(data: dict[str, Any], field: str, limit: int, warnings: list[str
     return value
 
 
-def _frontmatter_of(text: str, errors: list[str]) -> tuple[dict[str, Any], str, bool]:
-    """`(fields, body, has_frontmatter)`; a reason appended to `errors` when unreadable."""
-    frontmatter, body, error = _split_frontmatter(text)
+def _frontmatter_of(
+    text: str, dialect: Dialect, errors: list[str], warnings: list[str]
+) -> tuple[dict[str, Any], str, bool]:
+    """`(fields, body, has_frontmatter)`; a reason appended to `errors` when unreadable.
+
+    Each tool's own answer to frontmatter it cannot read: Cursor loads a rule whose
+    frontmatter is never closed only when it is @-mentioned (so: Manual, the whole text its
+    body); Cursor and VS Code read a block strict YAML rejects field by field
+    (`_lenient_fields`); Cline "fails open": the rule is always on, its raw text shown. Any
+    other dialect refuses the file with the reason.
+    """
+    tool = DIALECT_NAMES[dialect]
+    frontmatter, body, error = _split_frontmatter(text, cursor=dialect == "cursor")
     if error:
+        if dialect == "cursor":
+            warnings.append(
+                f"{error}: Cursor does not read it, so the file is a rule with no frontmatter; "
+                "close the frontmatter with a '---' line"
+            )
+            return {}, text, False
+        if dialect == "cline":
+            warnings.append(f"{error}: Cline fails open, so the whole file is always on")
+            return {}, text, False
         errors.append(error)
         return {}, body, False
     if frontmatter is None:
         return {}, body, False
     loaded, error = _load_yaml(frontmatter)
-    if error or loaded is None:
-        errors.append(error or "frontmatter is not a mapping")
-        return {}, body, True
-    return loaded, body, True
+    if error is None and loaded is not None:
+        return loaded, body, True
+    reason = error or "frontmatter is not a mapping"
+    if dialect in _LENIENT and reason.startswith("malformed YAML"):
+        warnings.append(
+            f"{reason}; read field by field, as {tool} reads it (a colon inside a value is "
+            "part of the value): quote such a value to silence this"
+        )
+        return _lenient_fields(frontmatter), body, True
+    if dialect == "cline":
+        warnings.append(f"{reason}: Cline fails open, so the whole file is always on")
+        return {}, text, False
+    errors.append(reason)
+    return {}, body, True
 
 
 def parse_rule_file(
@@ -662,11 +903,17 @@ def parse_rule_file(
     warnings: list[str] = []
     if len(text) > MAX_RULE_FILE_CHARS:
         return None, [RuleProblem(path, f"file longer than {MAX_RULE_FILE_CHARS} characters")]
+    size = len(text)
     text = text.removeprefix("\ufeff").replace("\r\n", "\n")
-    data, body, has_frontmatter = _frontmatter_of(text, errors)
+    dialect = dialect_of(path)
+    data, body, has_frontmatter = _frontmatter_of(text, dialect, errors, warnings)
     if errors:
         return None, [RuleProblem(path, reason) for reason in errors]
-    dialect = dialect_of(path)
+    if dialect == "windsurf" and size > WINDSURF_MAX_CHARS:
+        warnings.append(
+            f"{size:,} characters: Windsurf reads at most {WINDSURF_MAX_CHARS:,} characters of a "
+            "rule file and drops the rest (here the whole file is read); split it in two"
+        )
     native = _NATIVE_FIELDS[dialect]
     for field in sorted(str(key) for key in data):
         if field == "name" or field in native:
