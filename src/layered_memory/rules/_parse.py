@@ -722,6 +722,10 @@ def _read_windsurf(
         # Windsurf documents no default; a file without a trigger is read as its legacy
         # `.windsurfrules` was (always on), unless it names globs, which only `glob` reads.
         trigger = "glob" if items else "always_on"
+    elif trigger == "always":
+        # Hand-written by some projects (and older guides) for `always_on`; its author meant it.
+        warnings.append("trigger: always is read as always_on, Windsurf's name for it")
+        trigger = "always_on"
     if trigger not in _WINDSURF_TRIGGERS:
         warnings.append(
             f"trigger must be one of {', '.join(_WINDSURF_TRIGGERS)} (got {_shown(str(trigger))}):"
