@@ -68,14 +68,17 @@ def test_each_tool_folder_names_its_dialect(path: str, dialect: str) -> None:
 
 def test_an_md_in_cursor_rules_with_only_foreign_fields_is_manual_as_in_cursor() -> None:
     rule, problems = parse("/.cursor/rules/meta.md", "---\nauthor: me\nversion: 2\n---\nBody.\n")
-    assert rule is not None and rule.dialect == "cursor"
+    assert rule is not None
+    assert rule.dialect == "cursor"
     assert rule.mode == "manual"  # the package's own dialect applied it always
     assert not errors_of(problems)
 
 
 def test_an_md_in_cursor_rules_reads_globs_as_cursor_does() -> None:
     rule, _ = parse("/.cursor/rules/ts.md", "---\nglobs: *.ts\n---\nTyped.\n")
-    assert rule is not None and rule.mode == "paths" and rule.patterns == ("**/*.ts",)
+    assert rule is not None
+    assert rule.mode == "paths"
+    assert rule.patterns == ("**/*.ts",)
 
 
 # -- 2. only `*.instructions.md` in `.github/instructions` -----------------------------------
@@ -123,7 +126,8 @@ def test_a_colon_in_the_description_keeps_the_file(path: str) -> None:
     text = f"---\ndescription: Rules for TypeScript code : style\n{field}: '**/*.ts'\n---\nX.\n"
     rule, problems = parse(path, text)
     assert rule is not None, problems
-    assert rule.mode == "paths" and rule.paths == ("**/*.ts",)
+    assert rule.mode == "paths"
+    assert rule.paths == ("**/*.ts",)
     assert rule.description == "Rules for TypeScript code : style"
     assert any("YAML" in w for w in warnings_of(problems))
 
@@ -131,12 +135,14 @@ def test_a_colon_in_the_description_keeps_the_file(path: str) -> None:
 def test_a_broken_line_does_not_take_the_next_fields_with_it() -> None:
     text = "---\ndescription: a: b: c\nglobs:\n  - src/**\n  - lib/**\nalwaysApply: false\n---\nX\n"
     rule, _ = parse("/.cursor/rules/x.mdc", text)
-    assert rule is not None and rule.paths == ("src/**", "lib/**")
+    assert rule is not None
+    assert rule.paths == ("src/**", "lib/**")
 
 
 def test_the_own_dialect_stays_strict() -> None:
     rule, problems = parse("/rules/x.md", "---\ndescription: a : b: c\n---\nX\n")
-    assert rule is None and errors_of(problems)
+    assert rule is None
+    assert errors_of(problems)
 
 
 # -- 4. `---# Title` and frontmatter never closed --------------------------------------------
@@ -144,14 +150,17 @@ def test_the_own_dialect_stays_strict() -> None:
 
 def test_a_closing_line_running_into_a_title_closes_the_frontmatter() -> None:
     rule, _ = parse("/.cursor/rules/x.mdc", "---\nglobs: *.py\n---# Python\nType all.\n")
-    assert rule is not None and rule.mode == "paths" and rule.patterns == ("**/*.py",)
+    assert rule is not None
+    assert rule.mode == "paths"
+    assert rule.patterns == ("**/*.py",)
     assert rule.body == "# Python\nType all."
 
 
 def test_unclosed_cursor_frontmatter_is_manual_and_reachable_by_name(tmp_path: Path) -> None:
     text = "---\ndescription: Deploying\nglobs: *.py\n# Deploy\nRun make deploy.\n"
     rule, problems = parse("/.cursor/rules/deploy.mdc", text)
-    assert rule is not None and rule.mode == "manual"
+    assert rule is not None
+    assert rule.mode == "manual"
     assert any("never closed" in w for w in warnings_of(problems))
     backend = tree(tmp_path, {".cursor/rules/deploy.mdc": text})
     rule_set = load_rule_set(backend, ["/.cursor/rules"], log=False)
@@ -230,18 +239,21 @@ def test_unmatched_scoped_rules_are_listed_on_request(tmp_path: Path) -> None:
 def test_windsurf_triggers(frontmatter: str, mode: str) -> None:
     text = f"---\n{frontmatter}\n---\nBody.\n" if frontmatter else "Body.\n"
     rule, problems = parse("/.windsurf/rules/r.md", text)
-    assert rule is not None and rule.mode == mode, problems
+    assert rule is not None, problems
+    assert rule.mode == mode, problems
     assert rule.dialect == "windsurf"
 
 
 def test_windsurf_glob_matches_at_any_depth() -> None:
     rule, _ = parse("/.devin/rules/r.md", "---\ntrigger: glob\nglobs: *.py\n---\nB\n")
-    assert rule is not None and rule.patterns == ("**/*.py",)
+    assert rule is not None
+    assert rule.patterns == ("**/*.py",)
 
 
 def test_windsurf_unknown_trigger_is_a_warning() -> None:
     rule, problems = parse("/.windsurf/rules/r.md", "---\ntrigger: sometimes\n---\nB\n")
-    assert rule is not None and rule.mode == "manual"
+    assert rule is not None
+    assert rule.mode == "manual"
     assert any("trigger" in w for w in warnings_of(problems))
 
 
@@ -280,7 +292,8 @@ def test_legacy_single_rule_files_are_always_on(tmp_path: Path) -> None:
 def test_kiro_inclusion_modes(frontmatter: str, mode: str) -> None:
     text = f"---\n{frontmatter}\n---\nBody.\n" if frontmatter else "Body.\n"
     rule, problems = parse("/.kiro/steering/s.md", text)
-    assert rule is not None and rule.mode == mode, problems
+    assert rule is not None, problems
+    assert rule.mode == mode, problems
 
 
 def test_kiro_manual_steering_is_named_with_a_hash(tmp_path: Path) -> None:
@@ -294,20 +307,25 @@ def test_kiro_manual_steering_is_named_with_a_hash(tmp_path: Path) -> None:
 
 def test_cline_paths_are_anchored_at_the_root() -> None:
     rule, _ = parse("/.clinerules/web.md", "---\npaths:\n  - 'src/**'\n  - '*.md'\n---\nB\n")
-    assert rule is not None and rule.mode == "paths" and rule.patterns == ("src/**", "*.md")
+    assert rule is not None
+    assert rule.mode == "paths"
+    assert rule.patterns == ("src/**", "*.md")
 
 
 def test_cline_empty_paths_never_activates() -> None:
     rule, _ = parse("/.clinerules/off.md", "---\npaths: []\n---\nB\n")
-    assert rule is not None and rule.mode == "manual"
+    assert rule is not None
+    assert rule.mode == "manual"
 
 
 def test_cline_fails_open_on_invalid_frontmatter() -> None:
     text = "---\npaths: [unclosed\n---\nBody.\n"
     rule, problems = parse("/.clinerules/broken.md", text)
-    assert rule is not None and rule.mode == "always"
+    assert rule is not None
+    assert rule.mode == "always"
     assert rule.body.startswith("---")  # Cline shows the raw content
-    assert warnings_of(problems) and not errors_of(problems)
+    assert warnings_of(problems)
+    assert not errors_of(problems)
 
 
 def test_cline_txt_rules_are_listed(tmp_path: Path) -> None:
