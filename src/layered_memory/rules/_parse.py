@@ -284,7 +284,7 @@ def default_rule_name(path: str) -> str:
     if name in LEGACY_RULE_FILES:
         return name[1:]
     lowered = name.lower()
-    suffixes = (".instructions.md", *RULE_FILE_SUFFIXES)
+    suffixes: tuple[str, ...] = (".instructions.md", *RULE_FILE_SUFFIXES)
     if lowered.endswith(".txt") and dialect_of(path) == "cline":
         suffixes = (".txt",)
     for suffix in suffixes:
