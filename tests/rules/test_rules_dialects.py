@@ -343,3 +343,25 @@ def test_a_rule_in_the_packages_own_dialect_replaces_any_tools_rule(tmp_path: Pa
     assert [rule.body for rule in rule_set.rules] == ["Ours."]
     reversed_set = load_rule_set(backend, ["/rules", "/.claude/rules"], log=False)
     assert sorted(rule.body for rule in reversed_set.rules) == ["Claude's.", "Ours."]
+
+
+def test_a_legacy_rule_file_is_read_only_to_the_agent(tmp_path: Path) -> None:
+    from deepagents import create_deep_agent
+    from langchain_core.messages import ToolMessage
+
+    from layered_memory import Layer, MemoryMiddleware
+    from layered_memory.testing import ScriptedChatModel, tool_call
+
+    backend = tree(tmp_path, {".windsurfrules": "Use bun.\n", "AGENTS.md": "Project.\n"})
+    memory = MemoryMiddleware(
+        backend=backend, layers=[Layer("project", "/AGENTS.md")], rules=["/.windsurfrules"]
+    )
+    edit = tool_call("edit_file", file_path="/.windsurfrules", old_string="bun", new_string="npm")
+    model = ScriptedChatModel(script=[edit, "done"])
+    graph = create_deep_agent(
+        model=model, backend=memory.protected_backend, memory=[], middleware=[memory]
+    )
+    result = graph.invoke({"messages": [{"role": "user", "content": "go"}]})
+    replies = [m.content for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert "Use bun." in model.system_prompts[0]
+    assert (tmp_path / ".windsurfrules").read_text() == "Use bun.\n", replies
