@@ -130,3 +130,9 @@ def test_every_project_license_text_is_kept() -> None:
     licenses = {path.name for path in (CORPUS / "LICENSES").iterdir()}
     for row in ROWS:
         assert any(name.startswith(f"{row['project']}-") for name in licenses), row["project"]
+
+
+def test_windsurfs_character_limit_is_reported_on_a_real_file() -> None:
+    problems = rule_set_of("wikipedia-reliable-sources", "/.windsurf/rules").problems
+    over = [p.path for p in problems if "at most 12,000 characters" in p.reason]
+    assert over == ["/.windsurf/rules/doc-as-code-guidelines.md"]
