@@ -31,10 +31,10 @@ deepagents (a quick pre-commit hook).
 from __future__ import annotations
 
 from layered_memory.errors import GlobError
+from layered_memory.rules._frontmatter import MAX_FRONTMATTER_CHARS
 from layered_memory.rules._glob import compile_glob
 from layered_memory.rules._parse import (
     DIALECT_NAMES,
-    MAX_FRONTMATTER_CHARS,
     MAX_RULE_FILE_CHARS,
     Dialect,
     Rule,
