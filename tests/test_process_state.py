@@ -45,6 +45,7 @@ CONSTANTS: dict[str, set[str]] = {
     "layered_memory.middleware": {"MemoryMiddleware.trace_policy"},
     "layered_memory.rules._parse": {
         "DIALECT_NAMES",
+        "LEGACY_RULE_FILES",
         "_NATIVE_FIELDS",
         "_FIELD_OWNERS",
         "_SCOPE_FIELD",

@@ -242,11 +242,9 @@ DOCUMENTED_HOMES = [  # the public API and each capability's
     "layered_memory.tiers",
     "layered_memory.testing",
 ]
-# Public functions whose modules other branches were rewriting when the rule came in (rules/:
-# issue 39, tiers/: issue 37): document them there, then empty this set.
+# Public functions whose modules another branch was rewriting when the rule came in (tiers/:
+# issue 37): document them there, then empty this set.
 NOT_YET_DOCUMENTED = {
-    "layered_memory.rules.dialect_of",
-    "layered_memory.rules.is_rule_file",
     "layered_memory.tiers.ScoredFact",
     "layered_memory.tiers.ScoredPage",
     "layered_memory.tiers.render_retrieval",
