@@ -106,9 +106,23 @@ def _looks_mutable(value: ast.expr) -> bool:
     return name in MUTABLE_CALLS or name.lstrip("_")[:1].isupper()
 
 
+def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements run at import: the body, and inside its `if`/`try`/`with` blocks."""
+    found: list[ast.stmt] = []
+    for node in body:
+        found.append(node)
+        if isinstance(node, ast.If | ast.With):
+            found += _statements(node.body) + _statements(getattr(node, "orelse", []))
+        elif isinstance(node, ast.Try):
+            found += _statements(node.body + node.orelse + node.finalbody)
+            for handler in node.handlers:
+                found += _statements(handler.body)
+    return found
+
+
 def _assigned(body: list[ast.stmt], prefix: str = "") -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
-    for node in body:
+    for node in _statements(body):
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -165,6 +179,7 @@ def test_every_listed_entry_exists_with_its_bound() -> None:
         cache_info = getattr(found, "cache_info", None)
         if entry.kind == "lru_cache":
             assert cache_info is not None, entry
+            assert entry.maxsize is not None, f"{entry.name}: an unbounded cache"
             assert cache_info().maxsize == entry.maxsize, entry
         else:
             assert cache_info is None, f"{entry.name} is an lru_cache: say so"
