@@ -87,7 +87,15 @@ class Layer:
     def files_of(self, found: Iterable[str], *, taken: Collection[str] = ()) -> list[str]:
         """The layer's files in a load, in the order they are shown: each file path, and in
         place of each folder the paths of `found` that are `*.md` files directly in it, in
-        name order (`taken`: files another layer names, which it shows instead)."""
+        name order (`taken`: files another layer names, which it shows instead).
+
+        Args:
+            found: The files a load listed in the layer's folders.
+            taken: Files another layer names (that layer shows them).
+
+        Returns:
+            The layer's files, in the order they are shown.
+        """
         if not self.folders:
             return list(self.paths)
         listed = sorted(found)
@@ -100,7 +108,14 @@ class Layer:
         return list(dict.fromkeys(paths))
 
     def line_cap(self, path: str) -> int | None:
-        """Lines of `path` that may be shown: the layer's cap, else 200 for `MEMORY.md`."""
+        """Lines of `path` that may be shown: the layer's cap, else 200 for `MEMORY.md`.
+
+        Args:
+            path: One of the layer's files.
+
+        Returns:
+            The line cap, or None for no cap.
+        """
         if self.max_lines is not None:
             return self.max_lines
         if PurePosixPath(path).name == MEMORY_FILE_NAME:
