@@ -14,7 +14,8 @@ Every operation then goes through the same rules (`sections.carry_out`):
   entry: an add of a known lesson is rejected, an update that makes two entries alike merges
   them;
 - every text is redacted (`writeback.redaction`) and made one line before it is stored;
-- a text that reads as an instruction aimed at the agent (`sections.instruction_reason`) is
+- a lesson that would steer the agent (`writeback.lesson_hold`: what it would make the agent
+  do, judged on a normalised reading, and which messages of the run its text came from) is
   never applied by itself: it waits in the review queue with its reason, even with
   `review=False`;
 - `review=True` holds every change until `approve`;
@@ -61,21 +62,27 @@ from layered_memory.core.state import is_dry_run, thread_id_of
 from layered_memory.core.validation import check_backend
 from layered_memory.errors import MemoryWriteError, ReviewError
 from layered_memory.writeback.insights import archive_path_for
-from layered_memory.writeback.sections import (
-    OPS,
-    Change,
+from layered_memory.writeback.learned import (
     ConsolidationResult,
     Files,
     Plan,
     Proposal,
-    Provenance,
     carry_out,
     clean_text,
-    instruction_reason,
+    section_entries,
+)
+from layered_memory.writeback.lesson_hold import hold_reason, sources_of
+from layered_memory.writeback.review_queue import (
+    OPS,
+    SHOWN_ID_CHARS,
+    Change,
+    Provenance,
+    Queue,
     new_change,
     provenance_of,
     read_queue,
-    section_entries,
+    resolve,
+    review_key,
 )
 
 if TYPE_CHECKING:
@@ -227,7 +234,7 @@ class MemoryConsolidator:
         """
         entries = self._entries(download_files_safely(self.backend, [self.path]))
         reply = self._require_model().invoke(self._prompt(entries, messages), _OWN_RUN)
-        proposals, rejected, provenance = self._read_reply(reply, thread_id)
+        proposals, rejected, provenance = self._read_reply(reply, thread_id, messages, entries)
         if not proposals:
             return self._report(ConsolidationResult(rejected=rejected))
         result = self._strategy.transact(self._consolidation(proposals, entries, provenance))
@@ -239,7 +246,7 @@ class MemoryConsolidator:
         """The async form of `consolidate` (same arguments, result and errors)."""
         entries = self._entries(await adownload_files_safely(self.backend, [self.path]))
         reply = await self._require_model().ainvoke(self._prompt(entries, messages), _OWN_RUN)
-        proposals, rejected, provenance = self._read_reply(reply, thread_id)
+        proposals, rejected, provenance = self._read_reply(reply, thread_id, messages, entries)
         if not proposals:
             return self._report(ConsolidationResult(rejected=rejected))
         result = await self._strategy.atransact(self._consolidation(proposals, entries, provenance))
@@ -363,9 +370,14 @@ class MemoryConsolidator:
         )
 
     def _read_reply(
-        self, reply: Any, thread_id: str | None
+        self,
+        reply: Any,
+        thread_id: str | None,
+        messages: Sequence[Any],
+        entries: Sequence[tuple[str, str]],
     ) -> tuple[list[Proposal], list[Change], Provenance]:
-        """The well-formed operations of the model's answer, and the malformed ones rejected."""
+        """The well-formed operations of the model's answer, each judged by the lesson hold,
+        and the malformed ones rejected."""
         provenance = self._provenance(thread_id, reply)
         proposals: list[Proposal] = []
         rejected: list[Change] = []
@@ -401,7 +413,31 @@ class MemoryConsolidator:
             proposal = self._proposal(raw, provenance, refuse)
             if proposal is not None:
                 proposals.append(proposal)
-        return proposals, rejected, provenance
+        return self._judged(proposals, messages, entries), rejected, provenance
+
+    def _judged(
+        self,
+        proposals: Sequence[Proposal],
+        messages: Sequence[Any],
+        entries: Sequence[tuple[str, str]],
+    ) -> list[Proposal]:
+        """Each proposal with the lesson hold's verdict (`writeback.lesson_hold`): its effects
+        alone and beside every other text of the answer and of the section, and where its text
+        came from in the run."""
+        if not proposals:
+            return []
+        sources = sources_of(convert_to_messages(list(messages)))
+        texts = [p.change.text for p in proposals if p.change.text is not None]
+        shown = [text for _entry_id, text in entries[: self.max_entries * 2]]
+        judged: list[Proposal] = []
+        for proposal in proposals:
+            text = proposal.change.text
+            if text is None:
+                judged.append(proposal)
+                continue
+            others = [other for other in texts if other is not text] + shown
+            judged.append(replace(proposal, hold=hold_reason(text, sources=sources, context=others)))
+        return judged
 
     def _proposal(
         self, raw: Any, provenance: Provenance, refuse: Callable[..., None]
@@ -432,7 +468,7 @@ class MemoryConsolidator:
         change = new_change(
             op, entry_id if op == "update" else None, cleaned, provenance=provenance
         )
-        return Proposal(change, hold=instruction_reason(cleaned))
+        return Proposal(change)
 
     def _consolidation(
         self,
@@ -442,8 +478,10 @@ class MemoryConsolidator:
     ) -> Callable[[Texts], tuple[dict[str, str], ConsolidationResult]]:
         seen = dict(entries)
 
+        key = self._key()
+
         def transform(texts: Texts) -> tuple[dict[str, str], ConsolidationResult]:
-            plan = Plan(self._files, texts)
+            plan = Plan(self._files, texts, key=key)
             for proposal in proposals:
                 carry_out(plan, proposal, provenance=provenance, review=self.review, seen=seen)
             return plan.finish()
@@ -454,17 +492,21 @@ class MemoryConsolidator:
         self, change_id: str, *, approve: bool
     ) -> Callable[[Texts], tuple[dict[str, str], ConsolidationResult]]:
         today = self._provenance(None).date
+        key = self._key()
 
         def transform(texts: Texts) -> tuple[dict[str, str], ConsolidationResult]:
-            plan = Plan(self._files, texts)
+            plan = Plan(self._files, texts, key=key)
             if plan.queue.problem is not None:
                 raise ReviewError(self.pending_path, _unreadable(plan.queue.problem))
-            change = plan.queued(change_id)
-            if change is None:
+            found = resolve(plan.queue, change_id)
+            if isinstance(found, str):
+                raise ReviewError(self.pending_path, found, change_id=change_id)
+            change = found
+            if approve and change.untrusted is not None:
                 raise ReviewError(
                     self.pending_path,
-                    f"no change {change_id!r} waits for review (`layered-memory review` lists "
-                    "them; a text edited in the queue file gets another id)",
+                    f"change {change.id[:SHOWN_ID_CHARS]} is never approved: {change.untrusted}"
+                    "; reject it (`layered-memory review reject ID`)",
                     change_id=change_id,
                 )
             plan.unqueue(change)
@@ -473,7 +515,7 @@ class MemoryConsolidator:
                 return plan.finish()
             provenance = provenance_of(change, reviewed=today)
             text = change.text
-            if text is not None:  # cleaned again: the queue file may have been edited by hand
+            if text is not None:  # cleaned again, as every text the section takes
                 text, _kinds = clean_text(text, max_chars=self.max_entry_chars)
                 if not text:
                     plan.reject(change, "empty text")
@@ -485,10 +527,23 @@ class MemoryConsolidator:
         return transform
 
     def _queued(self, responses: Sequence[Any]) -> list[Change]:
-        queue = read_queue(_text_of(self.pending_path, responses[0]))
+        queue = self._queue(responses)
         if queue.problem is not None:
             raise ReviewError(self.pending_path, _unreadable(queue.problem))
         return queue.changes
+
+    def _queue(self, responses: Sequence[Any]) -> Queue:
+        return read_queue(_text_of(self.pending_path, responses[0]), self._key())
+
+    def _key(self) -> bytes:
+        try:
+            return review_key()
+        except OSError as exc:
+            raise ReviewError(
+                self.pending_path,
+                f"the review queue's key cannot be read or made ({exc}); fix the state folder "
+                "(LAYERED_MEMORY_STATE_DIR) or delete a broken review.key",
+            ) from exc
 
     def _report(self, result: ConsolidationResult) -> ConsolidationResult:
         if result.applied or result.pending or result.rejected:
@@ -500,12 +555,14 @@ class MemoryConsolidator:
                 len(result.rejected),
             )
         held = [
-            change for change in result.pending if change.reason and "instruction" in change.reason
+            change
+            for change in result.pending
+            if change.reason and change.reason.startswith("held for review")
         ]
         if held:
             logger.warning(
-                "%d change(s) to %s read as instructions aimed at the agent and wait for "
-                "review in %s: `layered-memory review`",
+                "%d change(s) to %s would steer the agent and wait for review in %s: "
+                "`layered-memory review` shows why",
                 len(held),
                 self.path,
                 self.pending_path,
