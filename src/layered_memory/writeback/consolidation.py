@@ -267,18 +267,46 @@ class MemoryConsolidator:
         """The async form of `pending`."""
         return self._queued(await adownload_files_safely(self.backend, [self.pending_path]))
 
-    def approve(self, change: Change | str) -> ConsolidationResult:
-        """Apply a pending change (by the `Change` or its id) and take it off the queue.
+    def queue_problems(self) -> list[str]:
+        """Why the review queue cannot be trusted, in a reviewer's words; empty when it can.
 
-        The rules still apply, to the section as it is now: a change whose entry was deleted
-        since, or a lesson the section learned meanwhile, is rejected (and dequeued).
+        Reports an unreadable queue, a list of changes not as this package last wrote it (a
+        change removed, added or reordered by something else), and each change written or
+        edited outside the package (never approved; a person rejects it). What
+        `layered-memory review` and `layered-memory doctor` print.
+
+        Raises:
+            ReviewError: The queue's key (in the user's state folder) cannot be read or made.
+        """
+        queue = self._queue(download_files_safely(self.backend, [self.pending_path]))
+        if queue.problem is not None:
+            return [f"{self.pending_path} is {_unreadable(queue.problem)}"]
+        problems = [f"{self.pending_path}: {queue.tampered}"] if queue.tampered else []
+        problems += [
+            f"change {change.id[:SHOWN_ID_CHARS]} in {self.pending_path} is not trusted: "
+            f"{change.untrusted}; it is never approved (reject it)"
+            for change in queue.changes
+            if change.untrusted is not None
+        ]
+        return problems
+
+    def approve(self, change: Change | str) -> ConsolidationResult:
+        """Apply a pending change (by the `Change`, its full id or a unique prefix of at
+        least 8 digits) and take it off the queue.
+
+        The id is the digest of the exact text, checked again here under the queue's lock: a
+        text changed since it was listed has another id and is refused, and so is a change
+        without the package's seal (written or edited outside it). The rules still apply, to
+        the section as it is now: a change whose entry was deleted since, or a lesson the
+        section learned meanwhile, is rejected (and dequeued).
 
         Returns:
             The change in `applied` or, with the reason, in `rejected`.
 
         Raises:
-            ReviewError: No change with this id waits (a text edited in the queue file has
-                another id), or the queue is unreadable; nothing was written.
+            ReviewError: No change with this id waits, the id is ambiguous, the change's
+                text changed or it is not trusted, or the queue is unreadable; nothing was
+                written.
         """
         return self._strategy.transact(self._decision(_id_of(change), approve=True))
 

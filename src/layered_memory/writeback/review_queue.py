@@ -51,6 +51,7 @@ __all__ = [
     "MAX_QUEUE_CHARS",
     "MIN_PREFIX",
     "OPS",
+    "QUEUE_OWNER",
     "QUEUE_VERSION",
     "SHOWN_ID_CHARS",
     "Change",
@@ -77,6 +78,11 @@ SHOWN_ID_CHARS: Final = 12
 MIN_PREFIX: Final = 8
 """The shortest prefix `resolve` accepts: shorter ones name too many ids to mean one."""
 KEY_NAME: Final = "review.key"
+QUEUE_OWNER: Final = (
+    "the review queue of learned lessons, read-only for the agent (a person decides it with "
+    "`layered-memory review`)"
+)
+"""How the guard names the queue when it refuses an agent's write."""
 
 _ID_DOMAIN: Final = "layered-memory/change/2"
 _SEAL_DOMAIN: Final = b"layered-memory/review-queue/2\x00"
