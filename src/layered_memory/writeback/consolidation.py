@@ -71,7 +71,7 @@ from layered_memory.writeback.learned import (
     clean_text,
     section_entries,
 )
-from layered_memory.writeback.lesson_hold import hold_reason, sources_of
+from layered_memory.writeback.lesson_hold import MAX_CONTEXT, hold_reason, sources_of
 from layered_memory.writeback.review_queue import (
     OPS,
     SHOWN_ID_CHARS,
@@ -456,7 +456,7 @@ class MemoryConsolidator:
             return []
         sources = sources_of(convert_to_messages(list(messages)))
         texts = [p.change.text for p in proposals if p.change.text is not None]
-        shown = [text for _entry_id, text in entries[: self.max_entries * 2]]
+        shown = [text for _entry_id, text in entries[:MAX_CONTEXT]]
         judged: list[Proposal] = []
         for proposal in proposals:
             text = proposal.change.text

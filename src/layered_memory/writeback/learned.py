@@ -338,6 +338,8 @@ class Plan:
         self.queue = read_queue(texts[files.queue], key)
         self.memory_changed = False
         self.queue_changed = False
+        self.unqueued = False
+        """A change left the queue: it is written after the memory file (see `finish`)."""
         self.applied: list[Change] = []
         self.pending: list[Change] = []
         self.rejected: list[Change] = []
@@ -427,12 +429,26 @@ class Plan:
     def unqueue(self, change: Change) -> None:
         self.queue.changes = [queued for queued in self.queue.changes if queued.id != change.id]
         self.queue_changed = True
+        self.unqueued = True
 
     # -- the new texts -----------------------------------------------------------------------
 
     def finish(self) -> tuple[dict[str, str], ConsolidationResult]:
-        """The files to write, archive first (a crash between two writes duplicates an entry
-        in the archive, never loses one), and what was done."""
+        """The files to write, in the order that makes every crash point recoverable, and what
+        was done.
+
+        The files are replaced one at a time (each atomically), and a process may be killed
+        between two replaces, so the order decides what a crash can leave:
+
+        - the archive first: a crash after it duplicates an entry in the archive (which the
+          next rotation does not add again), never loses one;
+        - a queue that grows (changes held) before the memory file: a crash in between keeps
+          the held changes and loses only the applied ones, which were never acknowledged;
+          never an applied lesson whose held companions are gone;
+        - a queue that shrinks (a change approved) after the memory file: a crash in between
+          leaves the approved change both applied and still queued, and approving it again is
+          refused as already known; never a change taken off the queue and not applied.
+        """
         changes: dict[str, str] = {}
         archived = self._rotate()
         if archived:
@@ -443,12 +459,17 @@ class Plan:
                 preamble=self.files.archive_preamble,
                 is_entry=is_bullet,
             )
+        queue = (
+            queue_text(self.queue, memory_path=self.files.memory, key=self.key)
+            if self.queue_changed
+            else None
+        )
+        if queue is not None and not self.unqueued:
+            changes[self.files.queue] = queue
         if self.memory_changed:
             changes[self.files.memory] = self._memory_text()
-        if self.queue_changed:
-            changes[self.files.queue] = queue_text(
-                self.queue, memory_path=self.files.memory, key=self.key
-            )
+        if queue is not None and self.unqueued:
+            changes[self.files.queue] = queue
         result = ConsolidationResult(
             applied=self.applied,
             pending=self.pending,

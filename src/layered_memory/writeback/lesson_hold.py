@@ -46,6 +46,7 @@ with one command. `tests/writeback/test_lesson_hold_corpus.py` measures both sid
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 import urllib.parse
@@ -102,8 +103,10 @@ def _base(token: str) -> str:
     return found.group(1) if found else name
 
 
-def _variants(word: str) -> set[str]:
-    """A word and its other spellings: no inner `-`/`.`/`_`, digits read as letters."""
+@functools.lru_cache(maxsize=65_536)
+def _variants(word: str) -> frozenset[str]:
+    """A word and its other spellings: no inner `-`/`.`/`_`, digits read as letters, a
+    plural or tense ending dropped (remembered: the same words come back in every lesson)."""
     found = {word, word.replace("-", "").replace("_", "")}
     if "l" in word:
         found.add(word.replace("l", "i"))  # a capital I reads as `l` once look-alikes are undone
@@ -115,7 +118,7 @@ def _variants(word: str) -> set[str]:
             break
     if "." in word or "(" in word:
         found.update(part for part in re.split(r"[.(]", word) if part)  # u.urlopen, global.index-url
-    return found
+    return frozenset(found)
 
 
 @dataclass(slots=True)
@@ -948,14 +951,23 @@ def effects(text: str, *, known_hosts: frozenset[str] = frozenset()) -> list[Eff
         text: The lesson.
         known_hosts: Hosts the user or the project's files named: sending a note (no data of
             the machine's) to one of them is the project's own business.
+
+    Returns:
+        One `Effect` per class found (none: an ordinary lesson).
     """
+    return list(_effects(text, known_hosts))
+
+
+@functools.lru_cache(maxsize=4_096)
+def _effects(text: str, known_hosts: frozenset[str]) -> tuple[Effect, ...]:
+    """`effects`, remembered: a section's entries are judged again beside every new lesson."""
     found: dict[str, Effect] = {}
     for sentence in _sentences(normalise(text), known_hosts):
         for check in _CLASSES:
             effect = check(sentence)
             if effect is not None and effect.kind not in found:
                 found[effect.kind] = effect
-    return list(found.values())
+    return tuple(found.values())
 
 
 # --- Provenance ---------------------------------------------------------------------------------
@@ -1086,6 +1098,10 @@ def _provenance(text: str, sources: Sources) -> Effect | None:
 
 # --- The verdict --------------------------------------------------------------------------------
 
+MAX_CONTEXT: Final = 60
+"""Other lessons each new one is read beside: the answer's other texts and the section's
+newest entries, up to this many (each pair is one more reading: the cost stays bounded)."""
+
 
 def hold_reason(
     text: str,
@@ -1106,7 +1122,7 @@ def hold_reason(
     known = sources.hosts if sources is not None else frozenset()
     found = effects(text, known_hosts=known)
     if not found:
-        for other in context:
+        for other in context[:MAX_CONTEXT]:
             # One sentence: the checks read a sentence at a time.
             together = f"{other.rstrip(' .!?')} and {text}"
             alone = {effect.kind for effect in effects(other, known_hosts=known)}
