@@ -417,7 +417,7 @@ def test_pull_never_overwrites_a_local_change_made_during_it(
     assert push(capsys, store_url, source)[0] == 0
     target = tmp_path / "target"
     # MEMORY.md was written by a memory writer before (its lock file is beside it): the pull
-    # takes that lock; AGENTS.md never was, and gets no lock file.
+    # takes that lock; AGENTS.md never was, and the pull creates its lock as a writer would.
     write_tree(target, {"MEMORY.md": b"# Memory\n", ".MEMORY.md.lock": b"", "AGENTS.md": b"old\n"})
     looked = sync_module.scan_folder
 
@@ -432,7 +432,7 @@ def test_pull_never_overwrites_a_local_change_made_during_it(
     assert any("/MEMORY.md" in line and "changed locally during the pull" in line for line in lines)
     assert (target / "MEMORY.md").read_bytes() == b"# Memory\n- the agent's note\n"
     assert (target / "AGENTS.md").read_bytes() == b"new\n"  # the unchanged file is pulled
-    assert not (target / ".AGENTS.md.lock").exists()
+    assert (target / ".AGENTS.md.lock").exists()  # the one lock every writer of it takes
 
     monkeypatch.setattr(sync_module, "scan_folder", looked)
     assert pull(capsys, store_url, target)[0] == 0  # a second pull compares afresh
