@@ -115,9 +115,9 @@ from layered_memory.core.validation import (
     is_backend,
 )
 from layered_memory.writeback.consolidation import MemoryConsolidator
-from layered_memory.writeback.review_queue import QUEUE_OWNER
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
 from layered_memory.writeback.redaction import Redaction
+from layered_memory.writeback.review_queue import QUEUE_OWNER
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol

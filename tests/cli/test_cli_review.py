@@ -101,9 +101,10 @@ def test_review_approves_and_rejects_by_id(
 
     status, out, _ = run(capsys, "review", "approve", lesson.id, more.id, "--root", str(folder))
     assert status == 0
+    entries = learned_entries((folder / "MEMORY.md").read_text())
     assert out.splitlines()[:2] == [
-        f"{lesson.id[:12]}: approved [{learned_entries((folder / 'MEMORY.md').read_text())[1]['id']}]",
-        f"{more.id[:12]}: approved [{learned_entries((folder / 'MEMORY.md').read_text())[0]['id']}]",
+        f"{lesson.id[:12]}: approved [{entries[1]['id']}]",
+        f"{more.id[:12]}: approved [{entries[0]['id']}]",
     ]
     status, out, _ = run(capsys, "review", "reject", held.id, "--root", str(folder), "--json")
     data = json.loads(out)
@@ -150,7 +151,9 @@ def test_an_approval_the_rules_refuse_exits_1(
     status, out, _ = run(capsys, "review", "approve", waiting.id, "--root", str(folder))
 
     assert status == 1
-    assert out.splitlines()[0].startswith(f"{waiting.id[:12]}: approved, but not applied: already known")
+    assert out.splitlines()[0].startswith(
+        f"{waiting.id[:12]}: approved, but not applied: already known"
+    )
 
 
 def test_an_unreadable_queue_is_reported(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:

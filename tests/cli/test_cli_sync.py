@@ -57,10 +57,12 @@ def write_tree(root: Path, files: dict[str, bytes]) -> None:
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
+    """The folder's files, without the memory writers' lock files (`.NAME.lock`, empty): a
+    pull takes the lock every writer of a file takes, creating it on first use."""
     return {
         path.relative_to(root).as_posix(): path.read_bytes()
         for path in root.rglob("*")
-        if path.is_file()
+        if path.is_file() and not (path.name.startswith(".") and path.name.endswith(".lock"))
     }
 
 

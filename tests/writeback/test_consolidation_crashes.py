@@ -81,7 +81,9 @@ def child(root: Path, first: int, kill_at: int) -> None:
 
 def check(root: Path, ever_held: set[str]) -> None:
     memory = "".join(
-        path.read_text() for path in (root / "MEMORY.md", root / "MEMORY.archive.md") if path.exists()
+        path.read_text()
+        for path in (root / "MEMORY.md", root / "MEMORY.archive.md")
+        if path.exists()
     )  # an applied lesson may have rotated into the archive since
     queue_file = root / "MEMORY.pending.json"
     queue = read_queue(queue_file.read_text() if queue_file.exists() else None, review_key())

@@ -505,8 +505,8 @@ outside layered-memory), "decisions": [{"id", "decision" ("approve" or
 still waits afterwards).
 
 Exit status: 0; 1 when an ID waits nowhere, an approval was not applied, the
-queue is unreadable or something in it is not trusted; 2 on a usage error, a --config that does not load or
-a store that does not answer."""
+queue is unreadable or something in it is not trusted; 2 on a usage error, a
+--config that does not load or a store that does not answer."""
 
 
 def _add_review(subparsers: Subparsers) -> None:

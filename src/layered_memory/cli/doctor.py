@@ -272,7 +272,9 @@ def review_queue_findings(loaded: Loaded) -> list[Finding]:
                 continue
             for path in layer.files:
                 try:
-                    consolidators.append(MemoryConsolidator(None, backend=loaded.backend, path=path))
+                    consolidators.append(
+                        MemoryConsolidator(None, backend=loaded.backend, path=path)
+                    )
                 except (TypeError, ValueError):
                     continue  # not a file a consolidator could manage
     findings: list[Finding] = []

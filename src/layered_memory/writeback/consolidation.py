@@ -464,7 +464,9 @@ class MemoryConsolidator:
                 judged.append(proposal)
                 continue
             others = [other for other in texts if other is not text] + shown
-            judged.append(replace(proposal, hold=hold_reason(text, sources=sources, context=others)))
+            judged.append(
+                replace(proposal, hold=hold_reason(text, sources=sources, context=others))
+            )
         return judged
 
     def _proposal(

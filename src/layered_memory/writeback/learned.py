@@ -96,7 +96,6 @@ class ConsolidationResult:
     archived: int = 0
 
 
-
 # --- Entry texts ----------------------------------------------------------------------------
 
 
@@ -623,5 +622,3 @@ def carry_out(
             plan.merge(change, same)
             return
     plan.apply(change, provenance)
-
-

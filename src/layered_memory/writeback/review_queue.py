@@ -35,6 +35,7 @@ Pure text apart from `review_key` (the key file's one read, or its creation).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -202,10 +203,8 @@ def review_key() -> bytes:
                 stream.write(secrets.token_hex(_KEY_BYTES) + "\n")
                 stream.flush()
                 os.fsync(stream.fileno())
-            try:
+            with contextlib.suppress(FileExistsError):  # another process won: its key is the key
                 os.link(temporary, path)
-            except FileExistsError:
-                pass  # another process won: its key is the key
         finally:
             os.unlink(temporary)
         return _read_key(path)
@@ -279,8 +278,7 @@ _NO_SEAL: Final = (
     "it says cannot be trusted"
 )
 _BAD_SEAL: Final = (
-    "its seal does not match: it was written or changed outside layered-memory after it was "
-    "queued"
+    "its seal does not match: it was written or changed outside layered-memory after it was queued"
 )
 
 
