@@ -5,7 +5,7 @@ held change): `remote code`, `exfiltration`, `credentials`, `permissions`, `weak
 `secrecy`, `override` (see docs/consolidation.md for what each holds).
 
 The classes work on a normalised reading, never on the raw spelling (`normalise`): NFKC,
-Unicode's look-alikes and invisible characters (`core.defuse.ascii_skeleton`), case,
+Unicode's look-alikes and invisible characters (`safety.defuse.ascii_skeleton`), case,
 letter-spaced words (`i g n o r e`), shell quoting and escapes (`c'u'r\\l`, `${IFS}`),
 percent-encoding, digits read as letters (`1gn0re`). They look at tokens: commands by their
 base name (`/usr/bin/curl`, `python3.12`) and where they sit (after a pipe, in `$(...)`), the
@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from layered_memory.core.defuse import ascii_skeleton
+from layered_memory.safety.defuse import ascii_skeleton
 from layered_memory.writeback._lesson_words import (
     APPROVAL_CLAIMS,
     APPROVED,

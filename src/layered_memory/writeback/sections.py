@@ -14,16 +14,18 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Final, NamedTuple
 
 from layered_memory.core.files import INSIGHT_ENTRY
 from layered_memory.core.layers import MEMORY_FILE_DEFAULT_MAX_LINES
-from layered_memory.writeback.redaction import redact
+from layered_memory.safety.redaction import redact
 
 __all__ = [
     "RESCAN_MARGIN",
     "Insight",
     "InsightPlan",
+    "archive_path_for",
     "archive_text",
     "cut_text",
     "find_section",
@@ -456,3 +458,10 @@ def redacted_line(
         kinds = sorted({*kinds, *more})
         second = normalize(second) or ""
     return second, kinds
+
+
+def archive_path_for(path: str) -> str:
+    """`/MEMORY.md` -> `/MEMORY.archive.md` (same folder; `.archive` before the suffix)."""
+    pure = PurePosixPath(path)
+    name = f"{pure.stem}.archive{pure.suffix}" if pure.suffix else f"{pure.name}.archive"
+    return str(pure.with_name(name))
