@@ -171,13 +171,14 @@ class Entry:
     Attributes:
         id: Its id (shown to the model as `[id] text`).
         text: Its text as the prompt shows it (HTML comments of a hand-written line removed).
-        lines: Its lines in the file, line endings kept (continuation lines included).
+        lines: Its lines in the file, line endings kept (continuation lines included); a
+            tuple, which the garbage collector stops tracking (a section may hold 100,000).
         meta: The provenance comment's fields (empty for a line written by hand).
     """
 
     id: str
     text: str
-    lines: list[str]
+    lines: tuple[str, ...]
     meta: dict[str, str]
     compared: Lesson | None = None
     """`lesson(text)`, computed when first compared (listing entries for a prompt never is)."""
@@ -212,7 +213,7 @@ def parse_entries(body: Sequence[str]) -> list[Entry | str]:
             text, meta = strip_html_comments(line[2:]).strip(), {}
         else:
             text, meta = parts[0], _parse_meta(parts[1])
-        items.append(Entry("", text, list(body[index:stop]), meta))
+        items.append(Entry("", text, tuple(body[index:stop]), meta))
         index = stop
     _assign_ids([item for item in items if isinstance(item, Entry)])
     return items
@@ -528,7 +529,7 @@ class Plan:
         line = entry_line(entry_id, text, provenance)
         parts = learned_entry(line)
         assert parts is not None  # written just above
-        return Entry(entry_id, text, [line + self.newline], _parse_meta(parts[1]))
+        return Entry(entry_id, text, (line + self.newline,), _parse_meta(parts[1]))
 
     def _insert(self, entry: Entry) -> None:
         first = next((i for i, item in enumerate(self.items) if isinstance(item, Entry)), None)
@@ -544,8 +545,8 @@ class Plan:
         ]
 
 
-def _lines_of(item: Entry | str) -> list[str]:
-    return item.lines if isinstance(item, Entry) else [item]
+def _lines_of(item: Entry | str) -> tuple[str, ...]:
+    return item.lines if isinstance(item, Entry) else (item,)
 
 
 # --- The rules, once for the consolidator and for a reviewer's approval -------------------------
