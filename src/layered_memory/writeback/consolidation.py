@@ -514,7 +514,7 @@ class MemoryConsolidator:
             plan = Plan(self._files, texts, key=key)
             for proposal in proposals:
                 carry_out(plan, proposal, provenance=provenance, review=self.review, seen=seen)
-            return plan.finish()
+            return self._finished(plan)
 
         return transform
 
@@ -542,7 +542,7 @@ class MemoryConsolidator:
             plan.unqueue(change)
             if not approve:
                 plan.reject(change, "rejected by review")
-                return plan.finish()
+                return self._finished(plan)
             provenance = provenance_of(change, reviewed=today)
             text = change.text
             if text is not None:  # cleaned again, as every text the section takes
@@ -552,9 +552,21 @@ class MemoryConsolidator:
                     return plan.finish()
             approved = Proposal(replace(change, text=text, reason=None))
             carry_out(plan, approved, provenance=provenance, review=False, seen=None)
-            return plan.finish()
+            return self._finished(plan)
 
         return transform
+
+    def _finished(self, plan: Plan) -> tuple[dict[str, str], ConsolidationResult]:
+        changes, result = plan.finish()
+        if plan.queue.tampered is not None and self.pending_path in changes:
+            # Sealing the list again ends the report of `review` and `doctor`: say it once here.
+            logger.warning(
+                "the review queue %s was changed outside layered-memory (%s); its list is sealed "
+                "again with this write: check `layered-memory review`",
+                self.pending_path,
+                plan.queue.tampered,
+            )
+        return changes, result
 
     def _queued(self, responses: Sequence[Any]) -> list[Change]:
         queue = self._queue(responses)
