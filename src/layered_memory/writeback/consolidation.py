@@ -35,6 +35,7 @@ returns first (`flush()` waits; a process that exits waits for the queued work).
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextvars
 import datetime as dt
@@ -249,6 +250,7 @@ class MemoryConsolidator:
         proposals, rejected, provenance = self._read_reply(reply, thread_id, messages, entries)
         if not proposals:
             return self._report(ConsolidationResult(rejected=rejected))
+        await asyncio.to_thread(self._key)  # read once, off the event loop
         result = await self._strategy.atransact(self._consolidation(proposals, entries, provenance))
         return self._report(replace(result, rejected=[*rejected, *result.rejected]))
 
@@ -265,6 +267,7 @@ class MemoryConsolidator:
 
     async def apending(self) -> list[Change]:
         """The async form of `pending`."""
+        await asyncio.to_thread(self._key)  # read once, off the event loop
         return self._queued(await adownload_files_safely(self.backend, [self.pending_path]))
 
     def queue_problems(self) -> list[str]:
@@ -312,6 +315,7 @@ class MemoryConsolidator:
 
     async def aapprove(self, change: Change | str) -> ConsolidationResult:
         """The async form of `approve`."""
+        await asyncio.to_thread(self._key)  # read once, off the event loop
         return await self._strategy.atransact(self._decision(_id_of(change), approve=True))
 
     def reject(self, change: Change | str) -> Change:
@@ -325,6 +329,7 @@ class MemoryConsolidator:
 
     async def areject(self, change: Change | str) -> Change:
         """The async form of `reject`."""
+        await asyncio.to_thread(self._key)  # read once, off the event loop
         result = await self._strategy.atransact(self._decision(_id_of(change), approve=False))
         return result.rejected[0]
 

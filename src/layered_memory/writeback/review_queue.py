@@ -176,6 +176,8 @@ def provenance_of(change: Change, *, reviewed: str | None = None) -> Provenance:
 # --- The key ----------------------------------------------------------------------------------
 
 _key_lock = threading.Lock()
+_keys: dict[str, bytes] = {}
+"""Keys read, by file: the key never changes once made."""
 
 
 def review_key() -> bytes:
@@ -191,8 +193,12 @@ def review_key() -> bytes:
     folder = state_dir()
     path = os.path.join(folder, KEY_NAME)
     with _key_lock:
+        known = _keys.get(path)
+        if known is not None:
+            return known  # read once per process: async callers then never wait on the disk
         try:
-            return _read_key(path)
+            _keys[path] = _read_key(path)
+            return _keys[path]
         except FileNotFoundError:
             pass
         os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -207,7 +213,8 @@ def review_key() -> bytes:
                 os.link(temporary, path)
         finally:
             os.unlink(temporary)
-        return _read_key(path)
+        _keys[path] = _read_key(path)
+        return _keys[path]
 
 
 def _read_key(path: str) -> bytes:
