@@ -161,6 +161,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         max_rules_chars: Upper bound on the matched rules inside the block.
         strict: Raise on an unusable memory file instead of logging and skipping it.
         rules_writable: Let the agent edit rule files (refused by default).
+        list_unmatched_rules: List the scoped rules no key matched as well (name, description,
+            path, for the agent to read), as VS Code lists every instructions file, and let a
+            match key name one to inject it. Off by default: a scoped rule costs nothing until
+            it matches.
         add_cache_control: Tag the last system block for Anthropic prompt caching.
         system_prompt: Template with an `{agent_memory}` slot, or `None` to inject nothing.
         nested: File names of nested memory (`("AGENTS.md", "CLAUDE.md")`): when the agent
@@ -207,6 +211,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
         strict: bool = False,
         rules_writable: bool = False,
+        list_unmatched_rules: bool = False,
         add_cache_control: bool = False,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         nested: Sequence[str] = (),
@@ -229,6 +234,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             session_store=session_store,
             max_chars=max_chars,
             max_rules_chars=max_rules_chars,
+            list_unmatched_rules=list_unmatched_rules,
             system_prompt=system_prompt,
             compat=source_list is not None,
             strict=strict,
@@ -319,6 +325,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             max_rules_chars=self.assembler.max_rules_chars,
             strict=self.assembler.strict,
             rules_writable=False,
+            list_unmatched_rules=self.assembler.list_unmatched_rules,
             add_cache_control=self._add_cache_control,
             system_prompt=self.system_prompt,
             nested=self.assembler.nested,
