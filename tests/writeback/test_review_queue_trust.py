@@ -260,3 +260,25 @@ def test_anthropics_memory_tool_cannot_rewrite_the_queue(tmp_path: Path) -> None
     assert "refused" in answer.text
     assert "review queue" in answer.text
     assert queue_file.read_text() == '{"changes": []}\n'
+
+
+def test_the_cli_takes_the_prefix_it_shows_and_refuses_an_ambiguous_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    consolidator = held(tmp_path, "Builds use uv.", "Tests run with make test.")
+    first, second = consolidator.pending()
+    shared = next(n for n in range(64) if first.id[n] != second.id[n])  # digits in common
+    assert shared < 8  # these two texts' digests part within 8 digits: a prefix names one
+
+    listed = main(["review", "--root", str(tmp_path)])
+    shown = capsys.readouterr().out
+    assert listed == 0
+    assert f"{first.id[:12]}  add" in shown
+    assert first.id[12:] not in shown  # the short form, as git shows it
+    status = main(["review", "approve", first.id[:8], "--root", str(tmp_path)])
+    assert status == 0
+    assert "Builds use uv." in learned(tmp_path)
+    status = main(["review", "approve", second.id[:4], "--root", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "at least 8 digits" in out
