@@ -63,7 +63,8 @@ CONSTANTS: dict[str, set[str]] = {
     "layered_memory.views._conversation": {"_KINDS"},
     "layered_memory.views._view": {"VISIBLE"},
     "layered_memory.views.settings": {"MemoryProfileFactory._PROFILES"},
-    "layered_memory.writeback.consolidation": {"_OWN_RUN", "UPDATE_MEMORY_TOOL"},
+    "layered_memory.writeback.consolidation": {"_OWN_RUN"},
+    "layered_memory.writeback.consolidation_prompt": {"UPDATE_MEMORY_TOOL"},
 }
 
 # Calls whose result is never a cache: type-level helpers and locks.

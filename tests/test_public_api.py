@@ -144,7 +144,17 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "tool_calls",
         "validation",
     ],
-    "layered_memory.writeback": ["consolidation", "hooks", "insights", "sections"],
+    "layered_memory.writeback": [
+        "consolidation",
+        "consolidation_prompt",
+        "hooks",
+        "insights",
+        "learned",
+        "lesson_effects",
+        "lesson_hold",
+        "review_queue",
+        "sections",
+    ],
     "layered_memory.safety": ["defuse", "redaction"],
 }
 

@@ -227,6 +227,31 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         "4,096 names",
         maxsize=4096,
     ),
+    # -- write-back ----------------------------------------------------------------------------
+    ProcessState(
+        "layered_memory.writeback.lesson_effects",
+        "_variants",
+        "lru_cache",
+        "a word's other spellings, for the lesson hold",
+        "65,536 words",
+        maxsize=65536,
+    ),
+    ProcessState(
+        "layered_memory.writeback.lesson_effects",
+        "_effects",
+        "lru_cache",
+        "the effect classes of one lesson text",
+        "4,096 texts",
+        maxsize=4096,
+    ),
+    ProcessState(
+        "layered_memory.writeback.review_queue",
+        "_keys",
+        "cache",
+        "the review queue's sealing key, by its file",
+        "one per state folder (the key never changes once made)",
+        lock="_key_lock",
+    ),
     # -- checkpoint, views, graph ------------------------------------------------------------
     ProcessState(
         "layered_memory.checkpoint.saver",
