@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -262,23 +261,12 @@ async def async_checkpointer(
             )
             yield saver
             return
-        import psycopg
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-        url = request.getfixturevalue("postgres_url")
-        schema = f"lm_test_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f'CREATE SCHEMA "{schema}"')
-        try:
-            saver = await stack.enter_async_context(
-                AsyncPostgresSaver.from_conn_string(f"{url}?options=-csearch_path%3D{schema}")
-            )
-            await saver.setup()
-            yield saver
-        finally:
-            await stack.aclose()
-            with psycopg.connect(url, autocommit=True) as admin:
-                admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        schema = request.getfixturevalue("postgres_schema")
+        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(schema.url))
+        await saver.setup()
+        yield saver
 
 
 async def test_alist_thread_ids_by_prefix(async_checkpointer: BaseCheckpointSaver[Any]) -> None:
