@@ -203,9 +203,23 @@ class LexicalEmbeddings(Embeddings):
         return [value / norm for value in vector] if norm else vector
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text."""
+        """One vector per text.
+
+        Args:
+            texts: The documents.
+
+        Returns:
+            Their vectors, in order.
+        """
         return [self._vector(text) for text in texts]
 
     def embed_query(self, text: str) -> list[float]:
-        """The vector of one text (queries and documents share one space)."""
+        """The vector of one text (queries and documents share one space).
+
+        Args:
+            text: The query.
+
+        Returns:
+            Its vector.
+        """
         return self._vector(text)
