@@ -16,7 +16,16 @@ the rendered context. Baselines fill the same character budget:
 - BM25 over turns (`bm25s`, the package's tokenizer), best first, until the budget is full;
 - BM25 over pages, the same over the pages the tiers get (the strongest plain baseline);
 - flat dense over pages: cosine of the question with every page (the same embedding as the
-  tiers), best first, until the budget is full.
+  tiers), best first, until the budget is full;
+- RRF hybrid over pages / over turns: reciprocal rank fusion (k = 60) of the BM25 and the dense
+  rankings, best first;
+- flat recipe over pages: the tiers' own scoring (0.6 · BM25 / best + 0.4 · calibrated dense +
+  0.6 · best neighbouring page, the time bonus) over one flat index of every page, no tiers,
+  no headers: what the tiers add beyond their search.
+
+Next to recall, **evidence share**: the share of the injected characters (the whole rendered
+context, headers and dates included) that are the text of turns from the evidence's sessions,
+pooled over the questions: what the budget is spent on.
 
 The data set is not in the repository: get `data/locomo10.zip` from the `snap-research/locomo`
 repository (or a `locomo10.json`, the list of the 10 samples) and point `LOCOMO_PATH` at it.
@@ -111,6 +120,7 @@ class Question:
     text: str
     category: int
     evidence: tuple[str, ...]  # turn texts
+    sessions: tuple[str, ...] = ()  # every turn text of the evidence's sessions
 
 
 @dataclass(slots=True)
@@ -120,6 +130,11 @@ class Conversation:
     pages: list[PageIn]
     questions: list[Question]
     end: float
+
+
+def _session_of(dia_id: str) -> str:
+    """The session of a turn id ("D3:5": "D3")."""
+    return dia_id.split(":", 1)[0]
 
 
 def _session_time(text: str) -> float:
@@ -201,8 +216,10 @@ def load(path: str | os.PathLike[str] | None = None) -> list[Conversation]:
                 continue
             ids = [e for x in qa.get("evidence", []) for e in re.split(r"[;,\s]+", x) if e]
             evidence = tuple(dict.fromkeys(by_id[e].text for e in ids if e in by_id))
+            wanted = {_session_of(e) for e in ids if e in by_id}
+            around = tuple(dict.fromkeys(t.text for t in turns if _session_of(t.dia_id) in wanted))
             if evidence:
-                questions.append(Question(qa["question"], qa["category"], evidence))
+                questions.append(Question(qa["question"], qa["category"], evidence, around))
         conversations.append(
             Conversation(sample["sample_id"], turns, pages, questions, turns[-1].timestamp)
         )
@@ -328,17 +345,78 @@ def bm25_pages(conv: Conversation, budget: int) -> Callable[[Question], str]:
     return context
 
 
-def dense_pages(conv: Conversation, budget: int, emb: Embeddings) -> Callable[[Question], str]:
-    matrix = np.asarray(emb.embed_documents([page_text(p) for p in conv.pages]), np.float32)
+def _unit_rows(emb: Embeddings, texts: list[str]) -> np.ndarray:
+    matrix = np.asarray(emb.embed_documents(texts), np.float32)
     norms = np.linalg.norm(matrix, axis=1)
     norms[norms == 0] = 1.0
-    matrix = matrix / norms[:, None]
+    return matrix / norms[:, None]
+
+
+def _unit_query(emb: Embeddings, text: str) -> np.ndarray:
+    q = np.asarray(emb.embed_query(text), np.float32)
+    return q / (np.linalg.norm(q) or 1.0)
+
+
+def dense_pages(conv: Conversation, budget: int, emb: Embeddings) -> Callable[[Question], str]:
+    matrix = _unit_rows(emb, [page_text(p) for p in conv.pages])
 
     def context(question: Question) -> str:
-        q = np.asarray(emb.embed_query(question.text), np.float32)
-        q = q / (np.linalg.norm(q) or 1.0)
-        order = np.argsort(-(matrix @ q), kind="stable")
+        order = np.argsort(-(matrix @ _unit_query(emb, question.text)), kind="stable")
         return _fill((page_text(conv.pages[i]) for i in order), budget)
+
+    return context
+
+
+RRF_K = 60
+
+
+def rrf(texts: list[str], budget: int, emb: Embeddings) -> Callable[[Question], str]:
+    """Reciprocal rank fusion of BM25 and dense over `texts` (k = 60; a text matching
+    neither ranking is not fused in)."""
+    retriever = bm25s.BM25()
+    retriever.index([tokens(t) for t in texts], show_progress=False)
+    matrix = _unit_rows(emb, texts)
+
+    def context(question: Question) -> str:
+        lexical = retriever.get_scores(tokens(question.text))
+        dense = matrix @ _unit_query(emb, question.text)
+        fused = np.zeros(len(texts))
+        for scores in (lexical, dense):
+            order = np.argsort(-scores, kind="stable")
+            ranks = np.empty(len(texts))
+            ranks[order] = np.arange(1, len(texts) + 1)
+            fused += np.where(scores > 0, 1.0 / (RRF_K + ranks), 0.0)
+        order = np.argsort(-fused, kind="stable")
+        return _fill((texts[i] for i in order if fused[i] > 0), budget)
+
+    return context
+
+
+def flat_recipe(
+    conv: Conversation, budget: int, emb: Embeddings, settings: dict[str, Any]
+) -> Callable[[Question], str]:
+    """The tiers' scoring over one flat index of every page (`layered_memory.recall`)."""
+    tuned = TierSettings(**settings)
+    texts = [page_text(p) for p in conv.pages]
+    index = RecallIndex()
+    index.append(
+        [str(i) for i in range(len(texts))],
+        [p.timestamp for p in conv.pages],
+        [Counter(tokens(t)) for t in texts],
+        _unit_rows(emb, texts),
+    )
+    now = conv.end + 3600.0
+
+    def context(question: Question) -> str:
+        found = rank(
+            index,
+            tokens(question.text),
+            _unit_query(emb, question.text),
+            top_k=len(texts),
+            relevance_z=tuned.relevance_z,
+            hint=time_hint(question.text, now),
+        )
+        return _fill((texts[int(pid)] for pid, _ in found.ranked), budget)
 
     return context
 

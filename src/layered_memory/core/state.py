@@ -46,6 +46,7 @@ from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.render import SessionEntry
 from layered_memory.core.snapshot import RunStart
 from layered_memory.core.validation import invalid_path_reason
+from layered_memory.recall.entries import RecallQuery
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -184,6 +185,23 @@ def match_keys_of(state: Mapping[str, Any]) -> tuple[str, ...]:
 def extras_of(state: Mapping[str, Any]) -> MemoryExtras:
     """The nested and imported memory kept in state."""
     return MemoryExtras.from_state(loaded(state).get("extras"))
+
+
+MAX_RECALL_QUERY_CHARS = 4000
+"""Characters of the latest user message a recall layer's choice reads (a pasted log must not
+make every model call score megabytes)."""
+
+
+def recall_query_of(state: Mapping[str, Any]) -> RecallQuery:
+    """What a `recall=True` layer chooses its entries by: the latest user message (its text,
+    up to `MAX_RECALL_QUERY_CHARS`) and the paths the agent's tools named in this thread."""
+    message = ""
+    for item in reversed(state.get("messages") or ()):
+        if getattr(item, "type", None) == "human":
+            text = getattr(item, "text", "")
+            message = text if isinstance(text, str) else ""
+            break
+    return RecallQuery(message[:MAX_RECALL_QUERY_CHARS], tuple(touched_of(state)))
 
 
 def touched_of(state: Mapping[str, Any]) -> list[str]:
