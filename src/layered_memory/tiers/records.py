@@ -92,6 +92,10 @@ class TierSettings:
             deviations) a page must be to count as a dense match; a lexical match (a shared
             content word) always counts. Calibrated per query, so it holds for any embedding,
             where one cosine cut fits one embedding only.
+        floor_z: A page without a lexical match (no content word shared with the query)
+            whose cosine is less than this many standard deviations above the query's mean
+            is never returned, whatever else lifts it (a neighbouring hit, the period the
+            query names): a budget that holds everything is not filled with unrelated pages.
         lpm_capacity: Long-term entries kept (FIFO).
         lpm_top: Long-term entries returned per retrieval (only relevant ones).
         max_promotions: Segments promoted per consolidation at most (the rest wait for the next).
@@ -110,6 +114,7 @@ class TierSettings:
     tau: float = 5.0
     top_k: int = 20
     relevance_z: float = 1.0
+    floor_z: float = 0.0
     lpm_capacity: int = 100
     lpm_top: int = 5
     max_promotions: int = 3
@@ -126,7 +131,7 @@ class TierSettings:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 msg = f"{name} must be an int >= 0, got {value!r}"
                 raise ValueError(msg)
-        for name in ("theta", "alpha", "beta", "gamma", "mu", "tau", "relevance_z"):
+        for name in ("theta", "alpha", "beta", "gamma", "mu", "tau", "relevance_z", "floor_z"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 msg = f"{name} must be a number, got {value!r}"
