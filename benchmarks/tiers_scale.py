@@ -29,7 +29,7 @@ from langgraph.store.memory import InMemoryStore
 
 from benchmarks.synthetic import conversation
 from layered_memory.tiers import TieredMemory
-from layered_memory.tiers.search import tokens
+from layered_memory.recall.text import tokens
 
 USER = "scale-user"
 

@@ -156,7 +156,7 @@ class RecallIndex:
         self.words += words
         if self._matrix is not None:
             rows = np.zeros((len(ids), self.dim or 1), np.float32) if vectors is None else vectors
-            self._matrix.extend(np.asarray(rows, np.float32).reshape(len(ids), -1))
+            self._matrix.extend(np.asarray(rows, np.float32).reshape(len(ids), self.dim or 1))
         self._times.extend(np.asarray(times, dtype=np.float64))
         self._lengths.extend(np.asarray([sum(c.values()) for c in words], dtype=np.float32))
         shown = [True] * len(ids) if visible is None else list(visible)

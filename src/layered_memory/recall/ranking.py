@@ -11,10 +11,12 @@ and which rows are relevant at all.
   TF-IDF puts unrelated rows at 0 and related ones at 0.1, WordLlama unrelated ones at 0.3; a
   fixed 0.2 fits neither. A query matching nothing returns nothing.
 - **The floor.** A row with no lexical match whose cosine is below `floor_z` standard
-  deviations above the mean is never returned, whatever else lifts it (a neighbour, the
-  period a query names): with a budget that holds everything, a question about sourdough
-  must not bring "my cat Miso sleeps all day". `floor_z` sits below `relevance_z`: a row
-  just under the dense cut may still come as the context of a hit.
+  deviations above the mean is never returned, whatever else lifts it (a neighbouring hit):
+  with a budget that holds everything, a question about sourdough must not bring "my cat
+  Miso sleeps all day". `floor_z` sits below `relevance_z`: a row just under the dense cut
+  may still come as the context of a hit. A row from the period the query names matches by
+  its date (the date is part of what is shown). On LoCoMo (TF-IDF) the floor at 0 changes no
+  answer at 2,000 and 4,000 characters (docs/benchmarks.md).
 - **The conversation around a hit.** Each row adds 0.6 × the score of its best neighbour
   (the rows one place before or after it in time, two places at half weight, within two
   hours): the answer is often in the reply to the turn that matches the question, or the
@@ -253,7 +255,11 @@ def rank(
         context = _context(score[:n], times[:n])
         score[:n] += CONTEXT_WEIGHT * np.where(index.visible, context, 0.0)
     if hint.start is not None and hint.end is not None:
-        score[visible & (times >= hint.start) & (times < hint.end)] += TIME_BONUS
+        # A row from the period the query names matches it by its date (every rendered page
+        # carries its date): relevant, as a shared word would make it.
+        within = visible & (times >= hint.start) & (times < hint.end)
+        score[within] += TIME_BONUS
+        eligible |= within
     visible &= eligible
     relevant = (score > 0) & visible
     if hint.present and relevant.any():

@@ -35,7 +35,7 @@ from layered_memory.tiers.records import (
     check_prefix,
     user_namespace,
 )
-from layered_memory.tiers.search import storable
+from layered_memory.tiers.summaries import storable
 from layered_memory.writeback.redaction import redact
 
 if TYPE_CHECKING:

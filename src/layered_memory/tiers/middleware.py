@@ -15,8 +15,10 @@ A run without a usable user id gets no memory and records nothing (one warning),
 written for recall.
 
 The budget goes to evidence first: the relevant long-term entries (short; an entry made from
-a page that is itself shown is left out), then the found pages best first, then whatever
-short-term pages still fit, newest first. An item that does not fit is skipped and the next
+a page that is itself shown is left out), then the found pages best first. Nothing else:
+a short-term page the search did not find is not shown however much budget is left (it
+shares no word with the question and is no closer to it than the average page; issue 37's
+precision rule). An item that does not fit is skipped and the next
 one tried (a shorter one may fit); the last room is given to the first item skipped, cut with
 an ellipsis. Items are then printed by tier, pages in the order they happened, each with its
 date (temporal questions need it). The header is one line. Memory text is untrusted: closing
@@ -142,9 +144,6 @@ def render_retrieval(retrieval: Retrieval, *, max_chars: int = DEFAULT_MAX_CHARS
     for hit in retrieval.pages:
         tier = "short_term" if hit.page.id in short_ids else "mid_term"
         candidates.append((tier, _page(hit.page), hit.page.timestamp))
-    for page in sorted(retrieval.short_term, key=lambda p: p.timestamp, reverse=True):
-        if page.id not in shown:
-            candidates.append(("short_term", _page(page), page.timestamp))
     block = _Block(max_chars)
     if not candidates or block.used > max_chars:
         return ""

@@ -45,7 +45,7 @@ from typing import Any, Final, Literal
 
 from layered_memory._logs import get_logger
 from layered_memory.errors import TierUserIdError, VectorError
-from layered_memory.tiers.search import top_keywords
+from layered_memory.tiers.summaries import top_keywords
 
 try:
     import numpy as np
