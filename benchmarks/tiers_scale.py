@@ -28,8 +28,8 @@ import bm25s
 from langgraph.store.memory import InMemoryStore
 
 from benchmarks.synthetic import conversation
-from layered_memory.tiers import TieredMemory
 from layered_memory.recall.text import tokens
+from layered_memory.tiers import TieredMemory
 
 USER = "scale-user"
 

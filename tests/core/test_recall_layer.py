@@ -130,8 +130,10 @@ def test_entries_are_list_items_and_sections_and_fences_stay_whole() -> None:
 
 def test_the_marker_always_fits_and_too_small_a_budget_gives_nothing() -> None:
     text = lessons()
+
     def marker(left: int, total: int) -> str:
         return f"[{left} of {total} left out]"
+
     for limit in (0, 10, 25, 100, 1000, 5000):
         chosen = choose_entries(text, limit, RecallQuery("sourdough"), marker)
         assert len(chosen) <= limit

@@ -237,9 +237,7 @@ async def test_the_conversation_around_a_hit_comes_with_it(make_memory, clock, u
     assert "Rye starter fed twice a day" not in queries
 
 
-async def test_the_turn_after_a_hit_comes_with_it_when_it_is_related(
-    make_memory, clock, use_async
-):
+async def test_the_turn_after_a_hit_comes_with_it_when_it_is_related(make_memory, clock, use_async):
     # The turn after is close to the question in meaning (above the floor, below the cut
     # that would make it a dense match by itself), and shares no word with it.
     vectors = {"bakery": [1.0, 0.0, 0.0], "recipe": [1.0, 0.0, 0.0], "rye": [0.8, 0.6, 0.0]}

@@ -223,7 +223,7 @@ def render_memory_report(
     if compat:
         pieces = compat_pieces(layers, files, unreadable, available, extras)
     else:
-        pieces = layer_pieces(layers, files, unreadable, available, extras, query)
+        pieces = layer_pieces(layers, files, unreadable, available, extras, query=query)
     if rules is not None:
         pieces.append(rules_piece(rules, available))
     if session is not None:
@@ -527,6 +527,7 @@ def layer_pieces(
     unreadable: Mapping[str, str],
     available: int,
     extras: MemoryExtras,
+    *,
     query: RecallQuery | None = None,
 ) -> list[Piece]:
     """Every layer file in its element, each followed by what it imports; then nested files."""
@@ -615,7 +616,8 @@ def file_piece(
     """A file's element, its text cut by the layer's line and character caps; returns the
     layer's remaining character cap too."""
     if layer.recall:
-        return _recall_piece(layer, path, text, remaining, query or RecallQuery(), kind, rank)
+        query = query or RecallQuery()
+        return _recall_piece(layer, path, text, remaining, query=query, kind=kind, rank=rank)
     source_chars = len(text)
     capped: list[str] = []
     line_cap = layer.line_cap(path)
@@ -641,6 +643,7 @@ def _recall_piece(
     path: str,
     text: str,
     remaining: int | None,
+    *,
     query: RecallQuery,
     kind: PieceKind,
     rank: int,

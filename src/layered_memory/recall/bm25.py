@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-__all__ = ["B", "K1", "bm25", "idf"]
+__all__ = ["K1", "B", "bm25", "idf"]
 
 K1: Final = 1.5
 """BM25's term-frequency saturation."""

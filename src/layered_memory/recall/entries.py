@@ -165,7 +165,7 @@ def _prepared(text: str) -> _Prepared:
 def _scores(prepared: _Prepared, query: RecallQuery) -> dict[int, float]:
     """Each matching entry's score: BM25 of the message's words, the touched paths' words at
     `PATH_WEIGHT`, and `NAME_BONUS` for naming a touched file."""
-    weights: Counter[str] = Counter()
+    weights: dict[str, float] = {}
     for word in tokens(query.message):
         weights[word] = 1.0
     names: set[str] = set()
@@ -174,7 +174,7 @@ def _scores(prepared: _Prepared, query: RecallQuery) -> dict[int, float]:
         if len(name) > 2:
             names.add(name)
         for word in tokens(path):
-            weights[word] = max(weights[word], PATH_WEIGHT)
+            weights[word] = max(weights.get(word, 0.0), PATH_WEIGHT)
     total = sum(1 for entry in prepared.entries if not entry.is_heading)
     scores: dict[int, float] = {}
     for word, weight in weights.items():

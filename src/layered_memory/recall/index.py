@@ -27,6 +27,7 @@ except ImportError as exc:  # pragma: no cover - the tiers extra installs it
 
 __all__ = ["RecallIndex"]
 
+
 @dataclass(slots=True)
 class _Postings:
     docs: list[int] = field(default_factory=list)
@@ -49,7 +50,7 @@ class _Growing:
     __slots__ = ("_data", "_n")
 
     def __init__(self, shape: tuple[int, ...], dtype: type) -> None:
-        self._data = np.zeros((0, *shape), dtype=dtype)
+        self._data: np.ndarray = np.zeros((0, *shape), dtype=dtype)
         self._n = 0
 
     @property

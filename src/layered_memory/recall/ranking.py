@@ -38,7 +38,7 @@ from typing import Final
 
 import numpy as np
 
-from layered_memory.recall.bm25 import B, K1, bm25, idf
+from layered_memory.recall.bm25 import K1, B, bm25, idf
 from layered_memory.recall.index import RecallIndex
 from layered_memory.recall.periods import TimeHint
 

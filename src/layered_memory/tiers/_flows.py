@@ -526,7 +526,9 @@ def _create(ctx: Context, state: UserState, mid: MidTerm, page: PageRec) -> SegR
     segment.add_keywords(page.keywords)
     segment.keywords = list(page.keywords[: summaries.MAX_SEGMENT_KEYWORDS])
     segment.summary = (
-        page.summary if ctx.has_model else summaries.segment_summary(segment.keywords, segment.lines)
+        page.summary
+        if ctx.has_model
+        else summaries.segment_summary(segment.keywords, segment.lines)
     )
     mid.vectors[segment.id] = page.vector.copy()
     return segment
@@ -678,8 +680,7 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
         )
     dense = q if q is not None and (index is None or q.shape[0] == index.dim) else None
     stm_docs = [
-        ranking.LooseDoc(page.id, word_counts(page_text(page)), page.timestamp)
-        for page in short
+        ranking.LooseDoc(page.id, word_counts(page_text(page)), page.timestamp) for page in short
     ]
     s = ctx.settings
     hint = time_hint(query, ctx.now)

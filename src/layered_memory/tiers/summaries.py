@@ -27,7 +27,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from layered_memory.core.defuse import drop_invisible
 from layered_memory.recall.text import tokens
 
-
 MAX_KEYWORDS: Final = 8
 """Keywords kept per page."""
 MAX_SEGMENT_KEYWORDS: Final = 12
@@ -36,6 +35,7 @@ MAX_SUMMARY_LINE: Final = 200
 
 _UNSTORABLE_RE = re.compile(r"[\x00\ud800-\udfff]")
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
+
 
 def storable(text: str) -> tuple[str, int]:
     """`text` as PostgreSQL can store it, and how many characters were replaced.
