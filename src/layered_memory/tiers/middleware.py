@@ -21,8 +21,9 @@ shares no word with the question and is no closer to it than the average page; i
 precision rule). An item that does not fit is skipped and the next one tried (a shorter one
 may fit); the last room is given to the first item skipped, cut with an ellipsis. Items are
 then printed by tier, pages in the order they happened under a `[YYYY-MM-DD]` line for their
-day (temporal questions need the date; one line per day costs less than one per page). The header is one line. Memory text is untrusted: closing
-tags of this block (and of `MemoryMiddleware`'s) inside it are defused.
+day (temporal questions need the date; one line per day costs less than one per page). The
+header is one line. Memory text is untrusted: closing tags of this block (and of
+`MemoryMiddleware`'s) inside it are defused.
 """
 
 from __future__ import annotations
