@@ -93,7 +93,7 @@ from layered_memory.core.state import (
     merge_paths,
     named_paths,
     needs_reload,
-    recall_query_of,
+    latest_user_text,
     refused,
     run_data,
     run_start_of,
@@ -182,7 +182,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _hooks_class: type[Any] | None = None
-    _last_block: tuple[str, list[str], list[str], str, RecallQuery | None] | None = None
+    _last_block: tuple[str, list[str], list[str], str, str | None] | None = None
 
     def __init__(
         self,
@@ -621,14 +621,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         touched = state.get("memory_touched_paths") or []
         context = memory.get("match_context") or []
         # A recall layer's choice follows the latest user message: part of the key then only.
-        query = recall_query_of(state) if self.assembler.recalls else None
+        message = latest_user_text(state) if self.assembler.recalls else None
         last = self._last_block
         if (
             last is not None
             and last[0] == digest
             and last[1] == touched
             and last[2] == context
-            and last[4] == query
+            and last[4] == message
         ):
             return last[3]
         block = self.assembler.render_parts(
@@ -639,12 +639,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             digest=digest,
             unreadable=memory.get("unreadable"),
             extras=extras_of(state),
-            query=query,
+            query=None if message is None else RecallQuery(message, tuple(touched)),
         )
         if digest is not None:
             # Copies: a list changed in place must not look unchanged. One tuple, replaced
             # whole, so threads sharing this middleware read a consistent entry.
-            self._last_block = (digest, list(touched), list(context), block, query)
+            self._last_block = (digest, list(touched), list(context), block, message)
         return block
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:

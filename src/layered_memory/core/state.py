@@ -46,7 +46,6 @@ from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.render import SessionEntry
 from layered_memory.core.snapshot import RunStart
 from layered_memory.core.validation import invalid_path_reason
-from layered_memory.recall.entries import RecallQuery
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -192,16 +191,16 @@ MAX_RECALL_QUERY_CHARS = 4000
 make every model call score megabytes)."""
 
 
-def recall_query_of(state: Mapping[str, Any]) -> RecallQuery:
-    """What a `recall=True` layer chooses its entries by: the latest user message (its text,
-    up to `MAX_RECALL_QUERY_CHARS`) and the paths the agent's tools named in this thread."""
-    message = ""
+def latest_user_text(state: Mapping[str, Any]) -> str:
+    """The latest user message's text (up to `MAX_RECALL_QUERY_CHARS`): what a `recall=True`
+    layer chooses its entries by, with the paths touched. On every model call of a run with a
+    recall layer: a scan back to the last human message, nothing else."""
     for item in reversed(state.get("messages") or ()):
         if getattr(item, "type", None) == "human":
-            text = getattr(item, "text", "")
-            message = text if isinstance(text, str) else ""
-            break
-    return RecallQuery(message[:MAX_RECALL_QUERY_CHARS], tuple(touched_of(state)))
+            content = item.content
+            text = content if isinstance(content, str) else getattr(item, "text", "")
+            return text[:MAX_RECALL_QUERY_CHARS] if isinstance(text, str) else ""
+    return ""
 
 
 def touched_of(state: Mapping[str, Any]) -> list[str]:
