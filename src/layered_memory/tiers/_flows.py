@@ -47,6 +47,7 @@ from layered_memory.tiers.records import (
     INDEX_ROWS,
     LPM_KEY,
     MAX_LINES,
+    MAX_SEGMENT_KEYWORDS,
     MID_TERM_KEY,
     PAGES,
     STATE_KEY,
@@ -73,6 +74,7 @@ from layered_memory.tiers.records import (
     dump_visits,
     id_number,
     load_visits,
+    top_keywords,
     unit,
     warn,
 )
@@ -495,10 +497,10 @@ def _join(ctx: Context, mid: MidTerm, segment: SegRec, page: PageRec) -> Flow[No
         parsed = _parsed(answer, summaries.parse_summary, ctx, "segment summary")
         if parsed is not None:
             words, segment.summary = parsed
-            segment.keywords = words[: summaries.MAX_SEGMENT_KEYWORDS]
+            segment.keywords = words[:MAX_SEGMENT_KEYWORDS]
             lexical = False
     if lexical:
-        segment.keywords = summaries.top_keywords(segment.counts)
+        segment.keywords = top_keywords(segment.counts)
         segment.summary = summaries.segment_summary(segment.keywords, segment.lines)
 
 
@@ -524,7 +526,7 @@ def _create(ctx: Context, state: UserState, mid: MidTerm, page: PageRec) -> SegR
         mid.vectors[segment.id] = 0 * page.vector
         return segment
     segment.add_keywords(page.keywords)
-    segment.keywords = list(page.keywords[: summaries.MAX_SEGMENT_KEYWORDS])
+    segment.keywords = list(page.keywords[:MAX_SEGMENT_KEYWORDS])
     segment.summary = (
         page.summary
         if ctx.has_model
@@ -922,7 +924,7 @@ def _rebuild(ctx: Context, loaded: Loaded, place: _Place) -> Flow[None]:
     segment.counts = {}
     for page in pages:
         segment.add_keywords(page.keywords)
-    segment.keywords = summaries.top_keywords(segment.counts)
+    segment.keywords = top_keywords(segment.counts)
     segment.lines = [page.summary for page in pages if page.summary][-MAX_LINES:]
     segment.summary = summaries.segment_summary(segment.keywords, segment.lines)
     if place.archive_block is not None:
