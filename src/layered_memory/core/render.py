@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from layered_memory.core.layers import Layer, in_folder
 from layered_memory.core.loading import MemoryExtras, strip_html_comments
+from layered_memory.recall.entries import RecallQuery, choose_entries
 from layered_memory.safety.defuse import (
     ascii_skeleton,
     defuse,
@@ -47,7 +48,6 @@ from layered_memory.safety.defuse import (
     defuse_name,
     drop_invisible,
 )
-from layered_memory.recall.entries import RecallQuery, choose_entries
 from layered_memory.safety.redaction import redact_json, redact_text
 
 # -- the block ------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from layered_memory.safety.defuse import drop_invisible
 from layered_memory.recall.text import tokens
+from layered_memory.safety.defuse import drop_invisible
 
 MAX_KEYWORDS: Final = 8
 """Keywords kept per page."""
