@@ -53,31 +53,31 @@ from layered_memory.tiers.records import (
     STATE_KEY,
     VISITS_KEY,
     ArchiveBlock,
-    Consolidation,
-    FactKind,
     FactRec,
-    Forgotten,
     IndexBlock,
     LongTerm,
     MidTerm,
-    Page,
     PageRec,
-    Retrieval,
-    ScoredFact,
-    ScoredPage,
-    Segment,
     SegRec,
-    TierSettings,
     UserState,
-    Vector,
-    as_matrix,
     dump_visits,
     id_number,
     load_visits,
     top_keywords,
-    unit,
     warn,
 )
+from layered_memory.tiers.settings import TierSettings
+from layered_memory.tiers.values import (
+    Consolidation,
+    FactKind,
+    Forgotten,
+    Page,
+    Retrieval,
+    ScoredFact,
+    ScoredPage,
+    Segment,
+)
+from layered_memory.tiers.vectors import Vector, as_matrix, unit
 
 logger = get_logger(__name__)
 

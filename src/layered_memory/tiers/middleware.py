@@ -51,7 +51,8 @@ from layered_memory.core.system_message import append_block
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.safety.defuse import defuse
 from layered_memory.tiers.memory import TieredMemory
-from layered_memory.tiers.records import Page, Retrieval, check_user_id
+from layered_memory.tiers.namespaces import check_user_id
+from layered_memory.tiers.values import Page, Retrieval
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
