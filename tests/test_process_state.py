@@ -59,7 +59,7 @@ CONSTANTS: dict[str, set[str]] = {
     "layered_memory.sessions.stores.resilience": {"_WATCHDOG"},
     "layered_memory.sessions.stores.postgres": {"MIGRATIONS"},
     "layered_memory.tiers._flows": {"_KINDS"},
-    "layered_memory.tiers.search": {"_MONTHS", "_RELATIVE"},
+    "layered_memory.recall.periods": {"_MONTHS", "_RELATIVE"},
     "layered_memory.views._conversation": {"_KINDS"},
     "layered_memory.views._view": {"VISIBLE"},
     "layered_memory.views.settings": {"MemoryProfileFactory._PROFILES"},

@@ -156,6 +156,13 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "sections",
     ],
     "layered_memory.safety": ["defuse", "redaction"],
+    "layered_memory.recall": [
+        "Entry",
+        "RecallQuery",
+        "choose_entries",
+        "split_entries",
+        "tokens",
+    ],
 }
 
 

@@ -90,6 +90,7 @@ from layered_memory.core.snapshot import (
 from layered_memory.core.state import (
     LayeredMemoryState,
     extras_of,
+    latest_user_text,
     loaded,
     match_keys_of,
     merge_paths,
@@ -124,6 +125,7 @@ from layered_memory.core.validation import (
     check_path_list,
     is_backend,
 )
+from layered_memory.recall.entries import RecallQuery
 from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
@@ -195,7 +197,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _hooks_class: type[Any] | None = None
-    _last_block: tuple[str, list[str], list[str], str] | None = None
+    _last_block: tuple[str, list[str], list[str], str, str | None] | None = None
 
     def __init__(
         self,
@@ -649,8 +651,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         digest = memory.get("digest")
         touched = state.get("memory_touched_paths") or []
         context = memory.get("match_context") or []
+        # A recall layer's choice follows the latest user message: part of the key then only.
+        message = latest_user_text(state) if self.assembler.recalls else None
         last = self._last_block
-        if last is not None and last[0] == digest and last[1] == touched and last[2] == context:
+        if (
+            last is not None
+            and last[0] == digest
+            and last[1] == touched
+            and last[2] == context
+            and last[4] == message
+        ):
             return last[3]
         block = self.assembler.render_parts(
             state.get("memory_contents") or {},
@@ -660,11 +670,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             digest=digest,
             unreadable=memory.get("unreadable"),
             extras=extras_of(state),
+            query=None if message is None else RecallQuery(message, tuple(touched)),
         )
         if digest is not None:
             # Copies: a list changed in place must not look unchanged. One tuple, replaced
             # whole, so threads sharing this middleware read a consistent entry.
-            self._last_block = (digest, list(touched), list(context), block)
+            self._last_block = (digest, list(touched), list(context), block, message)
         return block
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:

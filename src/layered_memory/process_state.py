@@ -119,6 +119,14 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         maxsize=256,
     ),
     ProcessState(
+        f"{_CORE}.render",
+        "_recall_body",
+        "lru_cache",
+        "a recall layer's file, redacted and defused",
+        "32 texts",
+        maxsize=32,
+    ),
+    ProcessState(
         f"{_CORE}.render_cache",
         "_RULE_SETS",
         "cache",
@@ -317,21 +325,22 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         lock="_READ_LOCK",
     ),
     ProcessState(
-        "layered_memory.tiers.records",
+        "layered_memory.tiers.vectors",
         "DECODED",
         "cache",
         "decoded vector matrices by the revision their record was written with",
         "1,024 matrices, least recently used dropped",
     ),
     ProcessState(
-        "layered_memory.tiers.search",
+        "layered_memory.tiers.page_index",
         "INDEXES",
         "cache",
-        "every user's in-process search index, by store and namespace",
+        "every user's in-process page index, by store and namespace",
         "MAX_INDEX_BYTES of vectors, least recently used dropped",
     ),
+    # -- recall --------------------------------------------------------------------------------
     ProcessState(
-        "layered_memory.tiers.search",
+        "layered_memory.recall.text",
         "_normalize",
         "lru_cache",
         "a word normalized for search",
@@ -339,12 +348,20 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         maxsize=65536,
     ),
     ProcessState(
-        "layered_memory.tiers.search",
+        "layered_memory.recall.text",
         "word_counts",
         "lru_cache",
         "the word counts of a text",
         "8,192 texts",
         maxsize=8192,
+    ),
+    ProcessState(
+        "layered_memory.recall.entries",
+        "_prepared",
+        "lru_cache",
+        "a memory file's entries with their word counts and postings",
+        "64 texts",
+        maxsize=64,
     ),
 )
 """Every module-level cache and registry of the package (docs/development.md shows it)."""
