@@ -22,8 +22,11 @@ What counts as such a tag, whatever the case and however it is disguised:
 
 Everything else is left exactly as it is: `a < b`, `x</y`, HTML and XML in code examples
 (`</div>`, `</script>`, `</dependency>`), opening tags (`<system>` cannot end our element,
-and inside it is plainly data). The one cost is that a closing tag of a code example whose
-name starts with a guarded word (`</toolbar>`, `</users>`) also gets its backslash.
+and inside it is plainly data) but those of `GUARDED_OPENING`: tool-call and reasoning tags
+(`<tool_call>`, `<function_calls>`, `<invoke ...>`, `<think>`) that runtimes parse from raw
+model text as a call or reasoning of the model's own. The one cost is that a tag of a code
+example whose name starts with a guarded word (`</toolbar>`, `</users>`, `<invoker>`) also
+gets its backslash.
 
 Chat-template tokens that self-hosted tokenizers parse from raw text are broken the same way:
 `<start_of_turn>`, `<eos>`, `<s>` and `</s>`, `<<SYS>>` (a backslash after the `<`), Mistral's
@@ -32,7 +35,12 @@ legacy completion format's `
 
 Human:` / `
 
-Assistant:` (a backslash before the name).
+Assistant:` after a blank line, whatever its line ends (`\r\n\r\nHuman:` too;
+a backslash before the name).
+
+The lists are the tables `GUARDED_NAMES` (closing tags), `GUARDED_OPENING` (opening tags),
+`_TOKENS` (after a `<`), `_BRACKETED` (after a `[`) and `_TURNS` (after a blank line), side
+by side below.
 
 Before any of that, characters that hide text are removed (`drop_invisible`): Unicode's
 default-ignorable code points, which render as nothing (tag characters, variation selectors,
@@ -145,6 +153,7 @@ format characters, combining marks and fillers, which render as nothing."""
 
 __all__ = [
     "GUARDED_NAMES",
+    "GUARDED_OPENING",
     "IGNORABLE",
     "ascii_skeleton",
     "defuse",
@@ -166,11 +175,27 @@ GUARDED_NAMES = (
     "developer",
     "tool",
     "function",
+    "invoke",
     "instructions",
     "think",
 )
 """A closing tag whose name starts with one of these is defused (`rule` covers `rules`,
 `think` DeepSeek's and Qwen's `</think>` and `</thinking>`)."""
+
+GUARDED_OPENING = (
+    "tool_call",
+    "tool_use",
+    "tool_result",
+    "function_call",
+    "function_result",
+    "invoke",
+    "think",
+)
+"""An opening tag whose name starts with one of these is defused too: runtimes and chat
+templates parse them from raw model text as a tool call (Hermes and Qwen's `<tool_call>`,
+Anthropic's `<function_calls>` and `<invoke name=...>`) or as reasoning (`<think>`), so one
+in memory text could pose as a call the model made. Other opening tags stay (`<system>` cannot
+end our element, and inside it is plainly data)."""
 
 _ALWAYS_HIDDEN = (
     "\xad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200e\u200f\u202a-\u202e"
@@ -335,16 +360,21 @@ def _pattern(gap: str, hidden: str, flags: int, guarded: tuple[str, ...]) -> re.
     # `<s>` / `</s>` exactly (a sequence token), not `</span>`: `s`, then `>` after the gap.
     sequence = f"{_char_class('s')}{gap}{_char_class('>', letters=False)}"
     closing = f"{slash}{gap}(?:{spelled(guarded)}|{sequence})"
+    # An opening tag takes no blank after its `<` (`a < think_time` is code), only hidden
+    # characters, which `hidden` covers.
+    opening = f"{hidden}(?:{spelled(GUARDED_OPENING)})"
     return re.compile(
-        f"<(?={gap}(?:{closing}|{pipe}{hidden}\\w|{spelled(_TOKENS)}|{sequence}))"
+        f"<(?={opening}|{gap}(?:{closing}|{pipe}{hidden}\\w|{spelled(_TOKENS)}|{sequence}))"
         f"|\\[(?={hidden}{slash}?{hidden}(?:{spelled(_BRACKETED)}){hidden}\\])"
-        f"|\n\n(?={spelled(_TURNS)})",
+        # A blank line before a turn name, whatever its line ends (`\r\n\r\nHuman:` too).
+        f"|\n[ \t\r]*+\n(?={spelled(_TURNS)})",
         flags,
     )
 
 
-_OPENING = re.compile("[" + re.escape("<[" + _ALL_LOOKALIKES["<"]) + "]|\n\n")
+_OPENING = re.compile("[" + re.escape("<[" + _ALL_LOOKALIKES["<"]) + "]|\n[ \t\r]*+\n")
 """Where a match can start, searched in the text itself: most texts have none."""
+_BLANK_LINE = re.compile("\n[ \t\r]*+\n")
 
 
 @functools.lru_cache(maxsize=16)
@@ -378,7 +408,7 @@ def defuse(text: str, *, names: tuple[str, ...] = ()) -> str:
     """
     ascii_pattern, skeleton_pattern = _patterns(names)
     if text.isascii():
-        if "<" in text or "[" in text or "\n\n" in text:
+        if "<" in text or "[" in text or ("\n" in text and _BLANK_LINE.search(text)):
             return ascii_pattern.sub(_with_backslash, text)
         return text
     text = drop_invisible(text)
