@@ -356,7 +356,60 @@ _PREFIXED: Final[tuple[_Token, ...]] = (
         re.compile(r"NRAK-[A-Z0-9]{27}(?![A-Za-z0-9])|NRII-[A-Za-z0-9_-]{32}(?![A-Za-z0-9])"),
         32,
     ),  # New Relic user and insert keys
-    _Token("service_token", ("HRKU-",), re.compile(r"HRKU-AA[A-Za-z0-9_-]{58}"), 65),  # Heroku
+    _Token(
+        "service_token",
+        ("HRKU-",),
+        re.compile(
+            r"HRKU-AA[A-Za-z0-9_-]{58}"
+            r"|HRKU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+        ),
+        41,
+    ),  # Heroku: platform keys, and the UUID form `heroku authorizations:create` prints
+    _Token(
+        "service_token",
+        ("sk.eyJ", "tk.eyJ"),
+        re.compile(r"[st]k\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"),
+        46,
+    ),  # Mapbox secret and temporary tokens (`pk.` is public)
+    _Token(
+        "service_token",
+        ("4b1d", "bedrock-api-key-"),
+        re.compile(
+            r"4b1d[A-Za-z0-9]{38}(?![A-Za-z0-9])"  # ClickHouse Cloud
+            r"|bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/=%_-]{20,}"  # Bedrock
+        ),
+        42,
+        has_digit_or_caps,
+    ),
+    _Token(
+        "service_token",
+        ("_gitlab_session=",),
+        re.compile(r"_gitlab_session=(?P<secret>[0-9a-z]{32})(?![A-Za-z0-9])"),
+        48,
+    ),  # GitLab session cookie
+    _Token(
+        "service_token",
+        ("s.",),
+        re.compile(r"s\.[A-Za-z0-9]{24}(?![A-Za-z0-9_.])"),
+        26,
+        mixed,
+    ),  # HashiCorp Vault legacy service token
+    _Token(
+        "service_token",
+        ("|", "%7C"),
+        re.compile(r"[0-9]{15,16}(?:\||%7C)[0-9A-Za-z_-]{27,40}(?![A-Za-z0-9_-])"),
+        43,
+        mixed,
+    ),  # Facebook app access token: app id | app secret
+    _Token(
+        "service_token",
+        (".acc_", ".acc-"),
+        re.compile(
+            r"(?:sc|ext|scauth|authress)_[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-]"
+            r"[A-Za-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}"
+        ),
+        53,
+    ),  # Authress service client access key
     _Token("service_token", ("pul-",), re.compile(r"pul-[a-f0-9]{40}(?![A-Za-z0-9])"), 44),
     _Token("service_token", ("key-",), re.compile(r"key-[a-f0-9]{32}(?![A-Za-z0-9])"), 36),
     _Token(
@@ -527,6 +580,12 @@ _PREFIXED: Final[tuple[_Token, ...]] = (
         back=36,
     ),  # MaxMind license key
     _Token(
+        "url_credentials",
+        ("://",),
+        re.compile(r"https?://(?P<secret>[0-9a-f]{32}(?::[0-9a-f]{32})?)@[A-Za-z0-9-]"),
+        42,
+    ),  # Sentry DSN (`https://<key>@o1.ingest.sentry.io/2`): the key is the URL's user
+    _Token(
         "softlayer_api_key",
         ("softlayer.com/",),
         re.compile(r"(?i)api\.softlayer\.com/(?:soap|rest)/v3(?:\.1)?/(?P<secret>[a-z0-9]{64})"),
@@ -640,7 +699,10 @@ _MAX_NAME: Final = 64
 # A quoted value may be wrapped once onto the next line; quoted and backquoted values are
 # bounded so an unclosed quote costs at most two lines' scan.
 _VALUE: Final = re.compile(
-    r"\"(?P<dq>(?:[^\"\\\n]|\\.){1,1024}(?:\n(?![ \t])(?:[^\"\\\n]|\\.){0,1024})?)\""
+    # TOML's and Python's triple-quoted strings, which may span lines.
+    r"\"\"\"(?P<tdq>(?:[^\"\\]|\\.|\"(?!\"\")){1,1024}?)\"\"\""
+    r"|'''(?P<tsq>(?:[^'\\]|\\.|'(?!'')){1,1024}?)'''"
+    r"|\"(?P<dq>(?:[^\"\\\n]|\\.){1,1024}(?:\n(?![ \t])(?:[^\"\\\n]|\\.){0,1024})?)\""
     r"|'(?P<sq>(?:[^'\\\n]|\\.){1,1024}(?:\n(?![ \t])(?:[^'\\\n]|\\.){0,1024})?)'"
     r"|`(?P<bq>[^`\s](?:[^`\n]{0,1022}[^`\s])?)`"  # a Markdown code span: no edge spaces
     r"|(?P<bare>[^\s\"'`;]{1,512})"
@@ -686,11 +748,31 @@ _PLACEHOLDER: Final = re.compile(
     r"|changeme|todo|tbd|xxx+)(?:[\s_-].*)?|.*[_-](?:here|goes[_-]here)"
     r"|pass|password|passwd|pw|pwd|secret|token|key|credentials?)"
     r"|(?:Optional|SecretStr|Secret|str|bytes|Union)\[.*\]?"
+    # A bind parameter or a format field stands for a value given later: SQL's `$1`, `?`,
+    # `:name`, `@name`; `{0}`, `{name}` (str.format, f-strings, JSX); `%s`, `%(name)s`.
+    r"|\$[0-9]{1,3}|\?|[:@][A-Za-z_]{1,64}|\{[A-Za-z_0-9.]{0,64}\}"
+    r"|%[-+ #0]*[0-9]*(?:\.[0-9]+)?[sdiqxXvfr]"
 )
 _CODE_REFERENCE: Final = re.compile(
     r"(?:process\.env|os\.environ|import\.meta\.env|ENV|env|secrets|vars|settings|config)[.\[(]"
     r"|[A-Za-z_][\w.]*[(\[]"
 )
+# Code, read as code: an identifier path (`$`/`@` sigils; attribute access `a.b`, optional
+# chaining `a?.b`, a non-null assertion `a!.b`, scopes `A::b`, `a->b`), each name letters with
+# at most trailing digits, so a random value (`Tr0ub4dor`) is never one name.
+_CODE_NAME: Final = r"[A-Za-z_$][A-Za-z_$]{0,63}[0-9]{0,3}"
+_CODE_PATH: Final = re.compile(
+    rf"[$@]?{_CODE_NAME}(?P<more>(?:(?:[?!]?\.|::|->){_CODE_NAME}){{0,16}})"
+)
+# What makes a path an expression's start: a call, a subscript, a generic (`get<string>(`,
+# `get::<T>`) or a cast after it.
+_CODE_AFTER_PATH: Final = re.compile(r"[(\[]|<[A-Za-z_]|::<|!\.")
+# A binary or ternary operator after the value: it is an operand (`a.length < 6 ? x : y`,
+# `data.password || null`, `args.password ?? prompt()`, `token as string`).
+_OPERATOR_AFTER: Final = re.compile(r"[ \t]*(?:\?\?|\|\||&&|[<>]=?|[?+*/%]|===?|!==?|as[ \t])")
+# One identifier in camelCase or snake_case, of letters only (`hashedPassword`, `access_token`).
+_IDENTIFIER: Final = re.compile(r"[a-z]+(?:[A-Z][a-z]+|_[a-z]+)+")
+_FORMAT_DIRECTIVE: Final = re.compile(r"%[-+ #0_^]*[0-9]*(?:\.[0-9]+)?[A-Za-z]")
 _NOT_A_SECRET: Final = re.compile(
     r"!\w+"  # a YAML tag (`!vault |`)
     # A file path: two segments or more, or one with an extension (a base64 key may start
@@ -753,20 +835,67 @@ def _looks_random(value: str) -> bool:
 
 def is_placeholder(value: str) -> bool:
     """Whether ``value`` stands for a secret rather than being one: a marker, a template or
-    environment reference, a masked or elided value, a word like ``password``."""
+    environment reference, a bind parameter or format field, a format string, a masked or
+    elided value, a word like ``password``."""
     return (
         not any(char.isalnum() for char in value)
         or value.startswith("[REDACTED")
         or _PLACEHOLDER.fullmatch(value) is not None
+        or is_format_string(value)
     )
 
 
-def _is_value(value: str, name: str, family: str, *, prose: bool, rest_of_line: str) -> bool:
+def is_format_string(value: str) -> bool:
+    """Whether ``value`` is a printf or strftime format (``%H:%M:%SZ``, ``%Y-%m-%d``): its
+    directives taken out, fewer than three letters or digits are left."""
+    if "%" not in value:
+        return False
+    rest, directives = _FORMAT_DIRECTIVE.subn("", value)
+    return directives > 0 and sum(char.isalnum() for char in rest) < 3
+
+
+def is_code(value: str, after: str, keyword: str = "") -> bool:
+    """Whether an unquoted ``value`` (followed by ``after`` on its line) is code rather than a
+    literal: an expression that starts with a call, a subscript or a generic
+    (``req.headers.authorization?.split(``, ``Hash::make(``, ``$_POST[``), attribute access
+    (``vals.password.length``, ``user?.password``), an operand of an operator
+    (``data.password || null``), or one camelCase or snake_case name of letters that ends an
+    argument or entry (``password: hashedPassword,``) or names the field's own word
+    (``token: accessToken``).
+
+    A random value is none of these: its names would hold inner digits or symbols.
+    """
+    path = _CODE_PATH.match(value)
+    if path is None:
+        return False
+    if path.end() < len(value):
+        return _CODE_AFTER_PATH.match(value, path.end()) is not None
+    if path["more"]:
+        return True  # attribute access: `user.password`
+    operand = _OPERATOR_AFTER.match(after) is not None
+    if _IDENTIFIER.fullmatch(value) is None:
+        return operand and not any(char.isdigit() for char in value)
+    parts = _components(value)
+    return operand or after[:1] in {",", ";", ")", "}"} or keyword in parts
+
+
+def _is_value(
+    value: str,
+    name: str,
+    family: str,
+    *,
+    prose: bool,
+    rest_of_line: str,
+    bare: bool = False,
+    keyword: str = "",
+) -> bool:
     if not value or is_placeholder(value) or value.lower() == name.lower():
         return False
     if _NOT_A_SECRET.fullmatch(value):
         return False
     if _CODE_REFERENCE.match(value):
+        return False
+    if bare and is_code(value, rest_of_line, keyword):
         return False
     if prose or family != "password":
         return _looks_random(value)
@@ -817,6 +946,10 @@ def _assignment_at(
     sep = tail["sep"]
     if sep.strip() == "" and not name.startswith("-"):
         return None  # `the token budget`: a word followed by a space, not `--token value`
+    if sep.strip() == ":" and sep[0] in " \t" and sep[-1] not in " \t":
+        return None  # `type="password" :rules=...`: a blank before a colon and none after
+    if sep.lstrip().startswith(":") and text[max(0, name_start - 2) : name_start] == "${":
+        return None  # `${DB_PASSWORD:-default}`: a shell expansion's default, not a value
     name = name.lstrip("-.")
     family = _family(name, folded[keyword_start:keyword_end])
     if family is None:
@@ -824,7 +957,7 @@ def _assignment_at(
     value_match = _VALUE.match(text, tail.end())
     if value_match is None:
         return None
-    group = next(g for g in ("dq", "sq", "bq", "bare") if value_match[g] is not None)
+    group = next(g for g in ("tdq", "tsq", "dq", "sq", "bq", "bare") if value_match[g] is not None)
     if group in {"bare", "bq"} and sep.strip().startswith(("==", "!=")):
         return None  # `if password == expected:` compares two names; a quoted literal is a value
     start, end = value_match.span(group)
@@ -837,7 +970,10 @@ def _assignment_at(
             return Finding(start, _run_end(text, start, run), _kind(name, family))
     value = text[start:end]
     prose = sep.strip() in {"is", "was"}
-    if _is_value(value, name, family, prose=prose, rest_of_line=text[end : end + 3]):
+    rest = text[end : end + 16]
+    keyword = folded[keyword_start:keyword_end]
+    bare = group == "bare"
+    if _is_value(value, name, family, prose=prose, rest_of_line=rest, bare=bare, keyword=keyword):
         return Finding(start, end, _kind(name, family))
     return None
 
@@ -917,9 +1053,41 @@ _FLAG_VALUE: Final = (
 )
 # (names that run the command, its password and the blank that must precede it: a flag
 # follows a blank; Oracle's `user/password@host` follows a blank or the URL's `thin:`).
+_ARG: Final = r"[^\s'\"`;|&<>]{1,256}"
+"""One unquoted shell argument."""
 _COMMANDS: Final[tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...]] = (
     (("mysql", "mariadb"), re.compile(rf"-p{_FLAG_VALUE}"), " \t"),  # attached: `-p` alone prompts
     (("redis-cli",), re.compile(rf"(?:-a|--pass)[ \t]+{_FLAG_VALUE}"), " \t"),
+    # `redis-cli AUTH [user] password`: an unquoted user and password are cut out together.
+    (
+        ("redis-cli",),
+        re.compile(
+            rf"(?:AUTH|auth)[ \t]+(?:(?:{_ARG}[ \t]+)?(?:'(?P<sq>[^'\n]{{1,256}})'"
+            rf"|\"(?P<dq>[^\"\n]{{1,256}})\")|(?P<bare>{_ARG}(?:[ \t]+[^\s'\"`;|&<>-]{_ARG})?))"
+        ),
+        " \t",
+    ),
+    (("zip ", "zipcloak", "zipsplit"), re.compile(rf"(?:-P|--password)[ \t]+{_FLAG_VALUE}"), " \t"),
+    (("7z ", "7za ", "7zz ", "7zr ", "rar ", "unrar "), re.compile(rf"-p{_FLAG_VALUE}"), " \t"),
+    (("ssh-keygen",), re.compile(rf"-[NP][ \t]+{_FLAG_VALUE}"), " \t"),  # new and old passphrase
+    # `htpasswd -b[c] file user password`, `htpasswd -nb user password`.
+    (
+        ("htpasswd",),
+        re.compile(
+            rf"-[A-Za-z]{{0,6}}b[A-Za-z]{{0,6}}(?:[ \t]+-[A-Za-z]{{1,8}})*+"
+            rf"[ \t]+(?:[^\s-]\S{{0,255}}[ \t]+)?\S{{1,128}}[ \t]+{_FLAG_VALUE}"
+        ),
+        " \t",
+    ),
+    (
+        ("openssl",),
+        re.compile(
+            r"-pass(?:in|out)?[ \t]+(?:'pass:(?P<sq>[^'\n]{1,256})'"
+            rf"|\"pass:(?P<dq>[^\"\n]{{1,256}})\"|pass:(?P<bare>{_ARG}))"
+        ),
+        " \t",
+    ),
+    (("openssl",), re.compile(rf"-k[ \t]+{_FLAG_VALUE}"), " \t"),  # `openssl enc -k password`
     (("ldap",), re.compile(rf"-w[ \t]+{_FLAG_VALUE}"), " \t"),  # ldapsearch, ldapmodify, ...
     (("sshpass",), re.compile(rf"-p[ \t]*{_FLAG_VALUE}"), " \t"),
     (("mongo",), re.compile(rf"-p[ \t]+{_FLAG_VALUE}"), " \t"),
@@ -964,7 +1132,7 @@ _NETRC: Final = re.compile(
 def credentials(text: str) -> Iterator[Finding]:
     """Yield the passwords of command lines and credential files in ``text``."""
     # Most prose has no flag after a blank and no `@`: it skips every command's name search.
-    flags = " -" in text or "\t-" in text
+    flags = " -" in text or "\t-" in text or " auth" in text or " AUTH" in text
     at_sign = "@" in text
     for names, password, blanks in _COMMANDS:
         if not (at_sign if ":" in blanks else flags):
@@ -972,6 +1140,7 @@ def credentials(text: str) -> Iterator[Finding]:
         for name in names:
             yield from _command_line(text, name, password, blanks)
     yield from _pgpass(text)
+    yield from _login_pairs(text)
     if "machine" in text:
         for match in _NETRC.finditer(text):
             yield from _value(match)
@@ -994,19 +1163,65 @@ def _command_line(
 
 
 def _pgpass(text: str) -> Iterator[Finding]:
-    line_end = -1
+    """`.pgpass` lines, alone on their line or inside a sentence ("put
+    `db:5432:app:admin:pw` in ~/.pgpass"): the host starts after a blank or an opening quote,
+    looked for at most a host name's length before the port (each stretch read once)."""
+    read_to = -1
     for port in _PGPASS_PORT.finditer(text):
-        if port.start() < line_end:
-            continue  # this line was read
-        start = text.rfind("\n", 0, port.start()) + 1
-        end = text.find("\n", port.end())
-        line_end = len(text) if end == -1 else end
-        line = _PGPASS_LINE.fullmatch(text, start, line_end)
-        host = text[start : text.find(":", start)]
-        if line is not None and (
-            host == "*" or any(char.isalpha() or char == "." for char in host)
-        ):
-            yield from _value(line)
+        if port.start() < read_to:
+            continue  # inside the entry just read
+        start = port.start()
+        limit = max(0, start - 253)
+        while start > limit and not text[start - 1].isspace() and text[start - 1] not in "`'\"(":
+            start -= 1
+        line = _PGPASS_LINE.match(text, start)
+        if line is None:
+            continue
+        host = text[start : port.start()]
+        if host == "*" or any(char.isalpha() or char == "." for char in host):
+            read_to = line.end()
+            value_start = line.start("bare")
+            end = line.end("bare")
+            while end > value_start and text[end - 1] in _SENTENCE_END:
+                end -= 1  # a sentence's punctuation or a closing quote, not the password
+            value = text[value_start:end]
+            if value and not is_placeholder(value) and not value.startswith(("-", "$")):
+                yield Finding(value_start, end, "password")
+
+
+_SENTENCE_END: Final = frozenset(".,;:!?)`'\"")
+
+
+def _login_pairs(text: str) -> Iterator[Finding]:
+    """The password of a "login: user / password" pair in prose."""
+    folded = fold_case(text)
+    if "/" not in text:
+        return
+    for needle in _LOGIN_WORDS:
+        at = folded.find(needle)
+        while at != -1:
+            if word_start(folded, at):
+                pair = _LOGIN_PAIR.match(text, at + len(needle))
+                if pair is not None:
+                    end = pair.end("secret")
+                    while end > pair.start("secret") and text[end - 1] in _SENTENCE_END:
+                        end -= 1
+                    value = text[pair.start("secret") : end]
+                    spaced = pair["slash"] != "/"
+                    rest = text[end : end + 16]
+                    judged = spaced and _is_value(
+                        value, "password", "password", prose=False, rest_of_line=rest
+                    )
+                    if judged or (_looks_random(value) and not is_placeholder(value)):
+                        yield Finding(pair.start("secret"), end, "password")
+            at = folded.find(needle, at + 1)
+
+
+_LOGIN_WORDS: Final = ("login", "log-in", "sign-in", "signin", "credentials", "credential", "creds")
+_LOGIN_PAIR: Final = re.compile(
+    r"s?[ \t]*(?::|=|is|are)[ \t]*[`'\"]?(?P<user>[^\s/:`'\"]{1,64})"
+    r"(?P<slash>[ \t]*/[ \t]*)(?P<secret>[^\s`'\"]{1,128})"
+)
 
 
 def _value(match: re.Match[str]) -> Iterator[Finding]:
@@ -1066,6 +1281,7 @@ _B64_RUN: Final = re.compile(r"[A-Za-z0-9/+]+(?P<padding>=*)")
 # These run on the lower-cased text (same length, same positions), where their literal start
 # lets the engine skip ahead; case-insensitive patterns would try every position.
 _BEARER: Final = re.compile(r"bearer[ \t]+(?P<secret>[a-z0-9._~+/-]{16,}=*)")
+_SSWS: Final = re.compile(r"ssws[ \t]+(?P<secret>[a-z0-9_-]{20,})")  # Okta API tokens
 _BASIC: Final = re.compile(r"basic[ \t]+(?P<secret>[a-z0-9+/]{8,}={0,2})(?![a-z0-9+/=])")
 _CURL_USER: Final = re.compile(
     r"(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"'\[]{1,128}:(?P<secret>[^\s\"'`]*[^\s\"'`.,;)])"
@@ -1078,7 +1294,8 @@ _AUTH_FIELD: Final = re.compile(
 _NPM_AUTH_FIELD: Final = re.compile(r"_" + _AUTH_FIELD.pattern)
 _AUTHORIZATION: Final = re.compile(
     r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
-    r"(?:(?:basic|bearer|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|bot|dsn)[ \t]+)?"
+    r"(?:(?:basic|bearer|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|bot|dsn|ssws)"
+    r"[ \t]+)?"
     r"(?P<secret>[^\s\"'`]{8,})"
 )
 
@@ -1184,6 +1401,48 @@ def _aws_secret_keys(text: str) -> Iterator[Finding]:
             yield Finding(match.start(), match.end(), "aws_secret_access_key")
 
 
+_ALIBABA_ID: Final = re.compile(r"LTAI[A-Za-z0-9]{12,28}(?![A-Za-z0-9_])")
+_ALIBABA_SECRET: Final = re.compile(r"(?<![A-Za-z0-9_/+])[A-Za-z0-9]{30}(?![A-Za-z0-9_/+])")
+_PAIR_REACH: Final = 160
+"""Characters around an access key id searched for its secret."""
+
+
+def _alibaba_secrets(text: str) -> Iterator[Finding]:
+    # An Alibaba Cloud AccessKey secret has no prefix (30 letters and digits): found next to
+    # its `LTAI...` id, as the console and the CLI's config show them.
+    if "LTAI" not in text:
+        return
+    searched_to = 0
+    for key_id in _ALIBABA_ID.finditer(text):
+        start = max(searched_to, key_id.start() - _PAIR_REACH)
+        end = min(len(text), key_id.end() + _PAIR_REACH)
+        for found in _ALIBABA_SECRET.finditer(text, start, end):
+            secret = found[0]
+            mixed_chars = any(c.isdigit() for c in secret) and any(c.isalpha() for c in secret)
+            if mixed_chars and not secret.startswith("LTAI"):
+                yield Finding(found.start(), found.end(), "service_token")
+        searched_to = end
+
+
+# `<add key="ClearTextPassword" value="..."/>` (NuGet.config, app.config, web.config) and
+# `<input name="password" value="...">`: the name is in one attribute, the value in the next.
+_VALUE_ATTRIBUTE: Final = re.compile(r"[ \t]value[ \t]*=[ \t]*\"(?P<dq>[^\"\n]{1,1024})\"")
+_NAME_ATTRIBUTE: Final = re.compile(r"(?:key|name)[ \t]*=[ \t]*\"(?P<name>[^\"\n]{1,64})\"[ \t]*\Z")
+
+
+def _keyed_values(text: str) -> Iterator[Finding]:
+    if "value" not in text:
+        return
+    for value in _VALUE_ATTRIBUTE.finditer(text):
+        head = text[max(0, value.start() - 96) : value.start()]
+        named = _NAME_ATTRIBUTE.search(head)
+        if named is None:
+            continue
+        kind = field_kind(named["name"], value["dq"])
+        if kind is not None:
+            yield Finding(value.start("dq"), value.end("dq"), kind)
+
+
 def _authorization(text: str) -> Iterator[Finding]:
     lowered = fold_case(text)
     for needle, pattern, kind, check in _HEADERS:
@@ -1219,6 +1478,7 @@ def _is_basic_credential(secret: str) -> bool:
 _HEADERS: Final[tuple[tuple[str, re.Pattern[str], str, Check], ...]] = (
     ("bearer", _BEARER, "bearer_token", has_digit_or_caps),
     ("basic", _BASIC, "basic_auth", _is_basic_credential),
+    ("ssws", _SSWS, "authorization_header", has_digit_or_caps),
     ("-u", _CURL_USER, "basic_auth", _not_a_reference),
     ("authorization", _AUTHORIZATION, "authorization_header", _credential_like),
     ("auth", _AUTH_FIELD, "basic_auth", _is_basic_credential),
@@ -1230,6 +1490,8 @@ TOKEN_DETECTORS: Final = (
     _encoded_private_keys,
     prefixed,
     _aws_secret_keys,
+    _alibaba_secrets,
+    _keyed_values,
     _authorization,
     _url_credentials,
 )
@@ -1555,7 +1817,7 @@ def scanning_view(text: str) -> View:
     """Build the scanning view of ``text`` (see the module docstring)."""
     maps: list[_Edits] = []
     current = text
-    for stage in (_undo_hidden, _undo_hidden, _join_broken_tokens):
+    for stage in (_undo_hidden, _undo_hidden, _join_broken_tokens, _join_quoted_pieces):
         result = stage(current)
         if result is not None:
             current, edits = result
@@ -1614,6 +1876,23 @@ def _join_broken_tokens(text: str) -> tuple[str, _Edits] | None:
         # Disjoint from the breaks above, which never follow a `:`.
         edits.extend((m.start("brk"), m.end("brk"), "") for m in _URL_USER_BREAK.finditer(text))
         edits.sort()
+    return _apply(text, edits) if edits else None
+
+
+# Stage 3: a key written as two string literals joined by an operator or by adjacency
+# (`"sk-proj-Ab12" + "Cd34..."`, Python's `"ghp_Ab" "Cd..."`, `'...' . '...'`, `||`, `&`), on
+# one line or across a break: the quotes and the operator between two token characters go.
+# Blanks are possessive and bounded: one try per quote, linear.
+_QUOTED_JOIN: Final = re.compile(
+    r"(?<=[A-Za-z0-9_+/=-])(?P<q>[\"'])[ \t]{0,16}+(?:\\?\r?\n[ \t]{0,64}+)?"
+    r"(?:(?:\+|\.\.?|\|\||&)[ \t]{0,16}+(?:\\?\r?\n[ \t]{0,64}+)?)?(?P=q)(?=[A-Za-z0-9_+/=-])"
+)
+
+
+def _join_quoted_pieces(text: str) -> tuple[str, _Edits] | None:
+    if '"' not in text and "'" not in text:
+        return None
+    edits = [(m.start(), m.end(), "") for m in _QUOTED_JOIN.finditer(text)]
     return _apply(text, edits) if edits else None
 
 
