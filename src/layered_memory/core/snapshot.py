@@ -80,6 +80,7 @@ from deepagents.backends.filesystem import FilesystemBackend
 from filelock import FileLock
 
 from layered_memory._logs import get_logger
+from layered_memory.core.defuse import defuse_name
 from layered_memory.core.files import atomic_write
 from layered_memory.core.guard import backend_path, clear_swapped_on_disk
 
@@ -569,7 +570,7 @@ def _failures(failed: Mapping[str, str]) -> str:
 def _named(paths: Sequence[str]) -> str:
     """Paths for a message: memory files first, at most `SHOWN_PATHS`, then a count."""
     ordered = sorted(paths, key=lambda path: (not is_rule_file(path), path))
-    shown = ", ".join(ordered[:SHOWN_PATHS])
+    shown = ", ".join(map(defuse_name, ordered[:SHOWN_PATHS]))
     rest = len(ordered) - SHOWN_PATHS
     return f"{shown} and {rest:,} more" if rest > 0 else shown
 
