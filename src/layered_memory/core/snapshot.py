@@ -88,7 +88,7 @@ from layered_memory.core.guard import backend_path, clear_swapped_on_disk
 # loader's `disk_path(root, key, virtual=)` (a path as the loader keys it).
 from layered_memory.core.guard import disk_path as guard_disk_path
 from layered_memory.core.internals import final_route
-from layered_memory.core.layers import expand_user, lexical_path
+from layered_memory.core.layers import expand_user, in_folder, lexical_path
 from layered_memory.core.loading import (
     Discovered,
     DownloadResult,
@@ -151,7 +151,11 @@ class RunStart:
         unlisted: Read-only rule folders listed only in part at the start (an error, a
             listing cut short): the guard removes nothing there.
         layer_folders: Read-only folder layers: their files are those in `texts` and
-            `left_out` (a mid-run load does not list them again).
+            `left_out` (a mid-run load does not list them again); a file planted in one
+            during the run is taken back, as a planted rule file is.
+        modes: On disk, the permission bits of the read-only files and folders (layer files
+            and folders, rule files and folders, and the folders above them inside the root):
+            disk path -> mode. A `chmod 000` of one is put back like its text.
     """
 
     texts: Mapping[str, str] = field(default_factory=dict)
@@ -166,6 +170,7 @@ class RunStart:
     nested: tuple[str, ...] = ()
     unlisted: frozenset[str] = frozenset()
     layer_folders: frozenset[str] = frozenset()
+    modes: Mapping[str, int] = field(default_factory=dict)
 
     def knows(self, path: str) -> bool:
         """Whether the snapshot says anything about `path`."""
@@ -359,6 +364,30 @@ def folder_chains(backend: Any, folders: Sequence[str]) -> list[str]:
             found[path] = None
             path = os.path.dirname(path)
     return sorted(found, key=len)
+
+
+def disk_modes(backend: Any, files: Iterable[str], folders: Sequence[str]) -> dict[str, int]:
+    """The permission bits of `files` and `folders` on local disk and of the folders above
+    the folders inside the backend's root (links are not followed, nor recorded): disk path
+    -> mode. Backend paths not on local disk are left out."""
+    disk = local_root(backend)
+    if disk is None:
+        return {}
+    root = os.path.normpath(str(disk.cwd))
+    places = list(folder_chains(backend, folders))
+    for path in files:
+        target, key = final_route(backend, path)
+        if target is disk:
+            places.append(os.path.normpath(disk_path(root, key, virtual=disk.virtual_mode)))
+    modes: dict[str, int] = {}
+    for place in places:
+        try:
+            info = os.lstat(place)
+        except (OSError, ValueError):
+            continue  # absent: its presence is the snapshot's other business
+        if not stat.S_ISLNK(info.st_mode):
+            modes[place] = stat.S_IMODE(info.st_mode)
+    return modes
 
 
 def identity_of(path: str) -> list[Any] | None:
@@ -658,6 +687,7 @@ def restore(
 
 def _restore(io: Any, where: Any, start: RunStart, raw: Mapping[str, bytes]) -> Outcome:
     moved, failed = _rebuild_folders(start)
+    modes_restored = _restore_modes(start.modes, failed)
     paths = {path: at for path in start.texts if (at := backend_path(where, path))}
     absent = {path: at for path in start.absent if (at := backend_path(where, path))}
     digests = {path: at for path in start.digests if (at := backend_path(where, path))}
@@ -687,6 +717,7 @@ def _restore(io: Any, where: Any, start: RunStart, raw: Mapping[str, bytes]) -> 
         wanted.setdefault(at, None)
         by_place.setdefault(at, at)
     restored, not_put_back = _put_back(io, where, wanted) if wanted else ((), {})
+    restored = (*modes_restored, *restored)
     failed.update(not_put_back)
     failed.update(dict.fromkeys(unkept, UNKEPT))
     outcome = Outcome(restored, _recorded(io, where, failed, {**by_place, **unkept}), moved)
@@ -762,6 +793,28 @@ def _rebuild_folders(start: RunStart) -> tuple[dict[str, str], dict[str, str]]:
     return moved, failed
 
 
+def _restore_modes(modes: Mapping[str, int], failed: dict[str, str]) -> tuple[str, ...]:
+    """Put back the permission bits of each read-only file and folder (`chmod 000 rules`
+    would hide them from every later run), top-down so a folder opens before what it holds;
+    verified by reading the mode again."""
+    restored: list[str] = []
+    for path in sorted(modes, key=len):
+        try:
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode) or stat.S_IMODE(info.st_mode) == modes[path]:
+                continue
+            os.chmod(path, modes[path])
+            if stat.S_IMODE(os.lstat(path).st_mode) != modes[path]:
+                raise OSError(f"still {stat.S_IMODE(os.lstat(path).st_mode):o}")
+        except FileNotFoundError:
+            continue  # removed: the checks of presence below put it back
+        except OSError as exc:
+            failed[path] = f"cannot put its permissions back: {exc.strerror or exc}"
+            continue
+        restored.append(path)
+    return tuple(restored)
+
+
 def _free_name(path: str) -> str:
     for number in range(1, 10_000):
         candidate = f"{path}.layered-memory-moved-{number}"
@@ -821,6 +874,17 @@ def _new_files(io: Any, where: Any, start: RunStart, failed: dict[str, str]) -> 
             for path in listed
             if path not in known and (start.others is not None or is_rule_file(path))
         )
+    for folder in start.layer_folders:
+        at = backend_path(where, folder)
+        if at is None:
+            continue
+        listed = _listing(io, where, at)
+        if listed is None:
+            failed[folder] = "cannot list the folder to check it"
+            continue
+        # Only its memory files (`*.md` right in it): the folder's other files are not memory.
+        prefix = at if at.endswith("/") else at + "/"
+        new.extend(path for path in listed if path not in known and in_folder(path, prefix))
     if start.nested and start.complete:
         found, complete = walk_nested(where, start.nested, _root_of(where))
         if complete:
@@ -1017,5 +1081,6 @@ def taken_now(
         left_out=left_out,
         rule_folders=tuple(folders),
         others=frozenset(),
+        modes=disk_modes(where, [*texts, *left_out], folders),
     )
     return start, raw

@@ -44,7 +44,7 @@ SCRIPT = textwrap.dedent(
         '"auth": "', "_auth=", "psk=", "-storepass ", "sk-" + "a" * 31, "ATATT3", "sl.",
         # Issue 35: command lines, pairs, joined literals, code and format strings.
         "redis-cli AUTH a ", "htpasswd -b a ", "zip -P ", "ssh-keygen -N ", "openssl -pass ",
-        "login: a / ", "credentials: " + "u" * 70 + " /", 'a" + "b', "a' 'b", 'a"\n  "b',
+        "login: a / ", "credentials: " + "u" * 70 + " /", 'a" + "b', "a' 'b", 'a"\\n  "b',
         "LTAI" + "a1" * 10 + " ", "a1" * 15 + " ", ' key="password" value="', "SSWS ",
         '"' * 3, "password = " + '"' * 3 + "a", "${PASSWORD:-", "password: a.b.c", "password: a?.",
         "%H:%M:", "a:5432:b:c:d in ", "https://" + "ab" * 16 + "@",
