@@ -118,7 +118,9 @@ def test_chmod_000_of_read_only_memory_is_put_back_for_a_plain_user(tmp_path: Pa
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "modes [('.agents/rules', '0o755'), ('AGENTS.md', '0o644'), ('team', '0o755')]"
+    assert (
+        lines[0] == "modes [('.agents/rules', '0o755'), ('AGENTS.md', '0o644'), ('team', '0o755')]"
+    )
     assert lines[1:] == [
         "PROJECT: run make test. True",
         "TEAM: Never push to main. True",

@@ -601,7 +601,9 @@ class MemoryAssembler:
             dict.fromkeys(
                 path
                 for layer in self.layers
-                for path in layer.files_of(found, taken=self._layer_set)
+                # Every file is loaded (and held by the run-start snapshot); the render
+                # shows at most `max_files` per folder and names the rest.
+                for path in layer.files_of(found, taken=self._layer_set, capped=False)
             )
         )
         access = dict(self._layer_access)

@@ -266,30 +266,36 @@ def minimum_budget(template: str) -> int:
 
 
 def _fit(preamble: str, pieces: list[Piece], available: int) -> list[str]:
+    """What each piece shows within the budget. Agent-writable pieces give way wholly first
+    (cut, then stubs, then dropped), and only then read-only ones, the same way: a flood of
+    writable memory can cost read-only memory nothing."""
     texts = [piece.full for piece in pieces]
     excess = _joined_length(preamble, texts) - available
-    # Lowest rank first (nested memory), then lowest precedence: the display order.
-    order = sorted(range(len(pieces)), key=lambda index: (pieces[index].rank, index))
-    for index in order:
-        piece = pieces[index]
-        if excess <= 0:
-            break
-        reducible = len(texts[index]) - piece.min_len
-        if reducible <= 0:
-            continue
-        target = len(texts[index]) - min(reducible, excess)
-        texts[index] = piece.shrink(target)
-        excess = _joined_length(preamble, texts) - available
-    # Still over: replace whole pieces by their one-line stubs, then drop them, in that order.
-    for use_stub in (True, False):
-        for index in order:
+    order = _give_way_order(pieces)
+    for group in (
+        [index for index in order if pieces[index].writable],
+        [index for index in order if not pieces[index].writable],
+    ):
+        for index in group:
             piece = pieces[index]
             if excess <= 0:
                 break
-            replacement = piece.stub if use_stub else ""
-            if len(replacement) < len(texts[index]):
-                texts[index] = replacement
-                excess = _joined_length(preamble, texts) - available
+            reducible = len(texts[index]) - piece.min_len
+            if reducible <= 0:
+                continue
+            target = len(texts[index]) - min(reducible, excess)
+            texts[index] = piece.shrink(target)
+            excess = _joined_length(preamble, texts) - available
+        # Still over: replace whole pieces by their one-line stubs, then drop them.
+        for use_stub in (True, False):
+            for index in group:
+                piece = pieces[index]
+                if excess <= 0:
+                    break
+                replacement = piece.stub if use_stub else ""
+                if len(replacement) < len(texts[index]):
+                    texts[index] = replacement
+                    excess = _joined_length(preamble, texts) - available
     return texts
 
 
@@ -299,7 +305,7 @@ def _dropped_note(
     """One line, after the body, for the files dropped whole (not even a stub fitted), so the
     agent learns they exist: silence read as "no such memory". Room is made by dropping more
     files if it must (lowest rank first; the line then counts them too)."""
-    order = sorted(range(len(pieces)), key=lambda index: (pieces[index].rank, index))
+    order = _give_way_order(pieces)
     while True:
         paths = [pieces[i].path for i in range(len(pieces)) if not texts[i] and pieces[i].path]
         if not paths:
@@ -315,6 +321,15 @@ def _dropped_note(
                 break
         else:
             return texts, ""
+
+
+def _give_way_order(pieces: Sequence[Piece]) -> list[int]:
+    """The order pieces give way to the budget: agent-writable memory first, then the lowest
+    rank (nested memory), then the lowest precedence (the display order)."""
+    return sorted(
+        range(len(pieces)),
+        key=lambda index: (not pieces[index].writable, pieces[index].rank, index),
+    )
 
 
 def _join(preamble: str, texts: Sequence[str]) -> str:
@@ -493,6 +508,9 @@ class Piece:
     """Caps applied before the budget was looked at (line cap, layer cap)."""
     rank: int = 0
     """Lower ranks give way to the budget first (then, within a rank, display order)."""
+    writable: bool = False
+    """Agent-writable memory gives way before any read-only memory, whatever its rank: the
+    agent can write as much as it likes, and must never push the user's memory out."""
 
 
 def fixed(text: str) -> Callable[[int], str]:
@@ -531,6 +549,7 @@ def layer_pieces(
             if not any(in_folder(path, folder) for path in paths):
                 note = EMPTY_FOLDER_NOTE.format(path=defuse_name(folder))
                 pieces.append(element_piece(layer, folder, note, shrinkable=False, kind="note"))
+        over = layer.left_out_of([*files, *unreadable], taken=taken)
         for path in paths:
             if path in unreadable:
                 note = unreadable_note(unreadable[path])
@@ -548,6 +567,11 @@ def layer_pieces(
             piece, remaining = file_piece(layer, path, raw, available, remaining=remaining)
             pieces.append(piece)
             pieces.extend(_imported(path, layer.name, extras, placed, available, rank=0))
+        for folder, left in over.items():
+            note = folder_cap_note(layer, folder, left)
+            cap = element_piece(layer, folder, note, shrinkable=False, kind="note")
+            # Our own marker, not the agent's text: it gives way with read-only memory.
+            pieces.append(replace(cap, writable=False))
     for path, text in extras.nested.items():
         name = f"nested: {posixpath.dirname(path) or '/'}"
         layer = Layer(name, path, writable=extras.access.get(path) == "writable")
@@ -557,6 +581,20 @@ def layer_pieces(
             pieces.append(piece)
         pieces.extend(_imported(path, name, extras, placed, available, rank=-1))
     return pieces
+
+
+def folder_cap_note(layer: Layer, folder: str, left: Sequence[str]) -> str:
+    """The marker naming the files of a folder layer past its `max_files`."""
+    named = ", ".join(defuse_name(path) for path in left[:FOLDER_CAP_NAMED])
+    more = f" and {len(left) - FOLDER_CAP_NAMED:,} more" if len(left) > FOLDER_CAP_NAMED else ""
+    return (
+        f"[{len(left):,} more files in {defuse_name(folder)} left out (a folder layer shows "
+        f"at most {layer.max_files} files, max_files): {named}{more}; read_file them]"
+    )
+
+
+FOLDER_CAP_NAMED = 10
+"""Files a folder-cap marker names (then a count)."""
 
 
 def _named_files(layers: Sequence[Layer]) -> frozenset[str]:
@@ -639,7 +677,13 @@ def element_piece(
     tail = "\n</layer>"
     full = f"{head}{body}{tail}"
     stub = f'<layer {attributes} omitted="over the memory budget; read_file {shown}"/>'
-    label: dict[str, Any] = {"kind": kind, "layer": layer.name, "path": path, "rank": rank}
+    label: dict[str, Any] = {
+        "kind": kind,
+        "layer": layer.name,
+        "path": path,
+        "rank": rank,
+        "writable": layer.writable,
+    }
     if not shrinkable:
         return Piece(full, fixed(full), len(full), stub, **label)
     frame = len(head) + len(tail)
