@@ -303,8 +303,9 @@ def _dropped_note(
     preamble: str, pieces: list[Piece], texts: list[str], available: int
 ) -> tuple[list[str], str]:
     """One line, after the body, for the files dropped whole (not even a stub fitted), so the
-    agent learns they exist: silence read as "no such memory". Room is made by dropping more
-    files if it must (lowest rank first; the line then counts them too)."""
+    agent learns they exist: silence read as "no such memory". Room is made by cutting or
+    dropping more files if it must (in the order they give way; a file dropped whole is
+    then counted too)."""
     order = _give_way_order(pieces)
     while True:
         paths = [pieces[i].path for i in range(len(pieces)) if not texts[i] and pieces[i].path]
@@ -315,9 +316,13 @@ def _dropped_note(
         note = f"[{len(paths)} memory files left out by the budget: {named}{more}; read_file them]"
         if _joined_length(preamble, [*texts, note]) <= available:
             return texts, note
-        for index in order:  # no room: drop the next file still shown
-            if texts[index] and pieces[index].path:
-                texts[index] = ""
+        needed = _joined_length(preamble, [*texts, note]) - available
+        for index in order:  # no room: cut the next file still shown, or drop it
+            piece = pieces[index]
+            if texts[index] and piece.path:
+                target = len(texts[index]) - needed
+                cut = piece.shrink(target) if target >= piece.min_len else ""
+                texts[index] = cut if len(cut) <= target else ""
                 break
         else:
             return texts, ""
