@@ -8,7 +8,6 @@ that were there first, with one warning naming the rest.
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.core.defuse import defuse
+from layered_memory.safety.defuse import defuse
 from layered_memory.views import MemorySettings, view_messages
 
 ATTACKS = [

@@ -54,7 +54,7 @@ names the speaker, with its tool calls folded into one line of text each; the re
 tool calls, when the view shows them, become human messages too. The label is a convention
 the model can read, not a proof of who spoke: an agent can write anything in its text, so
 trust decisions must not rest on it. Labels and relayed text are defused like memory text
-(`core.defuse`): another agent (prompt-injected, say) cannot pass on text that the person
+(`safety.defuse`): another agent (prompt-injected, say) cannot pass on text that the person
 reading the conversation does not see, nor a chat-template token (`<|im_start|>system`,
 `[INST]`), a closing turn tag (`</system>`) or a tool-call tag that the model or its runtime
 would read as a turn or a call of its own.
@@ -74,7 +74,7 @@ from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.core.defuse import defuse, drop_invisible
+from layered_memory.safety.defuse import defuse, drop_invisible
 from layered_memory.views._conversation import (
     AI,
     PLAIN_TYPES,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from layered_memory.writeback.redaction import redact
+from layered_memory.safety.redaction import redact
 
 CODE = [
     line
