@@ -2,7 +2,8 @@
 redaction byte for byte (`code_lookalikes.txt`, one line each, from rule files and projects:
 expressions, attribute access, calls, format strings, template placeholders, bind parameters).
 
-The detectors read code as code (`redaction.is_code`, `is_format_string`, the placeholders);
+The detectors read code as code (`safety._named_fields`: `is_code`, `is_format_string`, the
+placeholders);
 no line here is listed anywhere in the package. Each line is also checked inside a fenced
 code block of a memory file and after a secret of the corpus on the same line, so the
 decision rests on the code itself, not on the line being alone.
