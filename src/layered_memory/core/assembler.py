@@ -66,16 +66,15 @@ from layered_memory.core.render_cache import LRU, clear_rule_sets, rule_set_for
 from layered_memory.core.snapshot import (
     Pinned,
     RunStart,
-    Unrestored,
     disk_modes,
     folder_chains,
     identity_of,
-    left_out,
     local_root,
     text_digest,
     walk_nested,
 )
-from layered_memory.core.snapshot import entries as recorded_unrestored
+from layered_memory.core.unrestored import Unrestored, left_out
+from layered_memory.core.unrestored import entries as recorded_unrestored
 from layered_memory.core.validation import (
     check_backend,
     check_budget,
