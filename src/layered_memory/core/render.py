@@ -574,9 +574,7 @@ def layer_pieces(
             pieces.extend(_imported(path, layer.name, extras, placed, available, rank=0))
         for folder, left in over.items():
             note = folder_cap_note(layer, folder, left)
-            cap = element_piece(layer, folder, note, shrinkable=False, kind="note")
-            # Our own marker, not the agent's text: it gives way with read-only memory.
-            pieces.append(replace(cap, writable=False))
+            pieces.append(element_piece(layer, folder, note, shrinkable=False, kind="note"))
     for path, text in extras.nested.items():
         name = f"nested: {posixpath.dirname(path) or '/'}"
         layer = Layer(name, path, writable=extras.access.get(path) == "writable")
@@ -687,7 +685,9 @@ def element_piece(
         "layer": layer.name,
         "path": path,
         "rank": rank,
-        "writable": layer.writable,
+        # A note is the package's own text (where to write, an unreadable file, a cap): it
+        # gives way with read-only memory; only what the agent can write gives way first.
+        "writable": layer.writable and kind != "note",
     }
     if not shrinkable:
         return Piece(full, fixed(full), len(full), stub, **label)

@@ -591,8 +591,8 @@ def _local_listing(backend: Any, folder: str) -> _LocalListing | None:
     """A rule folder on local disk listed with `os.scandir`, as a virtual-mode
     `FilesystemBackend.glob` lists it (no dot names, links to folders not followed, links to
     files inside the root listed), with each file's status-change time; None when the folder
-    is not on a virtual-mode `FilesystemBackend` or its path goes through a link (the
-    backend's own glob lists those its way).
+    is not on a virtual-mode `FilesystemBackend` with deepagents' own `glob`, or its path goes
+    through a link (the backend's own glob lists those its way).
 
     deepagents' glob stats and matches every path in Python and stops after 5 s: 100,000
     files took 21.8 s with the reads and left the folder listed in part. Reading names costs
@@ -604,6 +604,11 @@ def _local_listing(backend: Any, folder: str) -> _LocalListing | None:
     if not is_backend_class(target, "FilesystemBackend"):
         return None
     if not getattr(target, "virtual_mode", False):
+        return None
+    # Only for deepagents' own listing: a subclass with a glob of its own lists its way.
+    base = next(c for c in type(target).__mro__ if c.__name__ == "FilesystemBackend")
+    kind = type(target)
+    if kind.glob is not base.glob or kind.aglob is not base.aglob:
         return None
     root = os.path.realpath(str(target.cwd))
     top = os.path.normpath(disk_path(root, key, virtual=True))
