@@ -606,9 +606,9 @@ def _local_listing(backend: Any, folder: str) -> _LocalListing | None:
     if not getattr(target, "virtual_mode", False):
         return None
     # Only for deepagents' own listing: a subclass with a glob of its own lists its way.
-    base = next(c for c in type(target).__mro__ if c.__name__ == "FilesystemBackend")
-    kind = type(target)
-    if kind.glob is not base.glob or kind.aglob is not base.aglob:
+    kind: Any = type(target)
+    stock: Any = next(c for c in kind.__mro__ if c.__name__ == "FilesystemBackend")
+    if kind.glob is not stock.glob or kind.aglob is not stock.aglob:
         return None
     root = os.path.realpath(str(target.cwd))
     top = os.path.normpath(disk_path(root, key, virtual=True))
@@ -700,9 +700,10 @@ async def alist_rule_files(
     for folder_index, raw in enumerate(folders):
         folder = _folder(raw)
         try:
-            listing = await asyncio.to_thread(_local_listing, backend, folder)
-            if listing is None:
-                listing = await backend.aglob(LISTING_PATTERN, path=folder)
+            local = await asyncio.to_thread(_local_listing, backend, folder)
+            listing = (
+                local if local is not None else await backend.aglob(LISTING_PATTERN, path=folder)
+            )
             results.append((folder_index, folder, listing))
         except Exception as exc:  # see list_rule_files
             results.append((folder_index, folder, exc))
