@@ -201,9 +201,8 @@ def test_budgets_that_cut_layers_and_rules(
     status, data = doctor(capsys, "--config", f"{name}:memory")
     assert status == 1
     checks = found(data)
-    # The writable notes give way first (issue 35), then the lowest read-only layer.
-    assert ("budget-omits", "error", "/MEMORY.md") in checks
-    assert ("budget-truncates", "warning", "/TEAM.md") in checks
+    assert ("budget-omits", "error", "/TEAM.md") in checks
+    assert ("budget-truncates", "warning", "/AGENTS.md") in checks
     assert ("budget-line-cap", "info", "/MEMORY.md") in checks
     assert ("budget-truncates-rule", "warning", "/rules/always.md") in checks
     # Only once the agent touched src/: the path rule no longer fits the rules budget.

@@ -96,6 +96,15 @@ def test_read_only_layers_give_way_last_whatever_their_precedence() -> None:
     assert len(block) <= 3_500
 
 
+def test_a_huge_read_only_file_never_pushes_the_agents_notes_out() -> None:
+    """The writable share works both ways: within it, writable memory gives way last."""
+    layers = [Layer("org", "/ORG.md"), Layer("notes", "/NOTES.md", writable=True)]
+    files = {"/ORG.md": "ORG: " + "keep " * 5_000, "/NOTES.md": "NOTE: mine"}
+    block = render_memory(layers, files, max_chars=3_500)
+    assert "NOTE: mine" in block
+    assert "of /ORG.md not shown" in block
+
+
 def test_a_folder_layer_caps_its_files_and_names_the_rest() -> None:
     layer = Layer("agent", "/memories/", writable=True, max_files=3)
     files = {f"/memories/{name}.md": name for name in "abcde"}

@@ -265,38 +265,58 @@ def minimum_budget(template: str) -> int:
     return len(template.format(agent_memory="")) + notes + 200
 
 
+WRITABLE_SHARE = 0.25
+"""Share of the budget agent-writable memory keeps when memory is over budget. Past it,
+writable memory gives way before any read-only memory (a flood of `write_file` calls cannot
+push the user's memory out); within it, it gives way last (a huge read-only file cannot push
+the agent's own notes out either)."""
+
+
 def _fit(preamble: str, pieces: list[Piece], available: int) -> list[str]:
-    """What each piece shows within the budget. Agent-writable pieces give way wholly first
-    (cut, then stubs, then dropped), and only then read-only ones, the same way: a flood of
-    writable memory can cost read-only memory nothing."""
+    """What each piece shows within the budget, in three rounds, each cutting pieces, then
+    replacing them by their one-line stubs, then dropping them, in give-way order: first
+    agent-writable memory down to its share (`WRITABLE_SHARE`), then read-only memory, then
+    writable memory within its share."""
     texts = [piece.full for piece in pieces]
-    excess = _joined_length(preamble, texts) - available
     order = _give_way_order(pieces)
-    for group in (
-        [index for index in order if pieces[index].writable],
-        [index for index in order if not pieces[index].writable],
+    writable = [index for index in order if pieces[index].writable]
+    share = int(max(available, 0) * WRITABLE_SHARE)
+
+    def excess() -> int:
+        return _joined_length(preamble, texts) - available
+
+    def over_share() -> int:
+        return min(excess(), sum(len(texts[index]) for index in writable) - share)
+
+    for group, over in (
+        (writable, over_share),
+        ([index for index in order if not pieces[index].writable], excess),
+        (writable, excess),
     ):
-        for index in group:
-            piece = pieces[index]
-            if excess <= 0:
-                break
-            reducible = len(texts[index]) - piece.min_len
-            if reducible <= 0:
-                continue
-            target = len(texts[index]) - min(reducible, excess)
-            texts[index] = piece.shrink(target)
-            excess = _joined_length(preamble, texts) - available
-        # Still over: replace whole pieces by their one-line stubs, then drop them.
-        for use_stub in (True, False):
-            for index in group:
-                piece = pieces[index]
-                if excess <= 0:
-                    break
-                replacement = piece.stub if use_stub else ""
-                if len(replacement) < len(texts[index]):
-                    texts[index] = replacement
-                    excess = _joined_length(preamble, texts) - available
+        _give_way(pieces, texts, group, over)
     return texts
+
+
+def _give_way(
+    pieces: Sequence[Piece], texts: list[str], group: Sequence[int], over: Callable[[], int]
+) -> None:
+    """Cut the pieces of `group`, then replace them by stubs, then drop them, in order, while
+    `over()` is positive."""
+    for index in group:
+        needed = over()
+        if needed <= 0:
+            return
+        piece = pieces[index]
+        reducible = len(texts[index]) - piece.min_len
+        if reducible > 0:
+            texts[index] = piece.shrink(len(texts[index]) - min(reducible, needed))
+    for use_stub in (True, False):
+        for index in group:
+            if over() <= 0:
+                return
+            replacement = pieces[index].stub if use_stub else ""
+            if len(replacement) < len(texts[index]):
+                texts[index] = replacement
 
 
 def _dropped_note(
