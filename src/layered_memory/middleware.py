@@ -126,6 +126,7 @@ from layered_memory.core.validation import (
 from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
+from layered_memory.writeback.review_queue import QUEUE_OWNER
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -159,6 +160,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         max_rules_chars: Upper bound on the matched rules inside the block.
         strict: Raise on an unusable memory file instead of logging and skipping it.
         rules_writable: Let the agent edit rule files (refused by default).
+        list_unmatched_rules: List the scoped rules no key matched as well (name, description,
+            path, for the agent to read), as VS Code lists every instructions file, and let a
+            match key name one to inject it. Off by default: a scoped rule costs nothing until
+            it matches.
         add_cache_control: Tag the last system block for Anthropic prompt caching.
         system_prompt: Template with an `{agent_memory}` slot, or `None` to inject nothing.
         nested: File names of nested memory (`("AGENTS.md", "CLAUDE.md")`): when the agent
@@ -205,6 +210,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
         strict: bool = False,
         rules_writable: bool = False,
+        list_unmatched_rules: bool = False,
         add_cache_control: bool = False,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         nested: Sequence[str] = (),
@@ -227,6 +233,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             session_store=session_store,
             max_chars=max_chars,
             max_rules_chars=max_rules_chars,
+            list_unmatched_rules=list_unmatched_rules,
             system_prompt=system_prompt,
             compat=source_list is not None,
             strict=strict,
@@ -266,6 +273,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if consolidator is not None:
             _check_consolidated_file(self.assembler, consolidator)
         self._found_read_only = _FoundReadOnly()
+        self._parent_queues: tuple[str, ...] = ()
         self._unreachable_warnings = _WarnOnce()
         self._read_only_layer_paths = frozenset(
             path for layer in self.assembler.layers if not layer.writable for path in layer.files
@@ -282,7 +290,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 if nested_writable
                 else dict.fromkeys(self.assembler.nested, "nested memory (read-only)")
             ),
-            discovered=self._found_read_only.get,
+            discovered=self._read_only_found,
             redacted_names=frozenset(self.assembler.nested if nested_writable else ()),
             redacted_folders=configured.redacted_folders  # writable folder layers
             | frozenset(self.assembler.rule_folders if rules_writable else ()),
@@ -316,6 +324,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             max_rules_chars=self.assembler.max_rules_chars,
             strict=self.assembler.strict,
             rules_writable=False,
+            list_unmatched_rules=self.assembler.list_unmatched_rules,
             add_cache_control=self._add_cache_control,
             system_prompt=self.system_prompt,
             nested=self.assembler.nested,
@@ -324,6 +333,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         )
         # The twin is built from layers, but must keep the flat layout a `sources=` parent uses.
         twin.assembler.compat = self.assembler.compat
+        twin._parent_queues = self._review_queues()  # a subagent never decides the parent's queue
         return twin
 
     # -- before_agent ---------------------------------------------------------------------------
@@ -527,6 +537,19 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         )
         self._hooks = hooks
         self._wire_end_of_run()
+
+    def _read_only_found(self) -> dict[str, str]:
+        """Read-only files beyond the configured ones, asked at each guard check: those a load
+        found, and the consolidator's review queue (only `layered-memory review` decides it,
+        see `writeback.review_queue`; asked each time, so a consolidator set later counts)."""
+        found = dict(self._found_read_only.get())
+        found.update(dict.fromkeys(self._review_queues(), QUEUE_OWNER))
+        return found
+
+    def _review_queues(self) -> tuple[str, ...]:
+        """The review queues this agent (or, in a `read_only` twin, its parent) must not touch."""
+        own = (self._consolidator.pending_path,) if self._consolidator is not None else ()
+        return own + self._parent_queues
 
     @property
     def consolidator(self) -> MemoryConsolidator | None:

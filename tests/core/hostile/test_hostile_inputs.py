@@ -210,6 +210,19 @@ def test_parsers_called_directly_never_raise(outcomes: dict[str, Any]) -> None:
     assert not any(result[f"{name}_rule"] for name in ("deep_flow", "deep_map", "alias_bomb"))
 
 
+def test_tool_dialects_read_hostile_frontmatter_and_go_on(outcomes: dict[str, Any]) -> None:
+    found = outcome(outcomes, "tool_dialect_frontmatter")
+    assert found["/.cursor/rules/colons.mdc"] == {"mode": "paths", "errors": 0}
+    assert found["/.cursor/rules/block.mdc"]["mode"] == "requested"
+    assert found["/.cursor/rules/deep.mdc"] == {"mode": None, "errors": 1}  # too deep: refused
+    assert found["/.cursor/rules/unclosed.mdc"] == {"mode": "manual", "errors": 0}
+    assert found["/.cursor/rules/dashes.mdc"]["mode"] is not None
+    assert found["/.github/instructions/c.instructions.md"] == {"mode": "requested", "errors": 0}
+    assert found["/.windsurf/rules/w.md"]["mode"] is None  # too deep: refused, named
+    assert found["/.kiro/steering/k.md"]["errors"] >= 1
+    assert found["/.clinerules/c.md"] == {"mode": "always", "errors": 0}  # Cline fails open
+
+
 def test_a_hostile_consolidation_finishes_and_stores_nothing_bad(outcomes: dict[str, Any]) -> None:
     found = outcome(outcomes, "hostile_consolidation")
     assert found["applied"] == 1  # the secret, redacted and cut; everything else refused
@@ -220,6 +233,15 @@ def test_a_hostile_consolidation_finishes_and_stores_nothing_bad(outcomes: dict[
     assert found["marks_line_parsed"] is True
     assert found["stored_instruction"] is False
     assert found["key_stored"] is False
+
+
+def test_the_lesson_hold_reads_hostile_texts_in_linear_time(outcomes: dict[str, Any]) -> None:
+    found = outcome(outcomes, "hostile_lessons")
+    assert found["held"]["urls"] is True  # a data placeholder after 40,000 URL starts
+    assert found["held"]["pipes"] is False  # `| sh` with nothing fetched from anywhere
+    assert found["held"]["spaced"] is False  # "a a a ...": no word joined into a command
+    assert found["ordinary_applied"] is True
+    assert found["sources_kept"] is True  # megabytes of run: the newest 200,000 chars
 
 
 def test_a_hostile_graph_is_defused_and_named_back_in_linear_time(outcomes: dict[str, Any]) -> None:
