@@ -33,7 +33,7 @@ CONSTANTS: dict[str, set[str]] = {
     "layered_memory.core.guard._view": {"_BUSY"},  # a ContextVar: per context
     "layered_memory.core.internals": {"WRITTEN_FOR", "_BACKEND_HOMES"},
     "layered_memory.core.loading": {"_DOWNLOAD_ERROR_REASONS", "_NO_EXTRAS"},
-    "layered_memory.core.snapshot": {"_RUN"},  # a ContextVar: per context
+    "layered_memory.core.put_back": {"_RUN"},  # a ContextVar: per context
     "layered_memory.core.tool_calls": {"MUTATING_TOOLS", "MEMORY_TOOL_CHANGES"},
     "layered_memory.graph._format": {
         "_DECODER",
@@ -52,7 +52,9 @@ CONSTANTS: dict[str, set[str]] = {
         "_READERS",
     },
     "layered_memory.safety.defuse": {"LOOKALIKES", "_EXTRA_LOOKALIKES", "_ALL_LOOKALIKES"},
-    "layered_memory.safety.redaction": {"_ASCII_LOWER", "_CLOSERS", "_PRECEDENCE"},
+    "layered_memory.safety._detector": {"_ASCII_LOWER"},
+    "layered_memory.safety._named_fields": {"_CLOSERS"},
+    "layered_memory.safety.redaction": {"_PRECEDENCE"},
     "layered_memory.sessions.fanout": {"_memory"},  # a ContextVar: per context
     "layered_memory.sessions.stores.hybrid": {"SKIPPED"},  # a sentinel
     # The deadline watchdog holds the deadlines of sockets in use (not a cache): see its class.

@@ -134,6 +134,7 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "path_access",
         "places",
         "protection",
+        "put_back",
         "render",
         "render_cache",
         "run_data",
@@ -142,6 +143,7 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "state",
         "system_message",
         "tool_calls",
+        "unrestored",
         "validation",
     ],
     "layered_memory.writeback": [

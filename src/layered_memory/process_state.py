@@ -142,9 +142,9 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         "8,192 rule files",
         maxsize=8192,
     ),
-    # -- core: the run-start snapshot and the guard ------------------------------------------
+    # -- core: the run-start snapshot, the unrestored record, the put-back, the guard --------
     ProcessState(
-        f"{_CORE}.snapshot",
+        f"{_CORE}.unrestored",
         "_ledger_in",
         "lru_cache",
         "the unrestored record's path for a state folder",
@@ -152,14 +152,15 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         maxsize=16,
     ),
     ProcessState(
-        f"{_CORE}.snapshot",
+        f"{_CORE}.unrestored",
         "_cached",
         "cache",
         "the unrestored record as last read, by its file's stat signature",
         "1 record (the state folder in use)",
+        lock="_cache_lock",
     ),
     ProcessState(
-        f"{_CORE}.snapshot",
+        f"{_CORE}.put_back",
         "_REBUILT",
         "registry",
         "read-only folders the guard built again, accepted as the run's own by later checks",

@@ -19,6 +19,7 @@ __all__ = [
     "path_access",
     "places",
     "protection",
+    "put_back",
     "render",
     "render_cache",
     "run_data",
@@ -27,5 +28,6 @@ __all__ = [
     "state",
     "system_message",
     "tool_calls",
+    "unrestored",
     "validation",
 ]

@@ -586,12 +586,12 @@ class KnowledgeGraph:
         Args:
             relations: The relations to remove.
         """
-        checked = self._lookup_relations(check_relations(self.path, relations))
+        checked = self._lookup_relations(check_relations(self.path, relations, capped=False))
         self._transact(lambda graph: (_delete_relations(graph, checked), None))
 
     async def adelete_relations(self, relations: list[Relation]) -> None:
         """Async twin of `delete_relations`."""
-        checked = self._lookup_relations(check_relations(self.path, relations))
+        checked = self._lookup_relations(check_relations(self.path, relations, capped=False))
         await self._atransact(lambda graph: (_delete_relations(graph, checked), None))
 
     # --- the transaction ----------------------------------------------------------------
