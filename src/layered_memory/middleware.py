@@ -59,6 +59,7 @@ from layered_memory.core.guard import (
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.nested import directories_of
+from layered_memory.core.report import emit_memory_report
 from layered_memory.core.protection import (
     is_same_file,
     protected_paths_of,
@@ -190,7 +191,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _hooks_class: type[Any] | None = None
-    _last_block: tuple[str, list[str], list[str], str] | None = None
+    _last_block: tuple[str, list[str], list[str], str, dict[str, Any]] | None = None
 
     def __init__(
         self,
@@ -597,10 +598,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     def _inject(
         self, request: ModelRequest[ContextT], state: Mapping[str, Any]
     ) -> ModelRequest[ContextT]:
-        block = self._memory_block(state) if self.system_prompt is not None else None
         system_message = request.system_message
-        if block is not None:
+        if self.system_prompt is not None:
+            block, report = self._memory_call(state)
             system_message = append_block(system_message, block)
+            emit_memory_report(request.runtime, report)
         if (
             self._add_cache_control
             and system_message is not None
@@ -613,7 +615,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         return request.override(system_message=system_message)
 
     def _memory_block(self, state: Mapping[str, Any]) -> str:
-        """The block for `state`: the last one while its digest and match keys are unchanged.
+        """The block for `state` (see `_memory_call`)."""
+        return self._memory_call(state)[0]
+
+    def _memory_call(self, state: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The block for `state` and its record (`core.report`): the last ones while the
+        digest and match keys are unchanged.
 
         The block is a function of the load's digest (which covers every part: texts, rules,
         session, unreadable files, nested and imported memory) and the match keys; between
@@ -630,8 +637,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         context = memory.get("match_context") or []
         last = self._last_block
         if last is not None and last[0] == digest and last[1] == touched and last[2] == context:
-            return last[3]
-        block = self.assembler.render_parts(
+            return last[3], last[4]
+        block, report = self.assembler.render_call(
             state.get("memory_contents") or {},
             memory.get("rule_files") or {},
             session_of(state),
@@ -643,8 +650,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if digest is not None:
             # Copies: a list changed in place must not look unchanged. One tuple, replaced
             # whole, so threads sharing this middleware read a consistent entry.
-            self._last_block = (digest, list(touched), list(context), block)
-        return block
+            self._last_block = (digest, list(touched), list(context), block, report)
+        return block, report
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:
         """A refusal, or the state notes the call will add once it ran."""

@@ -63,6 +63,7 @@ from layered_memory.core.render import (
     render_memory_report,
 )
 from layered_memory.core.render_cache import LRU, clear_rule_sets, rule_set_for
+from layered_memory.core.report import build_memory_report
 from layered_memory.core.snapshot import (
     Pinned,
     RunStart,
@@ -243,7 +244,7 @@ class MemoryAssembler:
             if follow_imports is True and self.rule_root != "/"
             else None
         )
-        self._blocks: LRU[tuple[Hashable, ...], str] = LRU(256)
+        self._blocks: LRU[tuple[Hashable, ...], tuple[str, dict[str, Any]]] = LRU(256)
         self._logged: set[tuple[str, str]] = set()
         self._last_load: tuple[tuple[Mapping[str, str] | str | None, ...], str] | None = None
         self._probed_folders: set[str] = set()
@@ -869,6 +870,39 @@ class MemoryAssembler:
                 per load); without it, one is computed from every part.
             unreadable: Layer path -> reason, for files that could not be read.
             extras: Nested memory files and `@path` imports.
+
+        Returns:
+            The block to append to the system message.
+        """
+        return self.render_call(
+            files, rule_files, session, keys, digest=digest, unreadable=unreadable, extras=extras
+        )[0]
+
+    def render_call(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: Iterable[str],
+        *,
+        digest: str | None = None,
+        unreadable: Mapping[str, str] | None = None,
+        extras: MemoryExtras | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        """`render_parts`, with the record of what the block holds (`core.report`); both
+        cached together, so a call that reuses the block reuses the record too.
+
+        Args:
+            files: Layer path -> text.
+            rule_files: Rule file path -> text.
+            session: The session layer, if any.
+            keys: Rule match keys.
+            digest: As for `render_parts`.
+            unreadable: Layer path -> reason, for files that could not be read.
+            extras: Nested memory files and `@path` imports.
+
+        Returns:
+            The block and its record (shared: never change it).
         """
         # Keys only select rules: without rule folders they cannot change the block.
         key_tuple = tuple(keys) if self.rule_folders else ()
@@ -884,13 +918,17 @@ class MemoryAssembler:
                 *extras.digest_parts(),
             )
         cache_key = (digest, key_tuple)
-        block = self._blocks.get(cache_key)
-        if block is None:
-            block = self._rendered(
+        rendered_call = self._blocks.get(cache_key)
+        if rendered_call is None:
+            rendered, match = self._rendered_with_match(
                 files, rule_files, session, key_tuple, unreadable=unreadable, extras=extras
-            ).block
-            self._blocks.put(cache_key, block)
-        return block
+            )
+            report = build_memory_report(
+                rendered, match, layers=self.layers, extras=extras, budget=self.max_chars
+            )
+            rendered_call = (rendered.block, report)
+            self._blocks.put(cache_key, rendered_call)
+        return rendered_call
 
     def match_rules(self, rule_files: Mapping[str, str], keys: Iterable[str]) -> RuleMatch | None:
         """Which rules apply to `keys` (None when no rule folders are configured)."""
@@ -933,6 +971,20 @@ class MemoryAssembler:
         unreadable: Mapping[str, str],
         extras: MemoryExtras,
     ) -> RenderedMemory:
+        return self._rendered_with_match(
+            files, rule_files, session, keys, unreadable=unreadable, extras=extras
+        )[0]
+
+    def _rendered_with_match(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: tuple[str, ...],
+        *,
+        unreadable: Mapping[str, str],
+        extras: MemoryExtras,
+    ) -> tuple[RenderedMemory, RuleMatch | None]:
         match = self.match_rules(rule_files, keys)
         rules_renderer = None
         if match is not None and (match.applied or match.requested):
@@ -940,7 +992,7 @@ class MemoryAssembler:
             def rules_renderer(limit: int) -> str:
                 return render_rules(match, max_chars=min(limit, self.max_rules_chars))
 
-        return render_memory_report(
+        rendered = render_memory_report(
             self.layers,
             files,
             template=self.system_prompt,
@@ -951,6 +1003,7 @@ class MemoryAssembler:
             unreadable=unreadable,
             extras=extras,
         )
+        return rendered, match
 
     def _report_rule_problems(self, rule_set: RuleSet) -> None:
         for problem in rule_set.problems:
