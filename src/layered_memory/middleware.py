@@ -59,7 +59,6 @@ from layered_memory.core.guard import (
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.nested import directories_of
-from layered_memory.core.report import emit_memory_report
 from layered_memory.core.protection import (
     is_same_file,
     protected_paths_of,
@@ -72,6 +71,7 @@ from layered_memory.core.render import (
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
 )
+from layered_memory.core.report import emit_memory_report
 from layered_memory.core.run_data import (
     MatchKeySource,
     context_strings,

@@ -258,8 +258,7 @@ def _call_section(report: InspectReport, paint: _Painter) -> list[str]:
     if record is None:
         return []
     lines = [
-        paint("WHAT A MODEL CALL REPORTS", "bold")
-        + ' (stream_mode="custom": {"memory": ...}; --json: memory_report)'
+        paint("WHAT A MODEL CALL REPORTS", "bold") + ' (stream_mode="custom", {"memory": ...})'
     ]
     for entry in record["files"]:
         state = f"cut: {'; '.join(entry['why'])}" if entry["cut"] else "whole"
