@@ -159,6 +159,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         hooks: Registry fired with `PIPELINE_START`/`PIPELINE_END` and the memory events.
         max_chars: Upper bound on the injected block, guidelines included.
         max_rules_chars: Upper bound on the matched rules inside the block.
+        max_tokens: Upper bound on the injected block in the model's tokens, beside
+            `max_chars` (both hold), counted with the model's own counter where its
+            integration has one, else `count_tokens_approximately`
+            (`layered_memory.core.tokens`). `Layer(max_tokens=...)` bounds one layer.
         strict: Raise on an unusable memory file instead of logging and skipping it.
         rules_writable: Let the agent edit rule files (refused by default).
         add_cache_control: Tag the last system block for Anthropic prompt caching.
@@ -191,7 +195,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _hooks_class: type[Any] | None = None
-    _last_block: tuple[str, list[str], list[str], str, dict[str, Any]] | None = None
+    _last_block: tuple[str, list[str], list[str], str, dict[str, Any], object] | None = None
 
     def __init__(
         self,
@@ -205,6 +209,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         hooks: HookRegistry | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
+        max_tokens: int | None = None,
         strict: bool = False,
         rules_writable: bool = False,
         add_cache_control: bool = False,
@@ -229,6 +234,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             session_store=session_store,
             max_chars=max_chars,
             max_rules_chars=max_rules_chars,
+            max_tokens=max_tokens,
             system_prompt=system_prompt,
             compat=source_list is not None,
             strict=strict,
@@ -316,6 +322,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             hooks=None,
             max_chars=self.assembler.max_chars,
             max_rules_chars=self.assembler.max_rules_chars,
+            max_tokens=self.assembler.max_tokens,
             strict=self.assembler.strict,
             rules_writable=False,
             add_cache_control=self._add_cache_control,
@@ -600,7 +607,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     ) -> ModelRequest[ContextT]:
         system_message = request.system_message
         if self.system_prompt is not None:
-            block, report = self._memory_call(state)
+            block, report = self._memory_call(state, request.model)
             system_message = append_block(system_message, block)
             emit_memory_report(request.runtime, report)
         if (
@@ -618,7 +625,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """The block for `state` (see `_memory_call`)."""
         return self._memory_call(state)[0]
 
-    def _memory_call(self, state: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _memory_call(
+        self, state: Mapping[str, Any], model: object = None
+    ) -> tuple[str, dict[str, Any]]:
         """The block for `state` and its record (`core.report`): the last ones while the
         digest and match keys are unchanged.
 
@@ -630,13 +639,24 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         59 -> 37 Python calls per model call; 1.69x -> 1.12x the time of an ideal middleware
         that appends one precomputed block (1.84x -> 1.15x for the `sources=` drop-in;
         `benchmarks/run.py --only per_call --quick`, scenario 1, issue 23).
+
+        With a budget in tokens the block depends on the model's counter too: the model is
+        passed on, and the last block is reused for the very same model object only.
         """
+        if not self.assembler.counts_tokens:
+            model = None
         memory = loaded(state)
         digest = memory.get("digest")
         touched = state.get("memory_touched_paths") or []
         context = memory.get("match_context") or []
         last = self._last_block
-        if last is not None and last[0] == digest and last[1] == touched and last[2] == context:
+        if (
+            last is not None
+            and last[0] == digest
+            and last[1] == touched
+            and last[2] == context
+            and last[5] is model
+        ):
             return last[3], last[4]
         block, report = self.assembler.render_call(
             state.get("memory_contents") or {},
@@ -646,11 +666,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             digest=digest,
             unreadable=memory.get("unreadable"),
             extras=extras_of(state),
+            model=model,
         )
         if digest is not None:
             # Copies: a list changed in place must not look unchanged. One tuple, replaced
             # whole, so threads sharing this middleware read a consistent entry.
-            self._last_block = (digest, list(touched), list(context), block, report)
+            self._last_block = (digest, list(touched), list(context), block, report, model)
         return block, report
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:

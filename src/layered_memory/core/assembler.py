@@ -75,6 +75,12 @@ from layered_memory.core.snapshot import (
     walk_nested,
 )
 from layered_memory.core.snapshot import entries as recorded_unrestored
+from layered_memory.core.tokens import (
+    TokenCounter,
+    fit_layers_to_tokens,
+    fit_to_tokens,
+    token_counter,
+)
 from layered_memory.core.validation import (
     check_backend,
     check_budget,
@@ -164,6 +170,8 @@ class MemoryAssembler:
             live outside it, such as `~/.deepagents/`); `"anywhere"`: any file the backend
             can read (a cloned repository's AGENTS.md could then import `@~/.aws/credentials`);
             `False`: none.
+        max_tokens: Upper bound on the rendered block in the model's tokens (`core.tokens`),
+            beside `max_chars`; both hold.
 
     Raises:
         TypeError: An argument of the wrong type (a path where a list goes, a `str` budget),
@@ -186,6 +194,7 @@ class MemoryAssembler:
         nested: Sequence[str] = (),
         nested_writable: bool = False,
         follow_imports: bool | Literal["anywhere"] = True,
+        max_tokens: int | None = None,
     ) -> None:
         # The one validation path of the options `MemoryMiddleware` shares (it hands them on
         # unchecked): a mistake fails here, named, not later with a raw error (issue 26:
@@ -199,6 +208,8 @@ class MemoryAssembler:
         rule_list = check_path_list(rules, parameter="rules") or []
         check_budget(max_chars, least=minimum_budget(template))
         check_int(max_rules_chars, parameter="max_rules_chars")
+        if max_tokens is not None:
+            check_int(max_tokens, parameter="max_tokens", minimum=1, unit="a number of tokens")
         nested = check_names(nested, parameter="nested")
         check_imports(follow_imports, parameter="follow_imports")
         check_unique_layer_names(layer_list)
@@ -208,6 +219,8 @@ class MemoryAssembler:
         self.session_store = session_store
         self.max_chars = max_chars
         self.max_rules_chars = max_rules_chars
+        self.max_tokens = max_tokens
+        """The block's bound in the model's tokens (None: characters only)."""
         self.system_prompt = template
         self.compat = compat
         self.strict = strict
@@ -888,6 +901,7 @@ class MemoryAssembler:
         digest: str | None = None,
         unreadable: Mapping[str, str] | None = None,
         extras: MemoryExtras | None = None,
+        model: object | None = None,
     ) -> tuple[str, dict[str, Any]]:
         """`render_parts`, with the record of what the block holds (`core.report`); both
         cached together, so a call that reuses the block reuses the record too.
@@ -900,6 +914,8 @@ class MemoryAssembler:
             digest: As for `render_parts`.
             unreadable: Layer path -> reason, for files that could not be read.
             extras: Nested memory files and `@path` imports.
+            model: The call's chat model, whose counter measures a token budget
+                (`max_tokens=`, `Layer(max_tokens=...)`); unused without one.
 
         Returns:
             The block and its record (shared: never change it).
@@ -917,18 +933,103 @@ class MemoryAssembler:
                 unreadable,
                 *extras.digest_parts(),
             )
-        cache_key = (digest, key_tuple)
+        counter = token_counter(model) if self.counts_tokens else None
+        cache_key = (digest, key_tuple, counter.key if counter is not None else None)
         rendered_call = self._blocks.get(cache_key)
         if rendered_call is None:
-            rendered, match = self._rendered_with_match(
-                files, rule_files, session, key_tuple, unreadable=unreadable, extras=extras
-            )
-            report = build_memory_report(
-                rendered, match, layers=self.layers, extras=extras, budget=self.max_chars
+            rendered, report = self._rendered_call(
+                files,
+                rule_files,
+                session,
+                key_tuple,
+                unreadable=unreadable,
+                extras=extras,
+                counter=counter,
             )
             rendered_call = (rendered.block, report)
             self._blocks.put(cache_key, rendered_call)
         return rendered_call
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether a budget is given in tokens (`max_tokens=`, or a layer's `max_tokens`)."""
+        return self.max_tokens is not None or any(
+            layer.max_tokens is not None for layer in self.layers
+        )
+
+    def _rendered_call(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: tuple[str, ...],
+        *,
+        unreadable: Mapping[str, str],
+        extras: MemoryExtras,
+        counter: TokenCounter | None,
+    ) -> tuple[RenderedMemory, dict[str, Any]]:
+        """The block and its record; with a token counter, the character
+        budgets that meet the token budgets (`core.tokens`)."""
+        if counter is None:
+            rendered, match = self._rendered_with_match(
+                files, rule_files, session, keys, unreadable=unreadable, extras=extras
+            )
+            report = build_memory_report(
+                rendered, match, layers=self.layers, extras=extras, budget=self.max_chars
+            )
+            return rendered, report
+        layers = fit_layers_to_tokens(self.layers, files, counter.count)
+        reworded = {
+            f"over the layer's max_chars={fitted.max_chars}": (
+                f"over the layer's max_tokens={layer.max_tokens} ({counter.name})"
+            )
+            for layer, fitted in zip(self.layers, layers, strict=True)
+            if fitted is not layer
+        }
+        found: list[RuleMatch | None] = [None]
+
+        def render_at(max_chars: int) -> RenderedMemory:
+            rendered, found[0] = self._rendered_with_match(
+                files,
+                rule_files,
+                session,
+                keys,
+                unreadable=unreadable,
+                extras=extras,
+                layers=layers,
+                max_chars=max_chars,
+            )
+            return rendered
+
+        if self.max_tokens is None:
+            rendered = render_at(self.max_chars)
+            tokens = counter.count(rendered.block)
+            budget, unit = self.max_chars, "chars"
+            total = len(rendered.block)
+        else:
+            rendered, tokens = fit_to_tokens(
+                render_at,
+                counter.count,
+                max_tokens=self.max_tokens,
+                max_chars=self.max_chars,
+                least=minimum_budget(self.system_prompt),
+            )
+            budget, unit, total = self.max_tokens, "tokens", tokens
+            reworded["over the total memory budget (max_chars)"] = (
+                f"over the total memory budget (max_tokens={self.max_tokens}, {counter.name})"
+            )
+        report = build_memory_report(
+            rendered,
+            found[0],
+            layers=self.layers,
+            extras=extras,
+            budget=budget,
+            unit=unit,
+            total=total,
+            counter=counter.name,
+            reworded=reworded,
+        )
+        return rendered, report
 
     def match_rules(self, rule_files: Mapping[str, str], keys: Iterable[str]) -> RuleMatch | None:
         """Which rules apply to `keys` (None when no rule folders are configured)."""
@@ -971,8 +1072,16 @@ class MemoryAssembler:
         unreadable: Mapping[str, str],
         extras: MemoryExtras,
     ) -> RenderedMemory:
-        return self._rendered_with_match(
-            files, rule_files, session, keys, unreadable=unreadable, extras=extras
+        # Without a model, a token budget is counted with LangChain's approximation.
+        counter = token_counter(None) if self.counts_tokens else None
+        return self._rendered_call(
+            files,
+            rule_files,
+            session,
+            keys,
+            unreadable=unreadable,
+            extras=extras,
+            counter=counter,
         )[0]
 
     def _rendered_with_match(
@@ -984,6 +1093,8 @@ class MemoryAssembler:
         *,
         unreadable: Mapping[str, str],
         extras: MemoryExtras,
+        layers: Sequence[Layer] | None = None,
+        max_chars: int | None = None,
     ) -> tuple[RenderedMemory, RuleMatch | None]:
         match = self.match_rules(rule_files, keys)
         rules_renderer = None
@@ -993,10 +1104,10 @@ class MemoryAssembler:
                 return render_rules(match, max_chars=min(limit, self.max_rules_chars))
 
         rendered = render_memory_report(
-            self.layers,
+            self.layers if layers is None else layers,
             files,
             template=self.system_prompt,
-            max_chars=self.max_chars,
+            max_chars=self.max_chars if max_chars is None else max_chars,
             compat=self.compat,
             rules=rules_renderer,
             session=session,

@@ -37,6 +37,8 @@ class Layer:
         writable: Whether the agent may edit these files with its file tools.
         max_lines: Lines shown per file (default: all, or 200 for a file named `MEMORY.md`).
         max_chars: Characters shown for the whole layer (default: limited by the total budget).
+        max_tokens: Tokens shown for the whole layer, counted with the model's own counter
+            (see `MemoryMiddleware(max_tokens=...)`); with `max_chars`, both hold.
 
     Example:
         Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True),
@@ -48,6 +50,7 @@ class Layer:
     writable: bool = field(default=False, kw_only=True)
     max_lines: int | None = field(default=None, kw_only=True)
     max_chars: int | None = field(default=None, kw_only=True)
+    max_tokens: int | None = field(default=None, kw_only=True)
 
     def __init__(
         self,
@@ -57,12 +60,17 @@ class Layer:
         writable: bool = False,
         max_lines: int | None = None,
         max_chars: int | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             msg = f"Layer name must be a non-empty string; got {name!r}"
             raise ValueError(msg)
         path_tuple = _layer_paths(name, paths)
-        for label, value in (("max_lines", max_lines), ("max_chars", max_chars)):
+        for label, value in (
+            ("max_lines", max_lines),
+            ("max_chars", max_chars),
+            ("max_tokens", max_tokens),
+        ):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
             ):
@@ -73,6 +81,7 @@ class Layer:
         object.__setattr__(self, "writable", bool(writable))
         object.__setattr__(self, "max_lines", max_lines)
         object.__setattr__(self, "max_chars", max_chars)
+        object.__setattr__(self, "max_tokens", max_tokens)
 
     @property
     def folders(self) -> tuple[str, ...]:

@@ -24,7 +24,9 @@ Keys of the record (`"version": 1`; keys are stable, new keys may be added):
   no key named).
 - `rules_part`: `{"chars", "cut"}` of the rules in the block, or null without rules.
 - `session`: `{"key", "chars", "cut"}` of the session layer, or null.
-- `total`: the block's size; `budget`: its bound; `unit`: what both count (`"chars"`).
+- `total`: the block's size; `budget`: its bound; `unit`: what both count (`"chars"`, or
+  `"tokens"` with `max_tokens=`); `chars`: the block's characters; `counter`: what counted
+  the tokens (`ChatOpenAI.get_num_tokens`, `count_tokens_approximately`), or null.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ def build_memory_report(
     extras: MemoryExtras | None = None,
     budget: int,
     unit: str = "chars",
+    total: int | None = None,
+    counter: str | None = None,
+    reworded: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The record of one rendered block: each file shown, each rule applied and why, the total.
 
@@ -66,6 +71,9 @@ def build_memory_report(
         extras: The load's nested and imported files (for their access).
         budget: The bound on the block, in `unit`.
         unit: What `total` and `budget` count.
+        total: The block's size in `unit` (default: its characters).
+        counter: What counted the tokens, with `unit="tokens"`.
+        reworded: Reasons to say otherwise (a character cap that stands for a token cap).
 
     Returns:
         JSON-ready data (see the module docstring for the keys).
@@ -81,7 +89,7 @@ def build_memory_report(
         elif piece.kind == "session":
             session = {"key": piece.path, "chars": _chars(piece), "cut": piece.outcome != "whole"}
         else:
-            files.append(_file(piece, writable, access_of))
+            files.append(_file(piece, writable, access_of, reworded or {}))
     return {
         "version": REPORT_VERSION,
         "files": files,
@@ -91,9 +99,11 @@ def build_memory_report(
         else [],
         "rules_part": rules_part,
         "session": session,
-        "total": len(rendered.block),
+        "total": len(rendered.block) if total is None else total,
         "budget": budget,
         "unit": unit,
+        "chars": len(rendered.block),
+        "counter": counter,
     }
 
 
@@ -102,7 +112,10 @@ def _chars(piece: PieceReport) -> int:
 
 
 def _file(
-    piece: PieceReport, writable: Mapping[str, bool], access_of: Mapping[str, str]
+    piece: PieceReport,
+    writable: Mapping[str, bool],
+    access_of: Mapping[str, str],
+    reworded: Mapping[str, str],
 ) -> dict[str, Any]:
     if piece.kind in ("nested", "import"):
         access = access_of.get(piece.path, "read-only")
@@ -117,7 +130,7 @@ def _file(
         "source_chars": piece.source_chars,
         "cut": piece.outcome != "whole",
         "outcome": piece.outcome,
-        "why": list(piece.why),
+        "why": [reworded.get(why, why) for why in piece.why],
     }
 
 
