@@ -58,6 +58,9 @@ def test_all_is_pinned() -> None:
             "shared_memory_backend",
             "shared_memory_layers",
             "user_namespace",
+            # forgetting a subject everywhere (issue 38)
+            "ForgetReport",
+            "forget",
         ]
     )
 

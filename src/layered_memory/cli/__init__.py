@@ -547,6 +547,12 @@ def _add_mcp(subparsers: Subparsers) -> None:
     add_mcp_parser(subparsers)
 
 
+def _add_forget(subparsers: Subparsers) -> None:
+    from layered_memory.cli.forget import add_forget_parser
+
+    add_forget_parser(subparsers)
+
+
 def _add_tiers(subparsers: Subparsers) -> None:
     try:
         from layered_memory.cli.tiers import add_parser
@@ -577,6 +583,7 @@ SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     _add_inspect,
     _add_lint,
     _add_review,
+    _add_forget,
     _add_sync,
     _add_graph,
     _add_mcp,

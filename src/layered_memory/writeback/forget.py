@@ -1,0 +1,258 @@
+"""Forgetting a subject in memory files: the lines that name it, and the review queue beside.
+
+A subject is named when it appears as a whole word (or words), whatever the case, the Unicode
+form (NFKC: a full-width or ligature spelling is the same name) or invisible characters inside
+it (`Ac<zero-width space>me` names Acme); runs of white space count as one space. A match is
+one linear regex search of the normalised line: a hostile file costs its length.
+
+Each writable file is rewritten through `core.files.transact` (its lock, read under it, one
+atomic replace), so a writer that appended a line naming the subject a moment before is seen,
+and one appending after waits for the lock. The review queue (`MEMORY.pending.json`) is
+changed in the same transaction as its memory file. A dry run runs the same transform under
+the lock and writes nothing. Read-only files are read, never changed: the caller lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from layered_memory.core.files import atransact, transact
+from layered_memory.core.loading import download_files_safely
+from layered_memory.safety.defuse import drop_invisible
+
+if TYPE_CHECKING:
+    from deepagents.backends.protocol import BackendProtocol
+
+__all__ = [
+    "FileForgotten",
+    "SubjectMatcher",
+    "aforget_in_file",
+    "forget_in_file",
+    "forget_in_queue",
+    "forget_lines",
+    "read_only_naming",
+]
+
+_SPACE = re.compile(r"\s+")
+
+
+def _normalised(text: str) -> str:
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", drop_invisible(text)).casefold())
+
+
+class SubjectMatcher:
+    """Whether a text names a subject (whole words, any case, Unicode-normalised).
+
+    Args:
+        subject: The name to forget (e.g. `"Acme Corp"`).
+
+    Raises:
+        ValueError: The subject is empty once normalised (only spaces or invisible characters).
+    """
+
+    def __init__(self, subject: str) -> None:
+        if not isinstance(subject, str):
+            msg = f"subject must be a str; got {type(subject).__name__}"
+            raise TypeError(msg)
+        normal = _normalised(subject).strip()
+        if not normal:
+            msg = f"subject {subject!r} is empty once spaces and invisible characters are removed"
+            raise ValueError(msg)
+        self.subject = subject
+        # Word edges only where the subject itself starts or ends with a word character:
+        # `C++` is named in "likes C++." although `+` is no word character.
+        start = r"(?<!\w)" if re.match(r"\w", normal) else ""
+        end = r"(?!\w)" if re.search(r"\w$", normal) else ""
+        self._pattern = re.compile(start + re.escape(normal) + end)
+
+    def names(self, text: str) -> bool:
+        """Whether `text` names the subject.
+
+        Args:
+            text: Any text.
+
+        Returns:
+            True when the subject appears in it as a whole word.
+        """
+        return self._pattern.search(_normalised(text)) is not None
+
+
+def forget_lines(text: str, matcher: SubjectMatcher) -> tuple[str, list[str]]:
+    """`text` without the lines that name the subject.
+
+    Args:
+        text: A memory file's text.
+        matcher: The subject.
+
+    Returns:
+        The new text and the removed lines (in file order).
+    """
+    kept: list[str] = []
+    removed: list[str] = []
+    for line in text.split("\n"):
+        (removed if matcher.names(line) else kept).append(line)
+    return "\n".join(kept), removed
+
+
+def forget_in_queue(text: str | None, matcher: SubjectMatcher) -> tuple[str | None, int]:
+    """The review queue's text without the queued changes that name the subject.
+
+    A queue that is not a JSON object with a `changes` list is left as it is (the review
+    command reports it); a change names the subject when any of its strings does.
+
+    Args:
+        text: The queue file's text (None: no queue).
+        matcher: The subject.
+
+    Returns:
+        The new text (None: unchanged) and how many changes were removed.
+    """
+    if not text:
+        return None, 0
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None, 0
+    changes = data.get("changes") if isinstance(data, dict) else None
+    if not isinstance(changes, list):
+        return None, 0
+    kept = [change for change in changes if not _names_any(change, matcher)]
+    if len(kept) == len(changes):
+        return None, 0
+    data["changes"] = kept
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n", len(changes) - len(kept)
+
+
+def _names_any(value: Any, matcher: SubjectMatcher) -> bool:
+    if isinstance(value, str):
+        return matcher.names(value)
+    if isinstance(value, Mapping):
+        return any(_names_any(item, matcher) for item in value.values())
+    if isinstance(value, list):
+        return any(_names_any(item, matcher) for item in value)
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class FileForgotten:
+    """What forgetting did (or would do, on a dry run) to one memory file.
+
+    Attributes:
+        path: The memory file.
+        lines: The lines removed.
+        queue_path: Its review queue, if one was checked.
+        queued: Queued changes removed from the review queue.
+    """
+
+    path: str
+    lines: tuple[str, ...]
+    queue_path: str | None = None
+    queued: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.lines or self.queued)
+
+
+def _transform(path: str, queue_path: str | None, matcher: SubjectMatcher, dry_run: bool) -> Any:
+    def transform(texts: Mapping[str, str | None]) -> tuple[dict[str, str], FileForgotten]:
+        writes: dict[str, str] = {}
+        text = texts.get(path)
+        removed: list[str] = []
+        if text is not None:
+            new, removed = forget_lines(text, matcher)
+            if removed:
+                writes[path] = new
+        queued = 0
+        if queue_path is not None:
+            new_queue, queued = forget_in_queue(texts.get(queue_path), matcher)
+            if new_queue is not None:
+                writes[queue_path] = new_queue
+        found = FileForgotten(path, tuple(removed), queue_path, queued)
+        return ({} if dry_run else writes), found
+
+    return transform
+
+
+def forget_in_file(
+    backend: BackendProtocol,
+    path: str,
+    matcher: SubjectMatcher,
+    *,
+    queue_path: str | None = None,
+    dry_run: bool = False,
+) -> FileForgotten:
+    """Remove the lines of a writable memory file (and the queued changes of its review queue)
+    that name the subject, in one locked transaction.
+
+    Args:
+        backend: Where the file lives.
+        path: The writable memory file.
+        matcher: The subject.
+        queue_path: Its review queue (`MEMORY.pending.json`), changed in the same transaction.
+        dry_run: Read under the lock, write nothing.
+
+    Returns:
+        What was (or would be) removed.
+
+    Raises:
+        MemoryWriteError: The file could not be locked, read or written, or is read-only
+            memory of a protected backend; nothing was written.
+    """
+    paths = [path] if queue_path is None else [path, queue_path]
+    return transact(backend, paths, _transform(path, queue_path, matcher, dry_run))
+
+
+async def aforget_in_file(
+    backend: BackendProtocol,
+    path: str,
+    matcher: SubjectMatcher,
+    *,
+    queue_path: str | None = None,
+    dry_run: bool = False,
+) -> FileForgotten:
+    """Async twin of `forget_in_file`.
+
+    Args:
+        backend: Where the file lives.
+        path: The writable memory file.
+        matcher: The subject.
+        queue_path: Its review queue.
+        dry_run: Write nothing.
+
+    Returns:
+        What was (or would be) removed.
+    """
+    paths = [path] if queue_path is None else [path, queue_path]
+    return await atransact(backend, paths, _transform(path, queue_path, matcher, dry_run))
+
+
+def read_only_naming(
+    backend: BackendProtocol, paths: Sequence[str], matcher: SubjectMatcher
+) -> list[str]:
+    """The read-only files among `paths` that name the subject (never changed: listed).
+
+    Args:
+        backend: Where the files live.
+        paths: Read-only memory files (and rule files).
+        matcher: The subject.
+
+    Returns:
+        The paths whose text names it, in the order given.
+    """
+    if not paths:
+        return []
+    responses = download_files_safely(backend, list(paths))
+    found: list[str] = []
+    for path, response in zip(paths, responses, strict=True):
+        content = getattr(response, "content", None)
+        if content is None:
+            continue
+        text = content.decode("utf-8", "replace") if isinstance(content, bytes) else str(content)
+        if any(matcher.names(line) for line in text.split("\n")):
+            found.append(path)
+    return found
