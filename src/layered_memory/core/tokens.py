@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from langchain_core.language_models.base import BaseLanguageModel
 from langchain_core.messages.utils import count_tokens_approximately
@@ -117,7 +118,7 @@ def token_counter(model: object | None) -> TokenCounter:
     return TokenCounter(name, key, count)
 
 
-def _counts_itself(model: BaseLanguageModel) -> bool:
+def _counts_itself(model: BaseLanguageModel[Any]) -> bool:
     """Whether the integration counts tokens itself (the base class's default needs the
     `transformers` GPT-2 tokenizer, which says nothing about this model)."""
     kind = type(model)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -204,7 +204,8 @@ def forget_in_file(
             memory of a protected backend; nothing was written.
     """
     paths = [path] if queue_path is None else [path, queue_path]
-    return transact(backend, paths, _transform(path, queue_path, matcher, dry_run))
+    found: FileForgotten = transact(backend, paths, _transform(path, queue_path, matcher, dry_run))
+    return found
 
 
 async def aforget_in_file(
