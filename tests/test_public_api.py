@@ -101,6 +101,7 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "StoredSession",
     ],
     "layered_memory.checkpoint": ["DEFAULT_PREFIX", "CachedCheckpointSaver"],
+    "layered_memory.forgetting": ["ForgetReport", "SessionForgotten", "TierForgotten", "forget"],
 }
 
 

@@ -158,7 +158,9 @@ class FileForgotten:
         return bool(self.lines or self.queued)
 
 
-def _transform(path: str, queue_path: str | None, matcher: SubjectMatcher, dry_run: bool) -> Any:
+def _transform(
+    path: str, queue_path: str | None, matcher: SubjectMatcher, dry_run: bool
+) -> Callable[[Mapping[str, str | None]], tuple[dict[str, str], FileForgotten]]:
     def transform(texts: Mapping[str, str | None]) -> tuple[dict[str, str], FileForgotten]:
         writes: dict[str, str] = {}
         text = texts.get(path)
@@ -204,8 +206,7 @@ def forget_in_file(
             memory of a protected backend; nothing was written.
     """
     paths = [path] if queue_path is None else [path, queue_path]
-    found: FileForgotten = transact(backend, paths, _transform(path, queue_path, matcher, dry_run))
-    return found
+    return transact(backend, paths, _transform(path, queue_path, matcher, dry_run))
 
 
 async def aforget_in_file(
