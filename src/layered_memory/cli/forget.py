@@ -16,16 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from layered_memory.cli._output import dumps_json, printable
-from layered_memory.cli._source import (
-    backend_path,
-    build_assembler,
-    folder_backend,
-    parse_layers,
-    quiet_package_logs,
-    store_namespace,
-)
-from layered_memory.core.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS
-from layered_memory.errors import LayeredMemoryError
+
+# Building the parser imports no framework (`--version` stays fast): the loading modules are
+# imported when the command runs.
 
 __all__ = ["add_forget_parser", "run_forget"]
 
@@ -98,7 +91,8 @@ def run_forget(args: Any) -> int:
     Returns:
         The exit status (see the description).
     """
-    from layered_memory.errors import CliStoreError, UsageError
+    from layered_memory.cli._source import quiet_package_logs
+    from layered_memory.errors import CliStoreError, LayeredMemoryError, UsageError
     from layered_memory.forgetting import forget
 
     failure: str | None = None
@@ -129,6 +123,13 @@ def run_forget(args: Any) -> int:
 @contextmanager
 def _memory(args: Any) -> Iterator[tuple[Any, list[str], list[str]]]:
     """The backend, the writable memory files and the read-only ones (rule files included)."""
+    from layered_memory.cli._source import (
+        backend_path,
+        folder_backend,
+        parse_layers,
+        store_namespace,
+    )
+
     layers = parse_layers(args.layer or ())
     folders = [backend_path(folder) for folder in args.rules or ()]
     parts = store_namespace(args.store, args.namespace)
@@ -146,6 +147,9 @@ def _memory(args: Any) -> Iterator[tuple[Any, list[str], list[str]]]:
 
 
 def _split(backend: Any, layers: Any, folders: list[str]) -> tuple[list[str], list[str]]:
+    from layered_memory.cli._source import build_assembler
+    from layered_memory.core.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS
+
     assembler = build_assembler(
         backend,
         layers=layers,
