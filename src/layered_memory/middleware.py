@@ -165,6 +165,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             (`layered_memory.core.tokens`). `Layer(max_tokens=...)` bounds one layer.
         strict: Raise on an unusable memory file instead of logging and skipping it.
         rules_writable: Let the agent edit rule files (refused by default).
+        list_unmatched_rules: List the scoped rules no key matched as well (name, description,
+            path, for the agent to read), as VS Code lists every instructions file, and let a
+            match key name one to inject it. Off by default: a scoped rule costs nothing until
+            it matches.
         add_cache_control: Tag the last system block for Anthropic prompt caching.
         system_prompt: Template with an `{agent_memory}` slot, or `None` to inject nothing.
         nested: File names of nested memory (`("AGENTS.md", "CLAUDE.md")`): when the agent
@@ -212,6 +216,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         max_tokens: int | None = None,
         strict: bool = False,
         rules_writable: bool = False,
+        list_unmatched_rules: bool = False,
         add_cache_control: bool = False,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         nested: Sequence[str] = (),
@@ -235,6 +240,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             max_chars=max_chars,
             max_rules_chars=max_rules_chars,
             max_tokens=max_tokens,
+            list_unmatched_rules=list_unmatched_rules,
             system_prompt=system_prompt,
             compat=source_list is not None,
             strict=strict,
@@ -325,6 +331,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             max_tokens=self.assembler.max_tokens,
             strict=self.assembler.strict,
             rules_writable=False,
+            list_unmatched_rules=self.assembler.list_unmatched_rules,
             add_cache_control=self._add_cache_control,
             system_prompt=self.system_prompt,
             nested=self.assembler.nested,

@@ -159,6 +159,7 @@ class MemoryAssembler:
         session_store: Store whose entry under the session key is the top layer.
         max_chars: Upper bound on the rendered block.
         max_rules_chars: Upper bound on the matched rules inside it.
+        list_unmatched_rules: List the scoped rules no key matched too (`RuleSet.match`).
         system_prompt: Template with an `{agent_memory}` slot (`None`: the default one).
         compat: Render in deepagents' flat layout (`sources=` mode).
         strict: Raise on the first unusable file instead of logging and skipping it.
@@ -188,6 +189,7 @@ class MemoryAssembler:
         session_store: SessionStore | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
+        list_unmatched_rules: bool = False,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         compat: bool = False,
         strict: bool = False,
@@ -221,6 +223,7 @@ class MemoryAssembler:
         self.max_rules_chars = max_rules_chars
         self.max_tokens = max_tokens
         """The block's bound in the model's tokens (None: characters only)."""
+        self.list_unmatched_rules = bool(list_unmatched_rules)
         self.system_prompt = template
         self.compat = compat
         self.strict = strict
@@ -1036,7 +1039,7 @@ class MemoryAssembler:
         rule_set = self.rule_set(rule_files)
         if rule_set is None:
             return None
-        return rule_set.match(keys, root=self.rule_root)
+        return rule_set.match(keys, root=self.rule_root, list_unmatched=self.list_unmatched_rules)
 
     def rule_set(self, rule_files: Mapping[str, str]) -> RuleSet | None:
         """The parsed rules for these texts: parsed once per distinct content, per process."""
