@@ -17,13 +17,13 @@ import json
 import logging
 import os
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._logs import get_logger
-from layered_memory.core import loading
+from layered_memory.core import loading, staleness
 from layered_memory.core.disk_cache import (
     DirSignatures,
     DiskReadCache,
@@ -328,6 +328,9 @@ class MemoryAssembler:
         else:
             found = pinned.verified(loading.run(plan, pinned.download(download)))
             earlier = {}
+        citing, cited = staleness.citing_files(found.first.texts, _writable_in(access))
+        if cited:  # entries citing files (`core.staleness`): one more batched download
+            found = _with_stale_marked(found, citing, download(cited).texts)
         listing = (rule_paths, [*listing_problems, *folder_problems], other_files)
         return self._snapshot(
             found, listing, session, session_problem, earlier=earlier, layer_files=layer_files
@@ -379,6 +382,9 @@ class MemoryAssembler:
         else:
             found = pinned.verified(await loading.arun(plan, pinned.adownload(download)))
             earlier = {}
+        citing, cited = staleness.citing_files(found.first.texts, _writable_in(access))
+        if cited:
+            found = _with_stale_marked(found, citing, (await download(cited)).texts)
         listing = (rule_paths, [*listing_problems, *folder_problems], other_files)
         return self._snapshot(
             found, listing, session, session_problem, earlier=earlier, layer_files=layer_files
@@ -1146,6 +1152,19 @@ class MemoryAssembler:
     def same_file(self, configured: str, tool_path: str) -> bool:
         """Whether a path named in a tool call is the configured layer path (any alias)."""
         return self._paths.same_file(configured, tool_path)
+
+
+def _writable_in(access: Mapping[str, loading.Access]) -> Callable[[str], bool]:
+    """Whether a loaded path is a writable layer file (its entries may be marked stale)."""
+    return lambda path: access.get(path) == "writable"
+
+
+def _with_stale_marked(
+    found: Discovered, citing: Mapping[str, str], current: Mapping[str, str]
+) -> Discovered:
+    """`found` with the stale entries of the citing files marked (`core.staleness`)."""
+    texts = staleness.marked_texts(found.first.texts, citing, current)
+    return replace(found, first=replace(found.first, texts=texts))
 
 
 def _session_text(session: SessionEntry | None) -> str | None:
