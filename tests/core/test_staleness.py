@@ -132,3 +132,39 @@ class _Runtime:
 
     def stream_writer(self, _chunk: Any) -> None:
         return None
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_an_insight_written_with_cites_goes_stale_when_its_span_changes(
+    tmp_path: Path, use_async: bool
+) -> None:
+    import asyncio
+    import datetime as dt
+
+    from layered_memory import MemoryWriter
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text(APP)
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    writer = MemoryWriter(backend, "/MEMORY.md", clock=lambda: dt.date(2026, 12, 7))
+    cites = ["/src/app.py#L1-2"]
+    if use_async:
+        assert asyncio.run(writer.aadd_insight("retries are capped at 3", cites=cites))
+    else:
+        assert writer.add_insight("retries are capped at 3", cites=cites)
+    assert "cites=/src/app.py#L1-2@" in (tmp_path / "MEMORY.md").read_text()
+    mw = MemoryMiddleware(backend=backend, layers=[Layer("notes", "/MEMORY.md", writable=True)])
+    assert "[stale" not in _system_prompt(mw)
+    (tmp_path / "src" / "app.py").write_text(APP.replace("return 3", "return 4"))
+    assert "[stale: /src/app.py lines 1-2 changed since 2026-12-07" in _system_prompt(mw)
+
+
+def test_a_bad_cite_writes_nothing(tmp_path: Path) -> None:
+    from layered_memory import MemoryWriter
+
+    writer = MemoryWriter(FilesystemBackend(root_dir=tmp_path, virtual_mode=True), "/MEMORY.md")
+    with pytest.raises(ValueError, match="cite"):
+        writer.add_insight("x", cites=["/a b"])
+    with pytest.raises(ValueError, match="cite"):
+        writer.add_insight("x", cites=["/x-->visible"])
+    assert not (tmp_path / "MEMORY.md").exists()

@@ -51,9 +51,9 @@ MAX_CITES = 200
 """Cited spans checked per load: a file citing thousands of paths costs no more."""
 
 _DIGEST_CHARS = 12
-_CITE = re.compile(r"(?P<path>[^\s#@,]+)(?:#L(?P<start>\d{1,7})(?:-(?P<end>\d{1,7}))?)?")
+_CITE = re.compile(r"(?P<path>[^\s#@,<>]+)(?:#L(?P<start>\d{1,7})(?:-(?P<end>\d{1,7}))?)?")
 _STORED = re.compile(
-    r"(?P<path>[^\s#@,]+)(?:#L(?P<start>\d{1,7})(?:-(?P<end>\d{1,7}))?)?@(?P<digest>[0-9a-f]{12})"
+    r"(?P<path>[^\s#@,<>]+)(?:#L(?P<start>\d{1,7})(?:-(?P<end>\d{1,7}))?)?@(?P<digest>[0-9a-f]{12})"
 )
 _DATE = re.compile(r"\bdate=(?P<date>\d{4}-\d{2}-\d{2})\b")
 
