@@ -168,3 +168,23 @@ def test_a_bad_cite_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cite"):
         writer.add_insight("x", cites=["/x-->visible"])
     assert not (tmp_path / "MEMORY.md").exists()
+
+
+def test_doctor_lists_stale_lessons(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from layered_memory.cli import main
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text(APP)
+    entry = _entry([Cite("/src/app.py", 1, 2)], {"/src/app.py": APP})
+    (tmp_path / "MEMORY.md").write_text(f"{entry}\n")
+    args = ["doctor", "--root", str(tmp_path), "--layer", "notes=/MEMORY.md:rw", "--json"]
+    main(args)
+    assert "stale-lesson" not in capsys.readouterr().out
+    (tmp_path / "src" / "app.py").unlink()
+    main(args)
+    data = json.loads(capsys.readouterr().out)
+    [finding] = [f for f in data["findings"] if f["check"] == "stale-lesson"]
+    assert finding["path"] == "/MEMORY.md"
+    assert "/src/app.py moved or was deleted" in finding["message"]

@@ -291,6 +291,8 @@ CHECKS: dict[str, str] = {
     "store-unreachable": "a session store, or the --store, that does not answer",
     "import-too-deep": "@imports more than 5 hops from a configured file: not followed",
     "import-cycle": "memory files that import each other (harmless at run time, a mistake)",
+    "stale-lesson": "a memory entry whose cited file changed in the cited lines, moved or "
+    "vanished: shown marked stale; update or delete it",
     "memory-problem": "any other problem a load reports (a missing @import, a root holding "
     "none of the files...)",
     "strict": "strict=True: the agent's run stops at the first of these problems",

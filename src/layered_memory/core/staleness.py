@@ -34,6 +34,7 @@ from dataclasses import dataclass
 __all__ = [
     "CITES_FIELD",
     "MAX_CITES",
+    "STALE_MARK",
     "Cite",
     "cite_comment",
     "cited_paths",
@@ -42,6 +43,7 @@ __all__ = [
     "mark_stale",
     "marked_texts",
     "parse_cite",
+    "stale_entries",
 ]
 
 CITES_FIELD = "cites="
@@ -251,7 +253,7 @@ def mark_stale(
         if not reasons:
             continue
         since = f" since {entry.date}" if entry.date else ""
-        marker = f"[stale: {'; '.join(reasons)}{since}; check it before relying on this]"
+        marker = f"{STALE_MARK}{'; '.join(reasons)}{since}; check it before relying on this]"
         line = lines[entry.line]
         head = line[: entry.comment_at].rstrip()
         lines[entry.line] = f"{head} {marker} {line[entry.comment_at :]}"
@@ -268,6 +270,30 @@ def _why_stale(cite: Cite, text: str | None) -> str | None:
     if not now:
         return f"{cite.where()} no longer exist (the file is shorter)"
     return f"{cite.where()} changed"
+
+
+STALE_MARK = "[stale: "
+"""How the marker of a stale entry begins."""
+
+
+def stale_entries(text: str) -> list[str]:
+    """The entries of a loaded (marked) text that are marked stale, each as its line without
+    the comment.
+
+    Args:
+        text: A memory file's text as a load gave it.
+
+    Returns:
+        The marked lines, in file order.
+    """
+    if STALE_MARK not in text:
+        return []
+    found = []
+    for line in text.split("\n"):
+        if STALE_MARK in line and CITES_FIELD in line:
+            comment = line.rfind("<!--")
+            found.append((line[:comment] if comment >= 0 else line).strip())
+    return found
 
 
 def citing_files(
