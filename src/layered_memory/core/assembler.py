@@ -210,8 +210,6 @@ class MemoryAssembler:
         rule_list = check_path_list(rules, parameter="rules") or []
         check_budget(max_chars, least=minimum_budget(template))
         check_int(max_rules_chars, parameter="max_rules_chars")
-        if max_tokens is not None:
-            check_int(max_tokens, parameter="max_tokens", minimum=1, unit="a number of tokens")
         nested = check_names(nested, parameter="nested")
         check_imports(follow_imports, parameter="follow_imports")
         check_unique_layer_names(layer_list)
@@ -221,9 +219,18 @@ class MemoryAssembler:
         self.session_store = session_store
         self.max_chars = max_chars
         self.max_rules_chars = max_rules_chars
-        self.max_tokens = max_tokens
-        """The block's bound in the model's tokens (None: characters only)."""
+        # The block's bound in the model's tokens (None: characters only).
+        self.max_tokens = (
+            None
+            if max_tokens is None
+            else check_int(max_tokens, parameter="max_tokens", minimum=1, unit="a number of tokens")
+        )
         self.list_unmatched_rules = bool(list_unmatched_rules)
+        # Whether a budget is given in tokens (`max_tokens=` or a layer's): worked out once,
+        # as every model call asks.
+        self.counts_tokens = max_tokens is not None or any(
+            layer.max_tokens is not None for layer in self.layers
+        )
         self.system_prompt = template
         self.compat = compat
         self.strict = strict
@@ -958,13 +965,6 @@ class MemoryAssembler:
             rendered_call = (rendered.block, report)
             self._blocks.put(cache_key, rendered_call)
         return rendered_call
-
-    @property
-    def counts_tokens(self) -> bool:
-        """Whether a budget is given in tokens (`max_tokens=`, or a layer's `max_tokens`)."""
-        return self.max_tokens is not None or any(
-            layer.max_tokens is not None for layer in self.layers
-        )
 
     def _rendered_call(
         self,
