@@ -128,6 +128,7 @@ from layered_memory.core.validation import (
 from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
+from layered_memory.writeback.review_queue import QUEUE_OWNER
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -280,6 +281,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if consolidator is not None:
             _check_consolidated_file(self.assembler, consolidator)
         self._found_read_only = _FoundReadOnly()
+        self._parent_queues: tuple[str, ...] = ()
         self._unreachable_warnings = _WarnOnce()
         self._read_only_layer_paths = frozenset(
             path for layer in self.assembler.layers if not layer.writable for path in layer.files
@@ -296,7 +298,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 if nested_writable
                 else dict.fromkeys(self.assembler.nested, "nested memory (read-only)")
             ),
-            discovered=self._found_read_only.get,
+            discovered=self._read_only_found,
             redacted_names=frozenset(self.assembler.nested if nested_writable else ()),
             redacted_folders=configured.redacted_folders  # writable folder layers
             | frozenset(self.assembler.rule_folders if rules_writable else ()),
@@ -340,6 +342,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         )
         # The twin is built from layers, but must keep the flat layout a `sources=` parent uses.
         twin.assembler.compat = self.assembler.compat
+        twin._parent_queues = self._review_queues()  # a subagent never decides the parent's queue
         return twin
 
     # -- before_agent ---------------------------------------------------------------------------
@@ -543,6 +546,19 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         )
         self._hooks = hooks
         self._wire_end_of_run()
+
+    def _read_only_found(self) -> dict[str, str]:
+        """Read-only files beyond the configured ones, asked at each guard check: those a load
+        found, and the consolidator's review queue (only `layered-memory review` decides it,
+        see `writeback.review_queue`; asked each time, so a consolidator set later counts)."""
+        found = dict(self._found_read_only.get())
+        found.update(dict.fromkeys(self._review_queues(), QUEUE_OWNER))
+        return found
+
+    def _review_queues(self) -> tuple[str, ...]:
+        """The review queues this agent (or, in a `read_only` twin, its parent) must not touch."""
+        own = (self._consolidator.pending_path,) if self._consolidator is not None else ()
+        return own + self._parent_queues
 
     @property
     def consolidator(self) -> MemoryConsolidator | None:

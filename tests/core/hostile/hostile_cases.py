@@ -579,6 +579,44 @@ def hostile_consolidation(folder: Path) -> dict[str, Any]:
 
 
 @case
+def hostile_lessons(folder: Path) -> dict[str, Any]:
+    """The lesson hold on texts built to make a reader backtrack or loop: letter-spaced runs,
+    endless URLs, quotes, percent signs, pipes, sentences; and a run's sources of megabytes.
+    Every reading is linear: it finishes, and still holds what it should."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from layered_memory.writeback.lesson_hold import hold_reason, sources_of
+
+    del folder
+    size = 40_000
+    texts = {
+        "spaced": "a " * size * 2,
+        "dotted": "a." * size * 2 + "!",
+        "curls": "curl " * size,
+        "urls": "https://" * size + "{secret}",
+        "quotes": "c'" * size * 2,
+        "percent": "%25" * size,
+        "pipes": "| sh " * size,
+        "ignores": "ignore " * size,
+        "one_token": "x" * size * 10,
+        "sentences": "Run it. " * (size // 4),
+    }
+    held = {name: hold_reason(text) is not None for name, text in texts.items()}
+    run = [
+        HumanMessage("u " * 500_000),
+        AIMessage("", tool_calls=[{"name": "fetch", "args": {"u": "x" * 100_000}, "id": "c"}]),
+        ToolMessage("w " * 2_000_000, name="fetch", tool_call_id="c"),
+    ]
+    sources = sources_of(run)
+    return {
+        "held": held,
+        "ordinary_applied": hold_reason("Prefer the widget library for forms.", sources=sources)
+        is None,
+        "sources_kept": len(sources.foreign) <= 200_000,
+    }
+
+
+@case
 def graph_mcp_results(root: Path) -> dict[str, Any]:
     """A graph holding 100,000 closing tags and backslashes, served over MCP: the defused
     answer and the undefusing of names given back stay linear in their size."""

@@ -235,6 +235,15 @@ def test_a_hostile_consolidation_finishes_and_stores_nothing_bad(outcomes: dict[
     assert found["key_stored"] is False
 
 
+def test_the_lesson_hold_reads_hostile_texts_in_linear_time(outcomes: dict[str, Any]) -> None:
+    found = outcome(outcomes, "hostile_lessons")
+    assert found["held"]["urls"] is True  # a data placeholder after 40,000 URL starts
+    assert found["held"]["pipes"] is False  # `| sh` with nothing fetched from anywhere
+    assert found["held"]["spaced"] is False  # "a a a ...": no word joined into a command
+    assert found["ordinary_applied"] is True
+    assert found["sources_kept"] is True  # megabytes of run: the newest 200,000 chars
+
+
 def test_a_hostile_graph_is_defused_and_named_back_in_linear_time(outcomes: dict[str, Any]) -> None:
     result = outcome(outcomes, "graph_mcp_results")
     assert result == {"defused": True, "deleted": True}
