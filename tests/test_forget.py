@@ -21,6 +21,14 @@ from layered_memory import (
     forget,
 )
 from layered_memory.graph import KnowledgeGraph
+from layered_memory.writeback.review_queue import (
+    Provenance,
+    Queue,
+    new_change,
+    queue_text,
+    read_queue,
+    review_key,
+)
 
 SUBJECT = "Acme Corp"
 NAMING = [
@@ -43,15 +51,21 @@ def root(tmp_path: Path) -> Path:
     (tmp_path / "MEMORY.md").write_text("\n".join([KEPT[0], *NAMING, *KEPT[1:]]) + "\n")
     (tmp_path / "AGENTS.md").write_text("Our biggest client is Acme Corp.\n")
     (tmp_path / "TEAM.md").write_text("Nothing about that client here.\n")
-    queue = {
-        "version": 1,
-        "changes": [
-            {"op": "add", "text": "Acme Corp asked for a discount"},
-            {"op": "add", "text": "the user likes green tea"},
-        ],
-    }
-    (tmp_path / "MEMORY.pending.json").write_text(json.dumps(queue))
+    (tmp_path / "MEMORY.pending.json").write_text(
+        _sealed_queue(["Acme Corp asked for a discount", "the user likes green tea"])
+    )
     return tmp_path
+
+
+def _sealed_queue(texts: list[str]) -> str:
+    """A review queue as the consolidator writes it: each change and the list sealed."""
+    provenance = Provenance(thread_id="t1", date="2026-12-07", model="m")
+    changes = [new_change("add", None, text, provenance=provenance) for text in texts]
+    return queue_text(Queue(changes=changes), memory_path="/MEMORY.md", key=review_key())
+
+
+def _queue(root: Path) -> Queue:
+    return read_queue((root / "MEMORY.pending.json").read_text(), review_key())
 
 
 def _backend(root: Path) -> FilesystemBackend:
@@ -70,8 +84,10 @@ def test_forget_removes_every_spelling_from_writable_files_and_the_queue(root: P
     [file] = report.files
     assert list(file.lines) == NAMING
     assert file.queued == 1
-    queue = json.loads((root / "MEMORY.pending.json").read_text())
-    assert [change["text"] for change in queue["changes"]] == ["the user likes green tea"]
+    # What stays keeps its seal, and the list is sealed again: nothing reads as tampered.
+    queue = _queue(root)
+    assert [change.text for change in queue.trusted()] == ["the user likes green tea"]
+    assert queue.tampered is None
     # Read-only memory is listed, never changed.
     assert report.read_only == ("/AGENTS.md",)
     assert (root / "AGENTS.md").read_text() == "Our biggest client is Acme Corp.\n"

@@ -14,7 +14,6 @@ the lock and writes nothing. Read-only files are read, never changed: the caller
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from layered_memory.core.files import atransact, transact
 from layered_memory.core.loading import download_files_safely
 from layered_memory.safety.defuse import drop_invisible
+from layered_memory.writeback.review_queue import Change, Queue, queue_text, read_queue, review_key
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -99,33 +99,38 @@ def forget_lines(text: str, matcher: SubjectMatcher) -> tuple[str, list[str]]:
     return "\n".join(kept), removed
 
 
-def forget_in_queue(text: str | None, matcher: SubjectMatcher) -> tuple[str | None, int]:
+def forget_in_queue(
+    text: str | None, matcher: SubjectMatcher, *, memory_path: str
+) -> tuple[str | None, int]:
     """The review queue's text without the queued changes that name the subject.
 
-    A queue that is not a JSON object with a `changes` list is left as it is (the review
-    command reports it); a change names the subject when any of its strings does.
+    The queue is read and written with its own seals (`writeback.review_queue`): the changes
+    that stay keep their seals, and the list is sealed again as the package writes it. A
+    change (sealed or not) or an unreadable item names the subject when any of its strings
+    does. A queue that cannot be read at all is left as it is (`layered-memory review` says
+    why).
 
     Args:
         text: The queue file's text (None: no queue).
         matcher: The subject.
+        memory_path: The memory file the queue belongs to (named in the file).
 
     Returns:
         The new text (None: unchanged) and how many changes were removed.
     """
-    if not text:
+    if not text or not matcher.names(text):
+        return None, 0  # the usual case: the key file is not even read
+    key = review_key()
+    queue = read_queue(text, key)
+    if queue.problem is not None:
         return None, 0
-    try:
-        data = json.loads(text)
-    except ValueError:
+    kept = [change for change in queue.changes if not _names_change(change, queue, matcher)]
+    foreign = [item for item in queue.foreign if not _names_any(item, matcher)]
+    removed = len(queue.changes) - len(kept) + len(queue.foreign) - len(foreign)
+    if not removed:
         return None, 0
-    changes = data.get("changes") if isinstance(data, dict) else None
-    if not isinstance(changes, list):
-        return None, 0
-    kept = [change for change in changes if not _names_any(change, matcher)]
-    if len(kept) == len(changes):
-        return None, 0
-    data["changes"] = kept
-    return json.dumps(data, ensure_ascii=False, indent=2) + "\n", len(changes) - len(kept)
+    queue.changes, queue.foreign = kept, foreign
+    return queue_text(queue, memory_path=memory_path, key=key), removed
 
 
 def _names_any(value: Any, matcher: SubjectMatcher) -> bool:
@@ -136,6 +141,13 @@ def _names_any(value: Any, matcher: SubjectMatcher) -> bool:
     if isinstance(value, list):
         return any(_names_any(item, matcher) for item in value)
     return False
+
+
+def _names_change(change: Change, queue: Queue, matcher: SubjectMatcher) -> bool:
+    fields = (change.text, change.entry_text, change.reason, change.entry_id, change.thread_id)
+    return any(isinstance(value, str) and matcher.names(value) for value in fields) or (
+        change.id in queue.raw and _names_any(queue.raw[change.id], matcher)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +183,7 @@ def _transform(
                 writes[path] = new
         queued = 0
         if queue_path is not None:
-            new_queue, queued = forget_in_queue(texts.get(queue_path), matcher)
+            new_queue, queued = forget_in_queue(texts.get(queue_path), matcher, memory_path=path)
             if new_queue is not None:
                 writes[queue_path] = new_queue
         found = FileForgotten(path, tuple(removed), queue_path, queued)
