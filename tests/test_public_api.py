@@ -102,6 +102,13 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
     ],
     "layered_memory.checkpoint": ["DEFAULT_PREFIX", "CachedCheckpointSaver"],
     "layered_memory.forgetting": ["ForgetReport", "SessionForgotten", "TierForgotten", "forget"],
+    "layered_memory.recall": [
+        "Entry",
+        "RecallQuery",
+        "choose_entries",
+        "split_entries",
+        "tokens",
+    ],
 }
 
 

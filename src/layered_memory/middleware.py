@@ -91,6 +91,7 @@ from layered_memory.core.snapshot import (
 from layered_memory.core.state import (
     LayeredMemoryState,
     extras_of,
+    latest_user_text,
     loaded,
     match_keys_of,
     merge_paths,
@@ -125,6 +126,7 @@ from layered_memory.core.validation import (
     check_path_list,
     is_backend,
 )
+from layered_memory.recall.entries import RecallQuery
 from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
@@ -200,7 +202,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _hooks_class: type[Any] | None = None
-    _last_block: tuple[str, list[str], list[str], str, dict[str, Any], object] | None = None
+    _last_block: (
+        tuple[str, list[str], list[str], str, dict[str, Any], object, str | None] | None
+    ) = None
 
     def __init__(
         self,
@@ -672,6 +676,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         digest = memory.get("digest")
         touched = state.get("memory_touched_paths") or []
         context = memory.get("match_context") or []
+        # A recall layer's choice follows the latest user message: part of the key then only.
+        message = latest_user_text(state) if self.assembler.recalls else None
         last = self._last_block
         if (
             last is not None
@@ -679,6 +685,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             and last[1] == touched
             and last[2] == context
             and last[5] is model
+            and last[6] == message
         ):
             return last[3], last[4]
         block, report = self.assembler.render_call(
@@ -689,12 +696,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             digest=digest,
             unreadable=memory.get("unreadable"),
             extras=extras_of(state),
+            query=None if message is None else RecallQuery(message, tuple(touched)),
             model=model,
         )
         if digest is not None:
             # Copies: a list changed in place must not look unchanged. One tuple, replaced
             # whole, so threads sharing this middleware read a consistent entry.
-            self._last_block = (digest, list(touched), list(context), block, report, model)
+            self._last_block = (digest, list(touched), list(context), block, report, model, message)
         return block, report
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:

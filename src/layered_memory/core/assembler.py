@@ -92,6 +92,7 @@ from layered_memory.core.validation import (
     check_system_prompt,
 )
 from layered_memory.errors import SessionStoreError
+from layered_memory.recall.entries import RecallQuery
 from layered_memory.rules import (
     PARTIAL_LISTING,
     RuleMatch,
@@ -233,6 +234,9 @@ class MemoryAssembler:
         )
         self.system_prompt = template
         self.compat = compat
+        self.recalls = not compat and any(layer.recall for layer in self.layers)
+        """Whether a layer chooses its entries by relevance (`Layer(..., recall=True)`): only
+        then does the latest user message shape the block."""
         self.strict = strict
         self.nested = tuple(nested)
         """Names of nested memory files, in fallback order (`("AGENTS.md", "CLAUDE.md")`)."""
@@ -865,8 +869,15 @@ class MemoryAssembler:
 
     # -- rendering --------------------------------------------------------------------------
 
-    def render(self, snapshot: MemorySnapshot, *, keys: Iterable[str] = ()) -> str:
-        """The prompt block for `snapshot`, with the rules matching `keys` (cached)."""
+    def render(
+        self,
+        snapshot: MemorySnapshot,
+        *,
+        keys: Iterable[str] = (),
+        query: RecallQuery | None = None,
+    ) -> str:
+        """The prompt block for `snapshot`, with the rules matching `keys` (cached); `query`
+        chooses the entries of a `recall=True` layer's file over its share."""
         return self.render_parts(
             snapshot.files,
             snapshot.rule_files,
@@ -875,6 +886,7 @@ class MemoryAssembler:
             digest=snapshot.digest,
             unreadable=snapshot.unreadable,
             extras=snapshot.extras,
+            query=query,
         )
 
     def render_parts(
@@ -887,8 +899,9 @@ class MemoryAssembler:
         digest: str | None = None,
         unreadable: Mapping[str, str] | None = None,
         extras: MemoryExtras | None = None,
+        query: RecallQuery | None = None,
     ) -> str:
-        """`render` from the parts kept in agent state; cached on (digest, keys).
+        """`render` from the parts kept in agent state; cached on (digest, keys, query).
 
         Args:
             files: Layer path -> text.
@@ -899,12 +912,20 @@ class MemoryAssembler:
                 per load); without it, one is computed from every part.
             unreadable: Layer path -> reason, for files that could not be read.
             extras: Nested memory files and `@path` imports.
+            query: The latest user message and the paths touched (`recall=True` layers).
 
         Returns:
             The block to append to the system message.
         """
         return self.render_call(
-            files, rule_files, session, keys, digest=digest, unreadable=unreadable, extras=extras
+            files,
+            rule_files,
+            session,
+            keys,
+            digest=digest,
+            unreadable=unreadable,
+            extras=extras,
+            query=query,
         )[0]
 
     def render_call(
@@ -917,6 +938,7 @@ class MemoryAssembler:
         digest: str | None = None,
         unreadable: Mapping[str, str] | None = None,
         extras: MemoryExtras | None = None,
+        query: RecallQuery | None = None,
         model: object | None = None,
     ) -> tuple[str, dict[str, Any]]:
         """`render_parts`, with the record of what the block holds (`core.report`); both
@@ -930,12 +952,15 @@ class MemoryAssembler:
             digest: As for `render_parts`.
             unreadable: Layer path -> reason, for files that could not be read.
             extras: Nested memory files and `@path` imports.
+            query: The latest user message and the paths touched (`recall=True` layers).
             model: The call's chat model, whose counter measures a token budget
                 (`max_tokens=`, `Layer(max_tokens=...)`); unused without one.
 
         Returns:
             The block and its record (shared: never change it).
         """
+        # Without a recall layer the query cannot change the block: not part of the key.
+        query = query if self.recalls else None
         # Keys only select rules: without rule folders they cannot change the block.
         key_tuple = tuple(keys) if self.rule_folders else ()
         unreadable = unreadable or {}
@@ -950,7 +975,7 @@ class MemoryAssembler:
                 *extras.digest_parts(),
             )
         counter = token_counter(model) if self.counts_tokens else None
-        cache_key = (digest, key_tuple, counter.key if counter is not None else None)
+        cache_key = (digest, key_tuple, query, counter.key if counter is not None else None)
         rendered_call = self._blocks.get(cache_key)
         if rendered_call is None:
             rendered, report = self._rendered_call(
@@ -960,6 +985,7 @@ class MemoryAssembler:
                 key_tuple,
                 unreadable=unreadable,
                 extras=extras,
+                query=query,
                 counter=counter,
             )
             rendered_call = (rendered.block, report)
@@ -975,13 +1001,14 @@ class MemoryAssembler:
         *,
         unreadable: Mapping[str, str],
         extras: MemoryExtras,
+        query: RecallQuery | None,
         counter: TokenCounter | None,
     ) -> tuple[RenderedMemory, dict[str, Any]]:
-        """The block and its record; with a token counter, the character
-        budgets that meet the token budgets (`core.tokens`)."""
+        """The block and its record; with a token counter, the character budgets that meet
+        the token budgets (`core.tokens`)."""
         if counter is None:
             rendered, match = self._rendered_with_match(
-                files, rule_files, session, keys, unreadable=unreadable, extras=extras
+                files, rule_files, session, keys, unreadable=unreadable, extras=extras, query=query
             )
             report = build_memory_report(
                 rendered, match, layers=self.layers, extras=extras, budget=self.max_chars
@@ -1005,6 +1032,7 @@ class MemoryAssembler:
                 keys,
                 unreadable=unreadable,
                 extras=extras,
+                query=query,
                 layers=layers,
                 max_chars=max_chars,
             )
@@ -1012,9 +1040,7 @@ class MemoryAssembler:
 
         if self.max_tokens is None:
             rendered = render_at(self.max_chars)
-            tokens = counter.count(rendered.block)
-            budget, unit = self.max_chars, "chars"
-            total = len(rendered.block)
+            budget, unit, total = self.max_chars, "chars", len(rendered.block)
         else:
             rendered, tokens = fit_to_tokens(
                 render_at,
@@ -1058,38 +1084,24 @@ class MemoryAssembler:
         return rule_set
 
     def render_report(
-        self, snapshot: MemorySnapshot, *, keys: Iterable[str] = ()
+        self,
+        snapshot: MemorySnapshot,
+        *,
+        keys: Iterable[str] = (),
+        query: RecallQuery | None = None,
     ) -> RenderedMemory:
         """The block `render` gives, with what happened to each part of it (uncached; for
         `layered-memory inspect` and `doctor`, which show why a file is cut or left out)."""
-        return self._rendered(
+        # Without a model, a token budget is counted with LangChain's approximation.
+        counter = token_counter(None) if self.counts_tokens else None
+        return self._rendered_call(
             snapshot.files,
             snapshot.rule_files,
             snapshot.session,
             tuple(keys) if self.rule_folders else (),
             unreadable=snapshot.unreadable,
             extras=snapshot.extras,
-        )
-
-    def _rendered(
-        self,
-        files: Mapping[str, str],
-        rule_files: Mapping[str, str],
-        session: SessionEntry | None,
-        keys: tuple[str, ...],
-        *,
-        unreadable: Mapping[str, str],
-        extras: MemoryExtras,
-    ) -> RenderedMemory:
-        # Without a model, a token budget is counted with LangChain's approximation.
-        counter = token_counter(None) if self.counts_tokens else None
-        return self._rendered_call(
-            files,
-            rule_files,
-            session,
-            keys,
-            unreadable=unreadable,
-            extras=extras,
+            query=query,
             counter=counter,
         )[0]
 
@@ -1102,6 +1114,7 @@ class MemoryAssembler:
         *,
         unreadable: Mapping[str, str],
         extras: MemoryExtras,
+        query: RecallQuery | None = None,
         layers: Sequence[Layer] | None = None,
         max_chars: int | None = None,
     ) -> tuple[RenderedMemory, RuleMatch | None]:
@@ -1122,6 +1135,7 @@ class MemoryAssembler:
             session=session,
             unreadable=unreadable,
             extras=extras,
+            query=query,
         )
         return rendered, match
 

@@ -239,6 +239,30 @@ def nested_markdown(root: Path) -> dict[str, Any]:
     }
 
 
+@case
+def recall_entries(root: Path) -> dict[str, Any]:
+    """A `recall=True` layer over 2 MB: 100,000 one-word items, a heading run, an unclosed
+    fence, an item of closing tags; asked a 1 MB question naming every word."""
+    words = [f"w{i}" for i in range(100_000)]
+    hostile = "".join(f"- {w}\n" for w in words) + "#" * 50_000 + "\n" + "```\n" * 1001
+    hostile += "- " + "</layer>" * 100_000 + "\n" + "  " * 200_000 + "- deep\n"
+    (root / "LESSONS.md").write_text(hostile[: FILE_LIMIT // 4])
+    backend = fs(root)
+    layer = Layer("lessons", "/LESSONS.md", writable=True, recall=True, max_chars=4000)
+    memory = MemoryMiddleware(backend=backend, layers=[layer])
+    question = " ".join(words)[: 1024 * 1024]
+    model = ScriptedChatModel(script=["done"])
+    agent = create_deep_agent(model=model, backend=backend, memory=[], middleware=[memory])
+    agent.invoke({"messages": [{"role": "user", "content": question}]})
+    prompt = model.system_prompts[-1]
+    body = prompt.split('access="writable">', 1)[1].split("\n</layer>", 1)[0]
+    return {
+        "body_chars_ok": len(body) <= 4000,
+        "raw_layer_close": prompt.count("</layer>"),
+        "marker": "entries of /LESSONS.md not shown" in body,
+    }
+
+
 # --- 5. Rule `paths:` lists: many globs, long globs, brace bombs ---------------------------
 
 

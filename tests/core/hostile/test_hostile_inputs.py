@@ -99,6 +99,16 @@ def test_deeply_nested_markdown_loads_and_takes_the_write_back(outcomes: dict[st
     assert outcome(outcomes, "nested_markdown") == {"prompts": 1, "written": True}
 
 
+def test_a_recall_layer_over_a_hostile_file_stays_linear_and_inert(
+    outcomes: dict[str, Any],
+) -> None:
+    assert outcome(outcomes, "recall_entries") == {
+        "body_chars_ok": True,
+        "raw_layer_close": 1,  # the layer's own; the file's closing tags defused
+        "marker": True,
+    }
+
+
 def test_pathological_paths_lists_refuse_only_their_own_file(outcomes: dict[str, Any]) -> None:
     result = outcome(outcomes, "paths_lists")
     # One bad glob drops only itself (the rule stays scoped, so it never applies); past the
