@@ -27,7 +27,7 @@ CONSTANTS: dict[str, set[str]] = {
     "layered_memory.cli": {"CHECKS"},
     "layered_memory.cli._output": {"_NAMED", "_STYLES", "SEVERITY_STYLE"},
     "layered_memory.cli.doctor": {"_ORDER"},
-    "layered_memory.cli.inspect": {"_STATUS_STYLE", "_SHOWN_WORDS"},
+    "layered_memory.cli.inspect": {"_STATUS_STYLE", "_SHOWN_WORDS", "_RULE_WHY"},
     "layered_memory.cli.sync": {"_STATUS_STYLE"},
     "layered_memory.core.guard": {"REDACTED_ARGUMENTS", "MEMORY_TOOL_WRITES"},
     "layered_memory.core.guard._view": {"_BUSY"},  # a ContextVar: per context

@@ -60,6 +60,9 @@ def test_all_is_pinned() -> None:
             "shared_memory_backend",
             "shared_memory_layers",
             "user_namespace",
+            # forgetting a subject everywhere (issue 38)
+            "ForgetReport",
+            "forget",
         ]
     )
 
@@ -137,11 +140,14 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "put_back",
         "render",
         "render_cache",
+        "report",
         "run_data",
         "shared_memory",
         "snapshot",
+        "staleness",
         "state",
         "system_message",
+        "tokens",
         "tool_calls",
         "unrestored",
         "validation",
@@ -158,6 +164,7 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "sections",
     ],
     "layered_memory.safety": ["defuse", "redaction"],
+    "layered_memory.forgetting": ["ForgetReport", "SessionForgotten", "TierForgotten", "forget"],
     "layered_memory.recall": [
         "Entry",
         "RecallQuery",
@@ -252,6 +259,7 @@ def test_no_compatibility_shims() -> None:
 DOCUMENTED_HOMES = [  # the public API and each capability's
     "layered_memory",
     "layered_memory.checkpoint",
+    "layered_memory.forgetting",
     "layered_memory.process_state",
     "layered_memory.recall",
     "layered_memory.sessions",

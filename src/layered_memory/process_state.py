@@ -127,6 +127,22 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         maxsize=32,
     ),
     ProcessState(
+        f"{_CORE}.tokens",
+        "_WARNED",
+        "cache",
+        "the models whose own token counter failed, warned about once",
+        "one per model class and name whose counter failed",
+        lock="_WARNED_LOCK",
+    ),
+    ProcessState(
+        f"{_CORE}.staleness",
+        "digest_span",
+        "lru_cache",
+        "the digest of a cited span of a memory file",
+        "1,024 spans",
+        maxsize=1024,
+    ),
+    ProcessState(
         f"{_CORE}.render_cache",
         "_RULE_SETS",
         "cache",
