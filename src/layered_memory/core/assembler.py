@@ -137,6 +137,8 @@ class MemorySnapshot:
         extras: Nested memory files and `@path` imports found by this load.
         rule_listing: Every rule file listed, `(folder index, path)`, read or not.
         other_files: The other files the rule folders hold (not rule files).
+        modes: Path -> `(normalized disk path, permission bits)` of the local files this
+            load stat'ed anyway (the read cache's), for the run-start snapshot.
     """
 
     files: Mapping[str, str]
@@ -148,6 +150,7 @@ class MemorySnapshot:
     extras: MemoryExtras = field(default_factory=MemoryExtras)
     rule_listing: tuple[tuple[int, str], ...] = ()
     other_files: tuple[str, ...] = ()
+    modes: Mapping[str, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
 
 
 class MemoryAssembler:
@@ -528,10 +531,10 @@ class MemoryAssembler:
             for path in (*snapshot.files, *snapshot.unreadable)
             if self.is_read_only_layer_file(path)
         ]
-        if modes := disk_modes(io, layer_files, self.read_only_folders):
+        if modes := _modes_of(io, layer_files, self.read_only_folders, snapshot.modes):
             data["modes"] = modes
         if self.rule_folders and (
-            rule_modes := disk_modes(io, snapshot.rule_files, self.rule_folders)
+            rule_modes := _modes_of(io, snapshot.rule_files, self.rule_folders, snapshot.modes)
         ):
             data["rule_modes"] = rule_modes
         if self.rule_folders:
@@ -764,6 +767,7 @@ class MemoryAssembler:
             extras,
             rule_listing=tuple(rule_paths),
             other_files=other_files,
+            modes=result.modes,
         )
 
     def _left_out_since_earlier_runs(
@@ -1186,6 +1190,22 @@ class MemoryAssembler:
     def same_file(self, configured: str, tool_path: str) -> bool:
         """Whether a path named in a tool call is the configured layer path (any alias)."""
         return self._paths.same_file(configured, tool_path)
+
+
+def _modes_of(
+    io: Any,
+    files: Iterable[str],
+    folders: Sequence[str],
+    known: Mapping[str, tuple[str, int]],
+) -> dict[str, int]:
+    """`disk_modes(io, files, folders)`, the bits of the files this load's read cache stat'ed
+    taken from that `lstat`: a second one per file cost 200 rule files ~25 Python calls each
+    at every invocation (1.05x -> 1.33x deepagents' calls in the 200-rule conversation,
+    `benchmarks/run.py --only end_to_end`)."""
+    rest = [path for path in files if path not in known]
+    modes = disk_modes(io, rest, folders)
+    modes.update([known[path] for path in files if path in known])
+    return modes
 
 
 def _writable_in(access: Mapping[str, loading.Access]) -> Callable[[str], bool]:

@@ -111,11 +111,14 @@ class DownloadResult:
         texts: Requested path -> decoded text, for every file that loaded.
         missing: Requested paths that do not exist (not a problem: an optional layer).
         problems: Files that exist but could not be used.
+        modes: Requested path -> `(normalized disk path, permission bits)` of the local
+            files the read cache stat'ed (links left out), for the run-start snapshot.
     """
 
     texts: Mapping[str, str]
     missing: frozenset[str] = field(default_factory=frozenset)
     problems: tuple[SourceProblem, ...] = ()
+    modes: Mapping[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def strip_html_comments(text: str) -> str:
@@ -436,9 +439,9 @@ def _split(
     """What the cache still holds, what must be downloaded, and its pre-read signatures."""
     if cache is None:
         return DownloadResult({}), dict(plan), {}
-    texts, missing, signatures = cache.reusable(plan)
+    texts, missing, signatures, modes = cache.reusable(plan)
     fetch = {path: plan[path] for path in plan if path in signatures}
-    return DownloadResult(texts, frozenset(missing)), fetch, signatures
+    return DownloadResult(texts, frozenset(missing), modes=modes), fetch, signatures
 
 
 def _merge(
@@ -450,7 +453,12 @@ def _merge(
     """One result in the requested order, whatever came from the cache or the backend."""
     texts = {**reused.texts, **fetched.texts}
     ordered = {path: texts[path] for path in plan if path in texts}
-    return DownloadResult(ordered, reused.missing | fetched.missing, (*refused, *fetched.problems))
+    return DownloadResult(
+        ordered,
+        reused.missing | fetched.missing,
+        (*refused, *fetched.problems),
+        modes=reused.modes,
+    )
 
 
 def report_problems(
