@@ -526,10 +526,12 @@ class MemoryAssembler:
         if self.nested:
             data["complete"] = complete
         # Permission bits, put back like content (`chmod 000` hides a folder from later runs).
+        # `is_read_only_layer_file`, its set lookup inline: this runs at every invocation.
+        read_only = self._read_only_paths
         layer_files = [
             path
             for path in (*snapshot.files, *snapshot.unreadable)
-            if self.is_read_only_layer_file(path)
+            if path in read_only or (self.read_only_folders and self.is_read_only_layer_file(path))
         ]
         if modes := _modes_of(io, layer_files, self.read_only_folders, snapshot.modes):
             data["modes"] = modes
@@ -1203,7 +1205,7 @@ def _modes_of(
     at every invocation (1.05x -> 1.33x deepagents' calls in the 200-rule conversation,
     `benchmarks/run.py --only end_to_end`)."""
     rest = [path for path in files if path not in known]
-    modes = disk_modes(io, rest, folders)
+    modes = disk_modes(io, rest, folders) if rest or folders else {}
     modes.update([known[path] for path in files if path in known])
     return modes
 
