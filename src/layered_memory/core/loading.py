@@ -137,7 +137,8 @@ def strip_html_comments(text: str) -> str:
     kept: list[str] = []
     position = 0
     for start, end in _fenced_blocks(text):
-        kept.append(_strip_comments(text[position:start]))
+        before = text[position:start]
+        kept.append(_strip_comments(before) if "<!--" in before else before)
         kept.append(text[start:end])
         position = end
     kept.append(_strip_comments(text[position:]))
@@ -164,25 +165,27 @@ def _strip_comments(text: str) -> str:
 _FENCE_LINE = re.compile(r"^ {0,3}(?P<fence>`{3,}+|~{3,}+)(?P<rest>[^\n]*)", re.MULTILINE)
 
 
-def _fenced_blocks(text: str) -> Iterator[tuple[int, int]]:
+def _fenced_blocks(text: str) -> list[tuple[int, int]]:
     """The spans of CommonMark fenced code blocks (an opening fence of three or more backticks
     or tildes, up to the closing fence of the same character at least as long, or the end),
     read once. The regex visits the fence lines only: a step per line cost a 200-line memory
     file 400 Python calls at every render (`benchmarks/run.py --only end_to_end`)."""
+    spans: list[tuple[int, int]] = []
     opened: str | None = None
     block_start = 0
     size = len(text)
     for fence in _FENCE_LINE.finditer(text):
         mark, rest = fence["fence"], fence["rest"]
-        line_end = min(fence.end() + 1, size)  # past its newline, as the block includes it
         if opened is None:
             if not (mark[0] == "`" and "`" in rest):
                 opened, block_start = mark, fence.start()
         elif mark[0] == opened[0] and len(mark) >= len(opened) and not rest.strip():
-            yield block_start, line_end
+            end = fence.end()
+            spans.append((block_start, end + 1 if end < size else size))  # past its newline
             opened = None
     if opened is not None:
-        yield block_start, size
+        spans.append((block_start, size))
+    return spans
 
 
 def digest_texts(*parts: Mapping[str, str] | str | None) -> str:
