@@ -70,6 +70,7 @@ from layered_memory.core.snapshot import (
     folder_chains,
     identity_of,
     local_root,
+    modes_at,
     text_digest,
     walk_nested,
 )
@@ -536,7 +537,9 @@ class MemoryAssembler:
         if modes := _modes_of(io, layer_files, self.read_only_folders, snapshot.modes):
             data["modes"] = modes
         if self.rule_folders and (
-            rule_modes := _modes_of(io, snapshot.rule_files, self.rule_folders, snapshot.modes)
+            rule_modes := _modes_of(
+                io, snapshot.rule_files, self.rule_folders, snapshot.modes, self._folder_chains(io)
+            )
         ):
             data["rule_modes"] = rule_modes
         if self.rule_folders:
@@ -1199,13 +1202,18 @@ def _modes_of(
     files: Iterable[str],
     folders: Sequence[str],
     known: Mapping[str, tuple[str, int]],
+    chains: Sequence[str] | None = None,
 ) -> dict[str, int]:
     """`disk_modes(io, files, folders)`, the bits of the files this load's read cache stat'ed
     taken from that `lstat`: a second one per file cost 200 rule files ~25 Python calls each
     at every invocation (1.05x -> 1.33x deepagents' calls in the 200-rule conversation,
-    `benchmarks/run.py --only end_to_end`)."""
+    `benchmarks/run.py --only end_to_end`). `chains`: `folder_chains(io, folders)`, when the
+    caller remembers it."""
     rest = [path for path in files if path not in known]
-    modes = disk_modes(io, rest, folders) if rest or folders else {}
+    if rest or (folders and chains is None):
+        modes = disk_modes(io, rest, folders)
+    else:
+        modes = modes_at(chains) if chains else {}
     modes.update([known[path] for path in files if path in known])
     return modes
 

@@ -89,8 +89,8 @@ class DiskReadCache:
             requested path), for every other requested path its signature taken now,
             BEFORE the download, so a change racing with the download is seen next time, and
             the permission bits of each path found that is not a link (requested path ->
-            `(normalized disk path, mode)`, as `core.snapshot.disk_modes` gives them): the run-start snapshot takes
-            them from this one `lstat` instead of a second one per file.
+            `(normalized disk path, mode)`, as `core.snapshot.disk_modes` gives them): the
+            run-start snapshot takes them from this one `lstat`, not a second one per file.
         """
         texts: dict[str, str] = {}
         missing: set[str] = set()

@@ -45,7 +45,6 @@ from collections.abc import (
     Collection,
     Generator,
     Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
