@@ -59,6 +59,8 @@ INDEX_WORDS: Final = words(
     "gonosumdb gonosumcheck goinsecure gosumdb gosumdb=off goflags=-insecure --trusted-host "
     "trusted-host cargo_registries_default pip.conf .npmrc .pypirc .yarnrc"
 )
+PACKAGE_RUNNERS: Final = words("npx bunx uvx pnpx")
+"""Commands that fetch a package and run it in one step."""
 INDEX_NOUNS: Final = words("index registry mirror mirrors indexes proxy repository feed")
 PACKAGE_WORDS: Final = words(
     "pip pip3 uv npm yarn pnpm poetry cargo go gem bundle conda mamba nuget maven gradle "
@@ -181,6 +183,11 @@ NEGATIONS: Final = words(
     "never not no dont don't do-not mustnt shouldnt avoid without nor instead rather stop "
     "neither refuse forbidden prohibited"
 )
+NEGATED_NEGATIONS: Final = words(
+    "forget forgetting fail failing neglect neglecting omit omitting hesitate stop stopping "
+    "skip skipping miss missing"
+)
+"""Verbs that, after a negation, order the act ("never fail to", "don't forget to")."""
 
 PERSISTENCE_PATHS: Final = (
     "authorized_keys",

@@ -45,6 +45,7 @@ from layered_memory.writeback._lesson_words import (
     INDEX_WORDS,
     INSTRUCTION_WORDS,
     INTERPRETERS,
+    NEGATED_NEGATIONS,
     NEGATIONS,
     NO_ASKING,
     OBEY_VERBS,
@@ -52,6 +53,7 @@ from layered_memory.writeback._lesson_words import (
     ORDER_WORDS,
     OUTSIDE_WORDS,
     OVERRIDE_VERBS,
+    PACKAGE_RUNNERS,
     PACKAGE_WORDS,
     PEOPLE,
     PERMISSION_COMMANDS,
@@ -161,6 +163,9 @@ class _Sentence:
     hosts: list[str] = field(default_factory=list)
     known: frozenset[str] = frozenset()
     """Hosts the user or the project's files named (its own services)."""
+    clauses: list[int] = field(default_factory=list)
+    """The clause of each word: a `;` or a `:` ends one, and a negation reaches no further
+    ("never leave the hooks on: git config core.hooksPath /dev/null" still disables them)."""
 
     def has(self, vocabulary: Iterable[str]) -> str | None:
         """The first word of `vocabulary` this sentence holds (any spelling), or None."""
@@ -199,13 +204,23 @@ def _sentences(reading: str, known: frozenset[str] = frozenset()) -> list[_Sente
         if not part:
             continue
         tokens = _TOKEN.findall(part)
-        words = [token.strip(_STRIP) for token in tokens]
-        words = [word for word in words if word]
+        words: list[str] = []
+        clauses: list[int] = []
+        clause = 0
+        for token in tokens:
+            word = token.strip(_STRIP)
+            if word:
+                words.append(word)
+                clauses.append(clause)
+            if token in (";", "\u2014", "\u2013") or (token.endswith(":") and "//" not in token):
+                clause += 1
         bag: set[str] = set()
         for word in words:
             bag |= _variants(word)
             bag.add(_base(word))
-        sentence = _Sentence(part, tokens, words, bag, hosts=hosts_in(part), known=known)
+        sentence = _Sentence(
+            part, tokens, words, bag, hosts=hosts_in(part), known=known, clauses=clauses
+        )
         sentence.commands = _commands(tokens)
         found.append(sentence)
     return found
@@ -254,12 +269,58 @@ class Effect:
 
 
 def _negated(sentence: _Sentence, before: int | None) -> bool:
-    """Whether a negation comes within five words before word `before` (or anywhere in a
-    sentence without a position)."""
+    """Whether word `before` is negated: an odd number of negations within five words before
+    it, in its own clause ("never fail to", "do not stop at", "don't forget to" negate the
+    negation: they order the act). Without a position: whether every clause is negated (a
+    lesson is harmless only if none of its clauses prescribes the act)."""
     if before is None:
-        return sentence.has(NEGATIONS) is not None
-    window = sentence.words[max(0, before - 5) : before]
-    return any(_variants(word) & NEGATIONS for word in window)
+        clauses = sorted(set(sentence.clauses))
+        return bool(clauses) and all(
+            _negated(sentence, _last_of(sentence, clause) + 1) for clause in clauses
+        )
+    clause = sentence.clauses[before] if before < len(sentence.clauses) else None
+    start = max(0, before - 5)
+    window = [
+        word
+        for index, word in enumerate(sentence.words[start:before], start)
+        if clause is None or sentence.clauses[index] == clause
+    ]
+    count = 0
+    for word in window:
+        spellings = _variants(word)
+        if spellings & NEGATIONS or (count and spellings & NEGATED_NEGATIONS):
+            count += 1
+    return count % 2 == 1
+
+
+_FILLERS: Final = words(
+    "run running use using pipe piping execute executing call invoke do type ever the a an any "
+    "output of from into"
+)
+
+
+def _negated_directly(sentence: _Sentence, at: int | None) -> bool:
+    """Whether the command at `at` is itself negated ("never pipe curl output into sh"): only
+    verbs and articles stand between it and the negation. A negation elsewhere ("no need to
+    review, curl ... | sh") does not excuse a command."""
+    if at is None:
+        return False
+    index = at - 1
+    while index >= 0 and sentence.words[index] in _FILLERS:
+        index -= 1
+    return index >= 0 and _negated(sentence, index + 1) and bool(
+        _variants(sentence.words[index]) & NEGATIONS
+    )
+
+
+def _last_of(sentence: _Sentence, clause: int) -> int:
+    return max(index for index, found in enumerate(sentence.clauses) if found == clause)
+
+
+def _at(sentence: _Sentence, fragment: str) -> int | None:
+    """The position of the first word holding `fragment` (or a phrase's first word)."""
+    first = fragment.split()[0] if fragment.split() else fragment
+    return next((i for i, word in enumerate(sentence.words) if first in word), None)
 
 
 def _has_phrase(sentence: _Sentence, phrases: Iterable[str]) -> str | None:
@@ -285,6 +346,8 @@ def _remote_code(sentence: _Sentence) -> Effect | None:
     ):
         piped = None  # "run the tests with python": no pipe, nothing from the network
     remote = bool(sentence.outsidehosts_in())
+    if fetcher and _negated_directly(sentence, _at(sentence, fetcher)):
+        fetcher = None  # "never pipe curl output into sh": a safety lesson
     if fetcher and (runner or piped):
         return Effect("remote code", reason, f"{fetcher} … {runner or piped}")
     if (
@@ -310,6 +373,16 @@ def _remote_code(sentence: _Sentence) -> Effect | None:
         )
         if script_url or (downloaded and remote):
             return Effect("remote code", reason, f"{downloaded or 'url'} … {sentence.words[verb]}")
+    runner_of_packages = _package_runner(sentence)
+    if runner_of_packages is not None:
+        return Effect(
+            "remote code",
+            "it would make the agent fetch a package or image from the network and run it",
+            runner_of_packages,
+        )
+    chain = _download_and_execute(sentence)
+    if chain is not None:
+        return Effect("remote code", reason, chain)
     index = _other_index(sentence)
     if index is not None:
         return Effect(
@@ -320,6 +393,91 @@ def _remote_code(sentence: _Sentence) -> Effect | None:
         )
     if fetcher and sentence.has(("git+https", "git+ssh", "install")) and remote:
         return Effect("remote code", reason, f"{fetcher} … install")
+    return None
+
+
+_VALUE_FLAGS: Final = words(
+    "-v --volume -p --publish -e --env --env-file --name -w --workdir --network --net "
+    "--entrypoint -u --user --mount --platform -h --hostname -l --label --add-host --cpus -m "
+    "--memory --gpus"
+)
+_INSTALLERS: Final = words("pip pip3 uv npm yarn pnpm bun gem cargo poetry pipx conda")
+_REMOTE_SPECS: Final = ("git+", "http://", "https://", "github:", "gitlab:", "git@", "ssh://")
+
+
+def _package_runner(sentence: _Sentence) -> str | None:
+    """A package runner or an install from a source that is no registry: `npx pkg`, `uvx`,
+    `pipx run`, `pnpm dlx`, `go run pkg@v`, `pip install git+https://...`, `docker run` of
+    an image the project does not build. Each fetches code and runs it in one step."""
+    spoken = sentence.words
+    for index, word in enumerate(spoken):
+        base = _base(word)
+        following = spoken[index + 1 : index + 8]
+        nxt = following[0] if following else ""
+        found: str | None = None
+        if base in PACKAGE_RUNNERS:
+            found = base
+        elif (base, nxt) in (
+            ("pipx", "run"),
+            ("pnpm", "dlx"),
+            ("yarn", "dlx"),
+            ("npm", "exec"),
+            ("bun", "x"),
+            ("uv", "tool"),
+        ):
+            found = f"{base} {nxt}"
+        elif base == "go" and nxt == "run" and any("@" in w for w in following[1:3]):
+            found = "go run …@…"
+        elif base == "deno" and nxt == "run" and any(w.startswith(_REMOTE_SPECS) for w in following):
+            found = "deno run <url>"
+        elif (
+            base in _INSTALLERS
+            and "install" in following[:3] + ["add"] * ("add" in following[:2])
+            and any(w.startswith(_REMOTE_SPECS) for w in following)
+        ):
+            found = f"{base} install <url>"
+        elif base in ("docker", "podman") and nxt == "run":
+            image = _image(following[1:])
+            built = {
+                spoken[i + 1] for i, w in enumerate(spoken[:-1]) if w in ("-t", "--tag")
+            }
+            if image is not None and "/" in image and image not in built:
+                host = image.split("/", 1)[0]
+                if host not in sentence.known:
+                    found = f"{base} run {image}"
+        if found is not None and not _negated_directly(sentence, index):
+            return found
+    return None
+
+
+def _image(rest: Sequence[str]) -> str | None:
+    skip = False
+    for word in rest:
+        if skip:
+            skip = False
+            continue
+        if word.startswith("-"):
+            skip = word in _VALUE_FLAGS
+            continue
+        return word
+    return None
+
+
+_EXECUTABLE_MODES: Final = words("+x u+x a+x ug+x +rx u+rx 755 0755 700 0700 777 0777 775 0775")
+
+
+def _download_and_execute(sentence: _Sentence) -> str | None:
+    """Download, mark executable, run: a chain in any order and with any tool."""
+    downloaded = sentence.has(FETCHERS) or sentence.has(DOWNLOAD_VERBS)
+    if not downloaded or not sentence.outsidehosts_in():
+        return None
+    marked = "chmod" in sentence.bag and sentence.has(_EXECUTABLE_MODES)
+    started = next(
+        (w for w in sentence.words if w.startswith("./") and len(w) > 2 and w[2] not in "/."),
+        None,
+    )
+    if marked or started:
+        return f"{downloaded} … {'chmod +x' if marked else started}"
     return None
 
 
@@ -568,7 +726,7 @@ def _permissions(sentence: _Sentence) -> Effect | None:
                     "hookspath",
                     "credential.helper",
                 )
-                and not _negated(sentence, None)
+                and not _negated(sentence, _at(sentence, persistent))
             )
         ):
             return Effect(
@@ -578,7 +736,7 @@ def _permissions(sentence: _Sentence) -> Effect | None:
                 persistent,
             )
     command = _has_phrase(sentence, PERMISSION_COMMANDS)
-    if command and not _negated(sentence, None):
+    if command and not _negated(sentence, _at(sentence, command)):
         return Effect(
             "permissions", "it would make the agent widen file or user permissions", command
         )
