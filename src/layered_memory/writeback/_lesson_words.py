@@ -146,6 +146,36 @@ CREDENTIAL_PATHS: Final = (
     ".htpasswd",
     "wallet.dat",
 )
+SEARCH_COMMANDS: Final = words(
+    "grep egrep rg ag ack find locate findstr select-string sls fd trufflehog gitleaks"
+)
+SEARCH_VERBS: Final = words(
+    "search searching scan scanning hunt hunting look grep find locate comb crawl sweep trawl"
+)
+KEY_PREFIXES: Final = (
+    "sk-",
+    "sk_live",
+    "akia",
+    "asia",
+    "ghp_",
+    "gho_",
+    "github_pat",
+    "xoxb",
+    "xoxp",
+    "aiza",
+    "-----begin",
+    "glpat-",
+    "api_key",
+    "apikey",
+    "private_key",
+    "id_rsa",
+)
+"""How keys and tokens start: a search for one of these looks for credentials."""
+BROAD_SCOPES: Final = words(
+    "~ ~/ $home /home /users / c:/ c:\\ home disk disks filesystem machine computer "
+    "everywhere drive drives system"
+)
+"""Where a search for keys reaches beyond the project."""
 SECRET_NOUNS: Final = words(
     "secret secrets credential credentials password passwords passwd passphrase token tokens "
     "apikey api_key api-key apikeys privatekey private_key cookie cookies keychain bearer "

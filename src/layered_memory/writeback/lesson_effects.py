@@ -33,6 +33,7 @@ from layered_memory.writeback._lesson_words import (
     APPROVERS,
     ASK_VERBS,
     AUDIENCE,
+    BROAD_SCOPES,
     CHECK_OBJECTS,
     CREDENTIAL_PATHS,
     DATA_OBJECTS,
@@ -45,6 +46,7 @@ from layered_memory.writeback._lesson_words import (
     INDEX_WORDS,
     INSTRUCTION_WORDS,
     INTERPRETERS,
+    KEY_PREFIXES,
     NEGATED_NEGATIONS,
     NEGATIONS,
     NO_ASKING,
@@ -66,6 +68,8 @@ from layered_memory.writeback._lesson_words import (
     ROLE_MARKERS,
     RUN_VERBS,
     SCRIPT_SUFFIXES,
+    SEARCH_COMMANDS,
+    SEARCH_VERBS,
     SECRECY_WORDS,
     SECRET_NOUNS,
     SECRET_PHRASES,
@@ -624,8 +628,37 @@ def _data_url(sentence: _Sentence) -> bool:
     return _DATA_URL.search(sentence.text) is not None
 
 
+def _key_hunt(sentence: _Sentence) -> str | None:
+    """A search for keys across the home folder or the disk (`grep -r 'sk-' ~`, "look through
+    the machine for API tokens"): a credential read, whatever is done with what it finds."""
+    search = next((w for w in sentence.words if _base(w) in SEARCH_COMMANDS), None)
+    at = _at(sentence, search) if search else sentence.position(SEARCH_VERBS)
+    if at is None or _negated(sentence, at):
+        return None
+    searching = sentence.words[at]
+    pattern = next(
+        (w for w in sentence.words if w.startswith(KEY_PREFIXES) or w in KEY_PREFIXES), None
+    )
+    if search is not None and pattern is not None:
+        return f"{searching} … {pattern}"
+    wanted = (
+        pattern
+        or _has_phrase(sentence, SECRET_PHRASES)
+        or sentence.has(SECRET_NOUNS | words("key keys"))
+    )
+    scope = next((w for w in sentence.words if w in BROAD_SCOPES), None) or _has_phrase(
+        sentence, ("home directory", "home folder", "file system", "whole disk", "every file")
+    )
+    if wanted and scope:
+        return f"{searching} … {wanted} … {scope}"
+    return None
+
+
 def _credentials(sentence: _Sentence) -> Effect | None:
     reason = "it would make the agent read, show or move credentials"
+    hunt = _key_hunt(sentence)
+    if hunt is not None:
+        return Effect("credentials", "it would make the agent search the machine for keys", hunt)
     path = next((p for p in CREDENTIAL_PATHS if p in sentence.text), None)
     dotenv = any(w == ".env" or w.endswith("/.env") for w in sentence.words)
     if path is None and dotenv and not any(w.startswith(".env.") for w in sentence.words):
