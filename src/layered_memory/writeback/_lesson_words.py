@@ -359,13 +359,30 @@ CHECK_OBJECTS: Final = words(
     "linters lint linting typecheck typechecks type-check mypy ruff eslint flake8 pylint "
     "review reviews reviewer reviewers approval approvals protection signature signatures "
     "signing gpg verification verify ssl tls certificate certificates cert sandbox guard "
-    "guards safety scanner scan scans security audit coverage husky"
+    "guards safety scanner scan scans security audit coverage husky workflow workflows "
+    "pipeline pipelines codeowners gate gates protections required status-checks"
 )
+CHECK_FILES: Final = (
+    ".github/workflows",
+    ".gitlab-ci",
+    ".circleci",
+    "jenkinsfile",
+    "azure-pipelines",
+    "bitbucket-pipelines",
+    ".travis.yml",
+    ".pre-commit-config",
+    "codeowners",
+    ".husky",
+    "dependabot.yml",
+    ".buildkite",
+    ".drone.yml",
+)
+"""Files that define checks: removing or emptying one disables them."""
 WEAKEN_VERBS: Final = words(
     "skip skipping disable disabling bypass bypassing circumvent circumventing ignore ignoring "
     "remove removing delete deleting comment turn relax relaxing loosen weaken weakening mute "
     "silence suppress suppressing drop dropping avoid bypassed skipped disabled uninstall "
-    "xfail deactivate override overriding"
+    "xfail deactivate override overriding rm unlink del neuter stub gut empty emptying"
 )
 WEAKEN_FLAGS: Final = words(
     "--no-verify --no-gpg-sign commit.gpgsign=false husky=0 husky_skip_hooks=1 skip= "

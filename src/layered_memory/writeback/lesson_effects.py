@@ -34,6 +34,7 @@ from layered_memory.writeback._lesson_words import (
     ASK_VERBS,
     AUDIENCE,
     BROAD_SCOPES,
+    CHECK_FILES,
     CHECK_OBJECTS,
     CREDENTIAL_PATHS,
     DATA_OBJECTS,
@@ -823,7 +824,7 @@ def _weakened_checks(sentence: _Sentence) -> Effect | None:
     if verb is None or _negated(sentence, verb):
         return None
     window = sentence.words[verb + 1 : verb + 7]
-    checks = next((w for w in window if _variants(w) & CHECK_OBJECTS), None)
+    checks = next((w for w in window if _is_check(w)), None)
     if checks is None:
         return None
     if (
@@ -833,6 +834,14 @@ def _weakened_checks(sentence: _Sentence) -> Effect | None:
     ):
         return None  # "skip the slow tests while iterating" keeps the suite
     return Effect("weakened checks", reason, f"{sentence.words[verb]} … {checks}")
+
+
+def _is_check(word: str) -> bool:
+    """A check by name (`tests`, `review`) or by its file (`.github/workflows/scan.yml`,
+    `.pre-commit-config.yaml`, `CODEOWNERS`): deleting the file disables the check."""
+    if _variants(word) & CHECK_OBJECTS or any(path in word for path in CHECK_FILES):
+        return True
+    return "/" in word and any(part in CHECK_OBJECTS for part in re.split(r"[/._-]", word))
 
 
 _OWN_TRACES: Final = words("history histfile .bash_history traces trace tracks audit evidence")
