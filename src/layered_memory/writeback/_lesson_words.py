@@ -95,7 +95,8 @@ SEND_VERBS: Final = words(
     "send sends sending sent upload uploads uploading uploaded post posts posting forward "
     "forwarding email e-mail mail mailing transmit exfiltrate exfiltrating leak leaking share "
     "sharing sync syncing beacon report submit push pushing copy copying mirror mirroring "
-    "back backup stream streaming publish paste pasting ship dump exfil attach attaching cc bcc"
+    "back backup stream streaming publish paste pasting ship dump exfil attach attaching cc bcc "
+    "rsync scp sftp rclone"
 )
 DATA_OBJECTS: Final = words(
     "workspace repo repository repositories codebase code source project files file folder "
@@ -413,6 +414,34 @@ ERASE_VERBS: Final = words(
     "clear clearing erase erasing wipe wiping delete deleting unset remove removing purge "
     "truncate shred scrub"
 )
+OMIT_VERBS: Final = words(
+    "keep leave omit omitting exclude excluding drop strip redact remove hide skip filter"
+)
+"""Verbs that keep something out of a summary, a report or a log."""
+OWN_HOST_LABELS: Final = words("internal intranet corp lan local localdomain intra")
+"""Labels of the team's own host names (`staging.internal.example.com`, `ci.corp`)."""
+
+# Other languages: a second signal beside the paths, files and hosts a lesson names (those
+# read the same in every language). Verbs of the major languages for the effects that have no
+# such evidence of their own: override, send, keep from the user.
+FOREIGN_OVERRIDE: Final = (
+    "ignoriere", "ignorieren", "ignoriert", "missachte", "vergiss", "ignorez", "ignorer",
+    "oubliez", "oublie", "ignora", "ignorar", "ignoren", "olvida", "olvidar", "ignoruj",
+    "ignoreer", "игнорируй", "игнорировать", "забудь", "忽略", "无视", "無視", "忽視", "무시",
+)
+FOREIGN_SEND: Final = (
+    "sende", "senden", "schicke", "schicken", "hochladen", "lade", "envoie", "envoyer",
+    "envoyez", "televerse", "téléverse", "envia", "envía", "enviar", "envíe", "sube",
+    "subir", "manda", "mandar", "wyślij", "stuur", "отправь", "отправить", "загрузи", "上传",
+    "发送", "上傳", "傳送", "업로드", "전송", "보내", "送信", "アップロード",
+)
+FOREIGN_UNTOLD: Final = (
+    "알리지 말", "말하지 말", "不要告诉", "别告诉", "不要通知", "不要让用户", "告訴しない",
+    "言わない", "伝えない", "sag nicht", "sage nicht", "ohne zu sagen", "ne dis pas",
+    "ne dites pas", "sans le dire", "no digas", "no le digas", "sin decir", "не говори",
+    "не сообщай",
+)
+
 QUIET_WORDS: Final = words("silently quietly")
 AUDIENCE: Final = words("summary summaries report reports reply replies answer answers recap")
 """Where the agent tells the user what it did."""

@@ -42,6 +42,9 @@ from layered_memory.writeback._lesson_words import (
     DOWNLOAD_VERBS,
     ERASE_VERBS,
     FETCHERS,
+    FOREIGN_OVERRIDE,
+    FOREIGN_SEND,
+    FOREIGN_UNTOLD,
     HIDE_VERBS,
     INDEX_NOUNS,
     INDEX_WORDS,
@@ -53,9 +56,11 @@ from layered_memory.writeback._lesson_words import (
     NO_ASKING,
     OBEY_VERBS,
     OFFICIAL_INDEXES,
+    OMIT_VERBS,
     ORDER_WORDS,
     OUTSIDE_WORDS,
     OVERRIDE_VERBS,
+    OWN_HOST_LABELS,
     PACKAGE_RUNNERS,
     PACKAGE_WORDS,
     PEOPLE,
@@ -513,7 +518,11 @@ def _other_index(sentence: _Sentence) -> str | None:
     flag = sentence.has(INDEX_WORDS) or next(
         (word for word in sentence.words if word.split("=", 1)[0] in INDEX_WORDS), None
     )
-    hosts = [h for h in sentence.outsidehosts_in() if not h.endswith(OFFICIAL_INDEXES)]
+    hosts = [
+        h
+        for h in sentence.outsidehosts_in()
+        if not h.endswith(OFFICIAL_INDEXES) and not _own_host(h)
+    ]
     if flag and (
         hosts
         or flag.startswith(("gosumdb", "goflags", "--trusted", "trusted", "gonosum", "goinsecure"))
@@ -542,6 +551,13 @@ def _exfiltration(sentence: _Sentence) -> Effect | None:
     reason = "it would make the agent send data off the machine"
     outside = sentence.outsidehosts_in()
     uploader = next((c for c in sentence.commands if c in UPLOAD_COMMANDS), None)
+    if (
+        uploader
+        and outside
+        and all(_own_host(host) for host in outside)
+        and not _sends_everything(sentence)
+    ):
+        uploader = None  # `scp build/app.tar.gz deploy@staging.internal...`: the team's host
     if uploader and (outside or "/dev/tcp" in sentence.text or sentence.has(OUTSIDE_WORDS)):
         return Effect("exfiltration", reason, f"{uploader} {outside[0] if outside else ''}".strip())
     cloud = next(
@@ -574,6 +590,9 @@ def _exfiltration(sentence: _Sentence) -> Effect | None:
             "it would make the agent put data into a URL it fetches or shows",
             "a URL with a placeholder or an image",
         )
+    sent = _foreign(sentence, FOREIGN_SEND)
+    if sent and (outside or sentence.has(DATA_OBJECTS)):
+        return Effect("exfiltration", reason, f"{sent} … {outside[0] if outside else 'data'}")
     verb = sentence.position(SEND_VERBS)
     if verb is None or _negated(sentence, verb):
         return None
@@ -586,6 +605,23 @@ def _exfiltration(sentence: _Sentence) -> Effect | None:
             return None  # "report security issues to security@<the user's own domain>"
         return Effect("exfiltration", reason, f"{sentence.words[verb]} … {where}")
     return None
+
+
+def _own_host(host: str) -> bool:
+    """A host named as the team's own: an internal name (`*.internal`, `*.corp`, `*.lan`,
+    `*.local`, or an `internal`/`intranet`/`corp` label under the domain)."""
+    labels = host.split(".")
+    return bool(set(labels[:-1]) & OWN_HOST_LABELS) or labels[-1] in OWN_HOST_LABELS
+
+
+def _sends_everything(sentence: _Sentence) -> bool:
+    """Whether what is sent is the workspace, the home folder, secrets or other data (not one
+    named build artifact)."""
+    whole = any(w in (".", "./", "~", "~/", "*", "$home", "-r", "-a", "-az", "-avz") for w in sentence.words)
+    return whole or bool(
+        sentence.has(DATA_OBJECTS - words("archive tarball zip"))
+        or any(p in sentence.text for p in CREDENTIAL_PATHS)
+    )
 
 
 def _imperative(sentence: _Sentence, verb: int) -> bool:
@@ -667,6 +703,14 @@ def _credentials(sentence: _Sentence) -> Effect | None:
     noun = _has_phrase(sentence, SECRET_PHRASES) or sentence.has(SECRET_NOUNS)
     if not (path or noun):
         return None
+    if path is not None and not _negated(sentence, _at(sentence, path)):
+        # Read the same in every language: a credential file and an address off the machine,
+        # or words this reading cannot judge beside it.
+        outside = [h for h in sentence.outsidehosts_in() if not _own_host(h)]
+        sent = _foreign(sentence, FOREIGN_SEND)
+        if outside or sent or _unread(sentence):
+            where = outside[0] if outside else sent or "words this check cannot read"
+            return Effect("credentials", reason, f"{path} … {where}")
     verb = sentence.position(READ_VERBS)
     dump = next((c for c in sentence.commands if c in ("printenv", "env", "set", "compgen")), None)
     if (dump and dump != "env") or (dump == "env" and "|" in sentence.tokens):
@@ -849,9 +893,17 @@ _OWN_TRACES: Final = words("history histfile .bash_history traces trace tracks a
 
 def _secrecy(sentence: _Sentence) -> Effect | None:
     reason = "it would make the agent act without telling the user"
-    word = sentence.has(SECRECY_WORDS)
+    word = sentence.has(SECRECY_WORDS) or _foreign(sentence, FOREIGN_UNTOLD)
     if word:
         return Effect("secrecy", reason, word)
+    omitted = _left_out(sentence)
+    if omitted is not None:
+        return Effect(
+            "secrecy",
+            "it would make the agent leave what it did out of what the user reads (summaries, "
+            "reports, logs)",
+            omitted,
+        )
     phrase = _has_phrase(
         sentence,
         (
@@ -922,8 +974,47 @@ def _secrecy(sentence: _Sentence) -> Effect | None:
     return None
 
 
+def _left_out(sentence: _Sentence) -> str | None:
+    """Something kept out of what the user reads: "keep X out of your summaries", "omit X from
+    the report", "leave X out of the logs". Keeping a secret out of a log is a safety lesson."""
+    if _has_phrase(sentence, SECRET_PHRASES) or sentence.has(SECRET_NOUNS):
+        return None
+    verb = sentence.position(OMIT_VERBS)
+    if verb is None or _negated(sentence, verb):
+        return None
+    rest = sentence.words[verb + 1 : verb + 10]
+    joined = f" {' '.join(rest)} "
+    if " out of " not in joined and " from " not in joined and " out " not in joined:
+        return None
+    place = next((w for w in rest if _variants(w) & (AUDIENCE | TRACE_WORDS)), None)
+    if place is None:
+        return None
+    return f"{sentence.words[verb]} … {place}"
+
+
+def _foreign(sentence: _Sentence, vocabulary: Iterable[str]) -> str | None:
+    """A word of another language's `vocabulary` (a second signal: the decision rests on the
+    paths, files and hosts a lesson names, which read the same in every language)."""
+    for word in vocabulary:
+        if (word in sentence.bag) if word.isascii() else (word in sentence.text):
+            return word
+    return None
+
+
+def _unread(sentence: _Sentence) -> bool:
+    """Whether the sentence has words this reading cannot judge (letters outside ASCII after
+    look-alikes are undone: another script, or accents)."""
+    return any(not c.isascii() and c.isalpha() for c in sentence.text)
+
+
 def _override(sentence: _Sentence) -> Effect | None:
     reason = "it would override the agent's instructions or its read-only memory"
+    memory_file = next((w for w in sentence.words if _variants(w) & READ_ONLY_MEMORY), None)
+    foreign_verb = _foreign(sentence, FOREIGN_OVERRIDE)
+    if foreign_verb and (memory_file or sentence.has(INSTRUCTION_WORDS) or _unread(sentence)):
+        return Effect("override", reason, f"{foreign_verb} … {memory_file or 'instructions'}")
+    if memory_file and _unread(sentence):
+        return Effect("override", reason, f"{memory_file} in words this check cannot read")
     marker = _has_phrase(sentence, ROLE_MARKERS)
     if marker:
         return Effect("override", "it speaks as the system or gives the agent a new role", marker)
