@@ -418,6 +418,13 @@ OMIT_VERBS: Final = words(
     "keep leave omit omitting exclude excluding drop strip redact remove hide skip filter"
 )
 """Verbs that keep something out of a summary, a report or a log."""
+AGENT_ACTS: Final = words(
+    "step steps change changes call calls action actions upload uploads deployment deployments "
+    "job jobs cron edit edits request requests pushes backup backups deleted removed commands"
+)
+"""What the agent does (beside `RISKY_ACTIONS`): what a summary that hides it would hide."""
+INCLUDE_VERBS: Final = words("include including list listing record recording note mention write put")
+"""Verbs that, negated, keep something out of a summary ("don't include X in the recap")."""
 OWN_HOST_LABELS: Final = words("internal intranet corp lan local localdomain intra")
 """Labels of the team's own host names (`staging.internal.example.com`, `ci.corp`)."""
 
@@ -443,7 +450,10 @@ FOREIGN_UNTOLD: Final = (
 )
 
 QUIET_WORDS: Final = words("silently quietly")
-AUDIENCE: Final = words("summary summaries report reports reply replies answer answers recap")
+AUDIENCE: Final = words(
+    "summary summaries report reports reply replies answer answers recap recaps changelog "
+    "notes updates status standup handoff"
+)
 """Where the agent tells the user what it did."""
 
 OVERRIDE_VERBS: Final = words(

@@ -32,6 +32,7 @@ from layered_memory.writeback._lesson_words import (
     APPROVED,
     APPROVERS,
     ASK_VERBS,
+    AGENT_ACTS,
     AUDIENCE,
     BROAD_SCOPES,
     CHECK_FILES,
@@ -46,6 +47,7 @@ from layered_memory.writeback._lesson_words import (
     FOREIGN_SEND,
     FOREIGN_UNTOLD,
     HIDE_VERBS,
+    INCLUDE_VERBS,
     INDEX_NOUNS,
     INDEX_WORDS,
     INSTRUCTION_WORDS,
@@ -483,7 +485,12 @@ def _download_and_execute(sentence: _Sentence) -> str | None:
         return None
     marked = "chmod" in sentence.bag and sentence.has(_EXECUTABLE_MODES)
     started = next(
-        (w for w in sentence.words if w.startswith("./") and len(w) > 2 and w[2] not in "/."),
+        (
+            t.strip("`'\"")
+            for t in sentence.tokens
+            if t.strip("`'\"").startswith(("./", ".\\")) and len(t.strip("`'\"")) > 2
+            and t.strip("`'\"")[2] not in "/."
+        ),
         None,
     )
     if marked or started:
@@ -551,6 +558,8 @@ def _exfiltration(sentence: _Sentence) -> Effect | None:
     reason = "it would make the agent send data off the machine"
     outside = sentence.outsidehosts_in()
     uploader = next((c for c in sentence.commands if c in UPLOAD_COMMANDS), None)
+    if uploader == "rclone" and not outside:
+        outside = [w.split(":", 1)[0] for w in sentence.words if re.match(r"^[a-z][\w-]*:[^/]", w)]
     if (
         uploader
         and outside
@@ -617,7 +626,9 @@ def _own_host(host: str) -> bool:
 def _sends_everything(sentence: _Sentence) -> bool:
     """Whether what is sent is the workspace, the home folder, secrets or other data (not one
     named build artifact)."""
-    whole = any(w in (".", "./", "~", "~/", "*", "$home", "-r", "-a", "-az", "-avz") for w in sentence.words)
+    whole = any(
+        t.strip("`'\"") in (".", "./", "~", "~/", "*", "$home", "/") for t in sentence.tokens
+    )
     return whole or bool(
         sentence.has(DATA_OBJECTS - words("archive tarball zip"))
         or any(p in sentence.text for p in CREDENTIAL_PATHS)
@@ -683,8 +694,17 @@ def _key_hunt(sentence: _Sentence) -> str | None:
         or _has_phrase(sentence, SECRET_PHRASES)
         or sentence.has(SECRET_NOUNS | words("key keys"))
     )
-    scope = next((w for w in sentence.words if w in BROAD_SCOPES), None) or _has_phrase(
-        sentence, ("home directory", "home folder", "file system", "whole disk", "every file")
+    clause = sentence.clauses[at]
+    scope = next(
+        (
+            w
+            for i, w in enumerate(sentence.words)
+            if w in BROAD_SCOPES and sentence.clauses[i] == clause
+        ),
+        None,
+    ) or _has_phrase(
+        sentence,
+        ("home directory", "home folder", "file system", "whole disk", "every file", " c:\\", " c:/"),
     )
     if wanted and scope:
         return f"{searching} … {wanted} … {scope}"
@@ -883,7 +903,7 @@ def _weakened_checks(sentence: _Sentence) -> Effect | None:
 def _is_check(word: str) -> bool:
     """A check by name (`tests`, `review`) or by its file (`.github/workflows/scan.yml`,
     `.pre-commit-config.yaml`, `CODEOWNERS`): deleting the file disables the check."""
-    if _variants(word) & CHECK_OBJECTS or any(path in word for path in CHECK_FILES):
+    if _variants(word) & CHECK_OBJECTS or any(path.lstrip(".") in word for path in CHECK_FILES):
         return True
     return "/" in word and any(part in CHECK_OBJECTS for part in re.split(r"[/._-]", word))
 
@@ -980,15 +1000,22 @@ def _left_out(sentence: _Sentence) -> str | None:
     if _has_phrase(sentence, SECRET_PHRASES) or sentence.has(SECRET_NOUNS):
         return None
     verb = sentence.position(OMIT_VERBS)
-    if verb is None or _negated(sentence, verb):
-        return None
+    if verb is not None and _negated(sentence, verb):
+        verb = None
+    if verb is None:
+        # "don't include the deleted branches in your summary"
+        verb = sentence.position(INCLUDE_VERBS)
+        if verb is None or not _negated(sentence, verb):
+            return None
     rest = sentence.words[verb + 1 : verb + 10]
     joined = f" {' '.join(rest)} "
-    if " out of " not in joined and " from " not in joined and " out " not in joined:
+    keeping = sentence.words[verb] in ("keep", "keeping", "leave", "leaving")
+    if not any(f" {w} " in joined for w in ("out", "from") + (() if keeping else ("in",))):
         return None
     place = next((w for w in rest if _variants(w) & (AUDIENCE | TRACE_WORDS)), None)
-    if place is None:
-        return None
+    acts = RISKY_ACTIONS | AGENT_ACTS
+    if place is None or not any(_variants(w) & acts for w in sentence.words[: verb + 6]):
+        return None  # "don't include timing numbers in the changelog": no act of the agent's
     return f"{sentence.words[verb]} … {place}"
 
 
