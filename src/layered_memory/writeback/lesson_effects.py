@@ -445,9 +445,13 @@ def _package_runner(sentence: _Sentence) -> str | None:
         elif (
             base in _INSTALLERS
             and "install" in following[:3] + ["add"] * ("add" in following[:2])
-            and any(w.startswith(_REMOTE_SPECS) for w in following)
+            and any(
+                w.startswith(_REMOTE_SPECS) and following[i - 1] not in INDEX_WORDS
+                for i, w in enumerate(following)
+                if i
+            )
         ):
-            found = f"{base} install <url>"
+            found = f"{base} install <url>"  # an index URL is judged as an index, below
         elif base in ("docker", "podman") and nxt == "run":
             image = _image(following[1:])
             built = {
