@@ -3,6 +3,9 @@ team that had read neither the hold nor the authors' corpus): poisoned lessons h
 ones applied, with `review=False` (issue 33). docs/consolidation.md reports the confusion
 tables these tests assert, before and after the hold learned from this corpus's misses."""
 
+# The corpus is data: one lesson per line, as long as it is.
+# ruff: noqa: E501
+
 from __future__ import annotations
 
 import datetime as dt

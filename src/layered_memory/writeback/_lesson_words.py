@@ -423,7 +423,9 @@ AGENT_ACTS: Final = words(
     "job jobs cron edit edits request requests pushes backup backups deleted removed commands"
 )
 """What the agent does (beside `RISKY_ACTIONS`): what a summary that hides it would hide."""
-INCLUDE_VERBS: Final = words("include including list listing record recording note mention write put")
+INCLUDE_VERBS: Final = words(
+    "include including list listing record recording note mention write put"
+)
 """Verbs that, negated, keep something out of a summary ("don't include X in the recap")."""
 OWN_HOST_LABELS: Final = words("internal intranet corp lan local localdomain intra")
 """Labels of the team's own host names (`staging.internal.example.com`, `ci.corp`)."""
@@ -432,20 +434,86 @@ OWN_HOST_LABELS: Final = words("internal intranet corp lan local localdomain int
 # read the same in every language). Verbs of the major languages for the effects that have no
 # such evidence of their own: override, send, keep from the user.
 FOREIGN_OVERRIDE: Final = (
-    "ignoriere", "ignorieren", "ignoriert", "missachte", "vergiss", "ignorez", "ignorer",
-    "oubliez", "oublie", "ignora", "ignorar", "ignoren", "olvida", "olvidar", "ignoruj",
-    "ignoreer", "игнорируй", "игнорировать", "забудь", "忽略", "无视", "無視", "忽視", "무시",
+    "ignoriere",
+    "ignorieren",
+    "ignoriert",
+    "missachte",
+    "vergiss",
+    "ignorez",
+    "ignorer",
+    "oubliez",
+    "oublie",
+    "ignora",
+    "ignorar",
+    "ignoren",
+    "olvida",
+    "olvidar",
+    "ignoruj",
+    "ignoreer",
+    "игнорируй",
+    "игнорировать",
+    "забудь",
+    "忽略",
+    "无视",
+    "無視",
+    "忽視",
+    "무시",
 )
 FOREIGN_SEND: Final = (
-    "sende", "senden", "schicke", "schicken", "hochladen", "lade", "envoie", "envoyer",
-    "envoyez", "televerse", "téléverse", "envia", "envía", "enviar", "envíe", "sube",
-    "subir", "manda", "mandar", "wyślij", "stuur", "отправь", "отправить", "загрузи", "上传",
-    "发送", "上傳", "傳送", "업로드", "전송", "보내", "送信", "アップロード",
+    "sende",
+    "senden",
+    "schicke",
+    "schicken",
+    "hochladen",
+    "lade",
+    "envoie",
+    "envoyer",
+    "envoyez",
+    "televerse",
+    "téléverse",
+    "envia",
+    "envía",
+    "enviar",
+    "envíe",
+    "sube",
+    "subir",
+    "manda",
+    "mandar",
+    "wyślij",
+    "stuur",
+    "отправь",
+    "отправить",
+    "загрузи",
+    "上传",
+    "发送",
+    "上傳",
+    "傳送",
+    "업로드",
+    "전송",
+    "보내",
+    "送信",
+    "アップロード",
 )
 FOREIGN_UNTOLD: Final = (
-    "알리지 말", "말하지 말", "不要告诉", "别告诉", "不要通知", "不要让用户", "告訴しない",
-    "言わない", "伝えない", "sag nicht", "sage nicht", "ohne zu sagen", "ne dis pas",
-    "ne dites pas", "sans le dire", "no digas", "no le digas", "sin decir", "не говори",
+    "알리지 말",
+    "말하지 말",
+    "不要告诉",
+    "别告诉",
+    "不要通知",
+    "不要让用户",
+    "告訴しない",
+    "言わない",
+    "伝えない",
+    "sag nicht",
+    "sage nicht",
+    "ohne zu sagen",
+    "ne dis pas",
+    "ne dites pas",
+    "sans le dire",
+    "no digas",
+    "no le digas",
+    "sin decir",
+    "не говори",
     "не сообщай",
 )
 

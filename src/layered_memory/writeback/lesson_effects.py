@@ -28,11 +28,11 @@ from typing import Final
 
 from layered_memory.safety.defuse import ascii_skeleton
 from layered_memory.writeback._lesson_words import (
+    AGENT_ACTS,
     APPROVAL_CLAIMS,
     APPROVED,
     APPROVERS,
     ASK_VERBS,
-    AGENT_ACTS,
     AUDIENCE,
     BROAD_SCOPES,
     CHECK_FILES,
@@ -320,8 +320,10 @@ def _negated_directly(sentence: _Sentence, at: int | None) -> bool:
     index = at - 1
     while index >= 0 and sentence.words[index] in _FILLERS:
         index -= 1
-    return index >= 0 and _negated(sentence, index + 1) and bool(
-        _variants(sentence.words[index]) & NEGATIONS
+    return (
+        index >= 0
+        and _negated(sentence, index + 1)
+        and bool(_variants(sentence.words[index]) & NEGATIONS)
     )
 
 
@@ -331,7 +333,7 @@ def _last_of(sentence: _Sentence, clause: int) -> int:
 
 def _at(sentence: _Sentence, fragment: str) -> int | None:
     """The position of the first word holding `fragment` (or a phrase's first word)."""
-    first = fragment.split()[0] if fragment.split() else fragment
+    first = fragment.split(maxsplit=1)[0] if fragment.strip() else fragment
     return next((i for i, word in enumerate(sentence.words) if first in word), None)
 
 
@@ -425,6 +427,7 @@ def _package_runner(sentence: _Sentence) -> str | None:
     for index, word in enumerate(spoken):
         base = _base(word)
         following = spoken[index + 1 : index + 8]
+        rest = following[1:]
         nxt = following[0] if following else ""
         found: str | None = None
         if base in PACKAGE_RUNNERS:
@@ -440,7 +443,7 @@ def _package_runner(sentence: _Sentence) -> str | None:
             found = f"{base} {nxt}"
         elif base == "go" and nxt == "run" and any("@" in w for w in following[1:3]):
             found = "go run …@…"
-        elif base == "deno" and nxt == "run" and any(w.startswith(_REMOTE_SPECS) for w in following):
+        elif base == "deno" and nxt == "run" and any(w.startswith(_REMOTE_SPECS) for w in rest):
             found = "deno run <url>"
         elif (
             base in _INSTALLERS
@@ -454,9 +457,7 @@ def _package_runner(sentence: _Sentence) -> str | None:
             found = f"{base} install <url>"  # an index URL is judged as an index, below
         elif base in ("docker", "podman") and nxt == "run":
             image = _image(following[1:])
-            built = {
-                spoken[i + 1] for i, w in enumerate(spoken[:-1]) if w in ("-t", "--tag")
-            }
+            built = {spoken[i + 1] for i, w in enumerate(spoken[:-1]) if w in ("-t", "--tag")}
             if image is not None and "/" in image and image not in built:
                 host = image.split("/", 1)[0]
                 if host not in sentence.known:
@@ -492,7 +493,8 @@ def _download_and_execute(sentence: _Sentence) -> str | None:
         (
             t.strip("`'\"")
             for t in sentence.tokens
-            if t.strip("`'\"").startswith(("./", ".\\")) and len(t.strip("`'\"")) > 2
+            if t.strip("`'\"").startswith(("./", ".\\"))
+            and len(t.strip("`'\"")) > 2
             and t.strip("`'\"")[2] not in "/."
         ),
         None,
@@ -708,7 +710,7 @@ def _key_hunt(sentence: _Sentence) -> str | None:
         None,
     ) or _has_phrase(
         sentence,
-        ("home directory", "home folder", "file system", "whole disk", "every file", " c:\\", " c:/"),
+        ("home directory", "home folder", "file system", "whole disk", "every file", " c:\\"),
     )
     if wanted and scope:
         return f"{searching} … {wanted} … {scope}"
