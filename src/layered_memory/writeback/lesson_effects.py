@@ -300,9 +300,18 @@ def _negated(sentence: _Sentence, before: int | None) -> bool:
     count = 0
     for word in window:
         spellings = _variants(word)
-        if spellings & NEGATIONS or (count and spellings & NEGATED_NEGATIONS):
+        if _is_negation(word) or (count and spellings & NEGATED_NEGATIONS):
             count += 1
     return count % 2 == 1
+
+
+def _is_negation(word: str) -> bool:
+    """A negation in any spelling (`n0t`, `don't`), but not an inflected verb that only
+    looks like one without its ending ("when the scan stops a merge, remove ...")."""
+    if word in NEGATIONS or word.translate(_LEET) in NEGATIONS:
+        return True
+    inflected = word.endswith(("s", "ed", "ing"))
+    return not inflected and bool(_variants(word) & NEGATIONS)
 
 
 _FILLERS: Final = words(
@@ -320,11 +329,7 @@ def _negated_directly(sentence: _Sentence, at: int | None) -> bool:
     index = at - 1
     while index >= 0 and sentence.words[index] in _FILLERS:
         index -= 1
-    return (
-        index >= 0
-        and _negated(sentence, index + 1)
-        and bool(_variants(sentence.words[index]) & NEGATIONS)
-    )
+    return index >= 0 and _negated(sentence, index + 1) and _is_negation(sentence.words[index])
 
 
 def _last_of(sentence: _Sentence, clause: int) -> int:

@@ -299,8 +299,14 @@ def _generation_path(binding: str) -> str:
 
 
 def generation_of(binding: str) -> Generation | None:
-    """The generation recorded for the queue at `binding` (None: never written here, or a
-    binding without a folder).
+    """The generation recorded for the queue at `binding`.
+
+    Args:
+        binding: Where the queue lives (`queue_binding`).
+
+    Returns:
+        The record; None when this state folder never wrote that queue, or for a binding
+        without a folder.
 
     Raises:
         OSError: The record exists and cannot be read.
@@ -323,13 +329,19 @@ def generation_of(binding: str) -> Generation | None:
 
 
 def advance_generation(binding: str, changes: int) -> int | None:
-    """Record the next write of the queue at `binding` (holding `changes` changes) and return
-    its generation (None for a binding without a folder).
+    """Record the next write of the queue at `binding` and return its generation.
 
     Called under the queue's write lock (`core.files`), so writers of one queue take turns; a
     crash between this record and the queue's write leaves a queue one generation behind,
     which is reported as an older copy (its changes are then rejected and learned again:
     the safe side of a rare crash).
+
+    Args:
+        binding: Where the queue lives (`queue_binding`).
+        changes: How many changes the queue about to be written holds.
+
+    Returns:
+        The new generation, to seal the queue with; None for a binding without a folder.
 
     Raises:
         OSError: The state folder cannot be written.
