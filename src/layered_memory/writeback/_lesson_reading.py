@@ -187,13 +187,14 @@ def _commands(tokens: Sequence[str]) -> list[str]:
 def negated(sentence: Sentence, before: int | None) -> bool:
     """Whether word `before` is negated: an odd number of negations within five words before
     it, in its own clause ("never fail to", "do not stop at", "don't forget to" negate the
-    negation: they order the act). Without a position: whether every clause is negated (a
-    lesson is harmless only if none of its clauses prescribes the act)."""
+    negation: they order the act). Without a position: whether every clause holds an odd
+    number of them (a lesson is harmless only if none of its clauses prescribes the act)."""
     if before is None:
-        clauses = sorted(set(sentence.clauses))
-        return bool(clauses) and all(
-            negated(sentence, _last_of(sentence, clause) + 1) for clause in clauses
-        )
+        counts: dict[int, int] = {}
+        for index, clause in enumerate(sentence.clauses):
+            counts.setdefault(clause, 0)
+            counts[clause] += _negations(sentence.words[index : index + 1], counts[clause])
+        return bool(counts) and all(count % 2 == 1 for count in counts.values())
     clause = sentence.clauses[before] if before < len(sentence.clauses) else None
     start = max(0, before - 5)
     window = [
@@ -201,12 +202,17 @@ def negated(sentence: Sentence, before: int | None) -> bool:
         for index, word in enumerate(sentence.words[start:before], start)
         if clause is None or sentence.clauses[index] == clause
     ]
-    count = 0
+    return _negations(window, 0) % 2 == 1
+
+
+def _negations(window: Sequence[str], count: int) -> int:
+    """How many negations `window` adds to `count` already seen: a verb such as "fail" or
+    "forget" counts as one only after another ("never fail to")."""
+    added = 0
     for word in window:
-        spellings = variants(word)
-        if is_negation(word) or (count and spellings & NEGATED_NEGATIONS):
-            count += 1
-    return count % 2 == 1
+        if is_negation(word) or (count + added and variants(word) & NEGATED_NEGATIONS):
+            added += 1
+    return added
 
 
 def is_negation(word: str) -> bool:
@@ -234,10 +240,6 @@ def negated_directly(sentence: Sentence, at: int | None) -> bool:
     while index >= 0 and sentence.words[index] in _FILLERS:
         index -= 1
     return index >= 0 and negated(sentence, index + 1) and is_negation(sentence.words[index])
-
-
-def _last_of(sentence: Sentence, clause: int) -> int:
-    return max(index for index, found in enumerate(sentence.clauses) if found == clause)
 
 
 def word_at(sentence: Sentence, fragment: str) -> int | None:

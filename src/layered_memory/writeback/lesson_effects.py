@@ -238,7 +238,7 @@ def _package_runner(sentence: Sentence) -> str | None:
             found = f"{base} install <url>"  # an index URL is judged as an index, below
         elif base in ("docker", "podman") and nxt == "run":
             image = _image(following[1:])
-            built = {spoken[i + 1] for i, w in enumerate(spoken[:-1]) if w in ("-t", "--tag")}
+            built = _built_images(tuple(spoken))
             if image is not None and "/" in image and image not in built:
                 host = image.split("/", 1)[0]
                 if host not in sentence.known:
@@ -246,6 +246,12 @@ def _package_runner(sentence: Sentence) -> str | None:
         if found is not None and not negated_directly(sentence, index):
             return found
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _built_images(spoken: tuple[str, ...]) -> frozenset[str]:
+    """Images the lesson builds itself (`docker build -t NAME`): running one fetches nothing."""
+    return frozenset(spoken[i + 1] for i, w in enumerate(spoken[:-1]) if w in ("-t", "--tag"))
 
 
 def _image(rest: Sequence[str]) -> str | None:
