@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and the docs
         SessionStoreError,
         StoreUnavailableError,
     )
+    from layered_memory.forgetting import ForgetReport, forget
     from layered_memory.middleware import MemoryMiddleware
     from layered_memory.safety.redaction import redact
     from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
@@ -114,6 +115,7 @@ _HOMES = {
         "register_write_back",
     ),
     "layered_memory.safety.redaction": ("redact",),
+    "layered_memory.forgetting": ("ForgetReport", "forget"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -124,6 +126,7 @@ __all__ = [
     "PROJECT_MEMORY",
     "USER_MEMORY",
     "FileSessionStore",
+    "ForgetReport",
     "HookEvent",
     "HookRegistry",
     "HybridSessionStore",
@@ -150,6 +153,7 @@ __all__ = [
     "__version__",
     "build_session_key",
     "build_thread_config",
+    "forget",
     "parse_session_key",
     "protect",
     "record_insight_tool",

@@ -66,11 +66,19 @@ from layered_memory.core.protection import (
     unreadable_message,
     writes_memory,
 )
+from layered_memory.core.put_back import (
+    Outcome,
+    during_run,
+    read_only_changes,
+    restore,
+    run_start_in_context,
+)
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
 )
+from layered_memory.core.report import emit_memory_report
 from layered_memory.core.run_data import (
     MatchKeySource,
     context_strings,
@@ -78,18 +86,11 @@ from layered_memory.core.run_data import (
     run_data,
     thread_id,
 )
-from layered_memory.core.snapshot import (
-    Outcome,
-    Pinned,
-    RunStart,
-    during_run,
-    read_only_changes,
-    restore,
-    run_start_in_context,
-)
+from layered_memory.core.snapshot import Pinned, RunStart
 from layered_memory.core.state import (
     LayeredMemoryState,
     extras_of,
+    latest_user_text,
     loaded,
     match_keys_of,
     merge_paths,
@@ -124,6 +125,7 @@ from layered_memory.core.validation import (
     check_path_list,
     is_backend,
 )
+from layered_memory.recall.entries import RecallQuery
 from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
@@ -159,6 +161,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         hooks: Registry fired with `PIPELINE_START`/`PIPELINE_END` and the memory events.
         max_chars: Upper bound on the injected block, guidelines included.
         max_rules_chars: Upper bound on the matched rules inside the block.
+        max_tokens: Upper bound on the injected block in the model's tokens, beside
+            `max_chars` (both hold), counted with the model's own counter where its
+            integration has one, else `count_tokens_approximately`
+            (`layered_memory.core.tokens`). `Layer(max_tokens=...)` bounds one layer.
         strict: Raise on an unusable memory file instead of logging and skipping it.
         rules_writable: Let the agent edit rule files (refused by default).
         list_unmatched_rules: List the scoped rules no key matched as well (name, description,
@@ -195,7 +201,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _hooks_class: type[Any] | None = None
-    _last_block: tuple[str, list[str], list[str], str] | None = None
+    _last_block: (
+        tuple[str, list[str], list[str], str, dict[str, Any], object, str | None] | None
+    ) = None
 
     def __init__(
         self,
@@ -209,6 +217,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         hooks: HookRegistry | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
+        max_tokens: int | None = None,
         strict: bool = False,
         rules_writable: bool = False,
         list_unmatched_rules: bool = False,
@@ -234,6 +243,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             session_store=session_store,
             max_chars=max_chars,
             max_rules_chars=max_rules_chars,
+            max_tokens=max_tokens,
             list_unmatched_rules=list_unmatched_rules,
             system_prompt=system_prompt,
             compat=source_list is not None,
@@ -323,6 +333,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             hooks=None,
             max_chars=self.assembler.max_chars,
             max_rules_chars=self.assembler.max_rules_chars,
+            max_tokens=self.assembler.max_tokens,
             strict=self.assembler.strict,
             rules_writable=False,
             list_unmatched_rules=self.assembler.list_unmatched_rules,
@@ -620,10 +631,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     def _inject(
         self, request: ModelRequest[ContextT], state: Mapping[str, Any]
     ) -> ModelRequest[ContextT]:
-        block = self._memory_block(state) if self.system_prompt is not None else None
         system_message = request.system_message
-        if block is not None:
+        if self.system_prompt is not None:
+            block, report = self._memory_call(state, request.model)
             system_message = append_block(system_message, block)
+            emit_memory_report(request.runtime, report)
         if (
             self._add_cache_control
             and system_message is not None
@@ -636,7 +648,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         return request.override(system_message=system_message)
 
     def _memory_block(self, state: Mapping[str, Any]) -> str:
-        """The block for `state`: the last one while its digest and match keys are unchanged.
+        """The block for `state` (see `_memory_call`)."""
+        return self._memory_call(state)[0]
+
+    def _memory_call(
+        self, state: Mapping[str, Any], model: object = None
+    ) -> tuple[str, dict[str, Any]]:
+        """The block for `state` and its record (`core.report`): the last ones while the
+        digest and match keys are unchanged.
 
         The block is a function of the load's digest (which covers every part: texts, rules,
         session, unreadable files, nested and imported memory) and the match keys; between
@@ -646,15 +665,29 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         59 -> 37 Python calls per model call; 1.69x -> 1.12x the time of an ideal middleware
         that appends one precomputed block (1.84x -> 1.15x for the `sources=` drop-in;
         `benchmarks/run.py --only per_call --quick`, scenario 1, issue 23).
+
+        With a budget in tokens the block depends on the model's counter too: the model is
+        passed on, and the last block is reused for the very same model object only.
         """
+        if not self.assembler.counts_tokens:
+            model = None
         memory = loaded(state)
         digest = memory.get("digest")
         touched = state.get("memory_touched_paths") or []
         context = memory.get("match_context") or []
+        # A recall layer's choice follows the latest user message: part of the key then only.
+        message = latest_user_text(state) if self.assembler.recalls else None
         last = self._last_block
-        if last is not None and last[0] == digest and last[1] == touched and last[2] == context:
-            return last[3]
-        block = self.assembler.render_parts(
+        if (
+            last is not None
+            and last[0] == digest
+            and last[1] == touched
+            and last[2] == context
+            and last[5] is model
+            and last[6] == message
+        ):
+            return last[3], last[4]
+        block, report = self.assembler.render_call(
             state.get("memory_contents") or {},
             memory.get("rule_files") or {},
             session_of(state),
@@ -662,12 +695,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             digest=digest,
             unreadable=memory.get("unreadable"),
             extras=extras_of(state),
+            query=None if message is None else RecallQuery(message, tuple(touched)),
+            model=model,
         )
         if digest is not None:
             # Copies: a list changed in place must not look unchanged. One tuple, replaced
             # whole, so threads sharing this middleware read a consistent entry.
-            self._last_block = (digest, list(touched), list(context), block)
-        return block
+            self._last_block = (digest, list(touched), list(context), block, report, model, message)
+        return block, report
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:
         """A refusal, or the state notes the call will add once it ran."""

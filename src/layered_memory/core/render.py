@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from layered_memory.core.layers import Layer, in_folder
 from layered_memory.core.loading import MemoryExtras, strip_html_comments
+from layered_memory.recall.entries import RecallQuery, choose_entries
 from layered_memory.safety.defuse import (
     ascii_skeleton,
     defuse,
@@ -165,6 +166,7 @@ def render_memory(
     session: SessionEntry | None = None,
     unreadable: Mapping[str, str] | None = None,
     extras: MemoryExtras | None = None,
+    query: RecallQuery | None = None,
 ) -> str:
     """The memory block for one model call.
 
@@ -180,6 +182,8 @@ def render_memory(
             present-but-unreadable, never as empty (an empty writable file invites a rewrite).
         extras: Nested memory files (after the layers, shallow to deep; they give way to the
             budget first) and imported files (each right after the file that imports it).
+        query: The latest user message and the paths touched, by which a `recall=True`
+            layer's file over its share chooses its entries.
 
     Returns:
         The block to append to the system message.
@@ -194,6 +198,7 @@ def render_memory(
         session=session,
         unreadable=unreadable,
         extras=extras,
+        query=query,
     ).block
 
 
@@ -208,14 +213,17 @@ def render_memory_report(
     session: SessionEntry | None = None,
     unreadable: Mapping[str, str] | None = None,
     extras: MemoryExtras | None = None,
+    query: RecallQuery | None = None,
 ) -> RenderedMemory:
     """`render_memory`, with what happened to each part (the block is the same bytes)."""
     overhead = len(template.format(agent_memory=""))
     available = max_chars - overhead
     unreadable = unreadable or {}
     extras = extras or MemoryExtras()
-    build = compat_pieces if compat else layer_pieces
-    pieces = build(layers, files, unreadable, available, extras)
+    if compat:
+        pieces = compat_pieces(layers, files, unreadable, available, extras)
+    else:
+        pieces = layer_pieces(layers, files, unreadable, available, extras, query=query)
     if rules is not None:
         pieces.append(rules_piece(rules, available))
     if session is not None:
@@ -265,41 +273,68 @@ def minimum_budget(template: str) -> int:
     return len(template.format(agent_memory="")) + notes + 200
 
 
+WRITABLE_SHARE = 0.25
+"""Share of the budget agent-writable memory keeps when memory is over budget. Past it,
+writable memory gives way before any read-only memory (a flood of `write_file` calls cannot
+push the user's memory out); within it, it gives way last (a huge read-only file cannot push
+the agent's own notes out either)."""
+
+
 def _fit(preamble: str, pieces: list[Piece], available: int) -> list[str]:
+    """What each piece shows within the budget, in three rounds, each cutting pieces, then
+    replacing them by their one-line stubs, then dropping them, in give-way order: first
+    agent-writable memory down to its share (`WRITABLE_SHARE`), then read-only memory, then
+    writable memory within its share."""
     texts = [piece.full for piece in pieces]
-    excess = _joined_length(preamble, texts) - available
-    # Lowest rank first (nested memory), then lowest precedence: the display order.
-    order = sorted(range(len(pieces)), key=lambda index: (pieces[index].rank, index))
-    for index in order:
+    order = _give_way_order(pieces)
+    writable = [index for index in order if pieces[index].writable]
+    share = int(max(available, 0) * WRITABLE_SHARE)
+
+    def excess() -> int:
+        return _joined_length(preamble, texts) - available
+
+    def over_share() -> int:
+        return min(excess(), sum(len(texts[index]) for index in writable) - share)
+
+    for group, over in (
+        (writable, over_share),
+        ([index for index in order if not pieces[index].writable], excess),
+        (writable, excess),
+    ):
+        _give_way(pieces, texts, group, over)
+    return texts
+
+
+def _give_way(
+    pieces: Sequence[Piece], texts: list[str], group: Sequence[int], over: Callable[[], int]
+) -> None:
+    """Cut the pieces of `group`, then replace them by stubs, then drop them, in order, while
+    `over()` is positive."""
+    for index in group:
+        needed = over()
+        if needed <= 0:
+            return
         piece = pieces[index]
-        if excess <= 0:
-            break
         reducible = len(texts[index]) - piece.min_len
-        if reducible <= 0:
-            continue
-        target = len(texts[index]) - min(reducible, excess)
-        texts[index] = piece.shrink(target)
-        excess = _joined_length(preamble, texts) - available
-    # Still over: replace whole pieces by their one-line stubs, then drop them, in that order.
+        if reducible > 0:
+            texts[index] = piece.shrink(len(texts[index]) - min(reducible, needed))
     for use_stub in (True, False):
-        for index in order:
-            piece = pieces[index]
-            if excess <= 0:
-                break
-            replacement = piece.stub if use_stub else ""
+        for index in group:
+            if over() <= 0:
+                return
+            replacement = pieces[index].stub if use_stub else ""
             if len(replacement) < len(texts[index]):
                 texts[index] = replacement
-                excess = _joined_length(preamble, texts) - available
-    return texts
 
 
 def _dropped_note(
     preamble: str, pieces: list[Piece], texts: list[str], available: int
 ) -> tuple[list[str], str]:
     """One line, after the body, for the files dropped whole (not even a stub fitted), so the
-    agent learns they exist: silence read as "no such memory". Room is made by dropping more
-    files if it must (lowest rank first; the line then counts them too)."""
-    order = sorted(range(len(pieces)), key=lambda index: (pieces[index].rank, index))
+    agent learns they exist: silence read as "no such memory". Room is made by cutting or
+    dropping more files if it must (in the order they give way; a file dropped whole is
+    then counted too)."""
+    order = _give_way_order(pieces)
     while True:
         paths = [pieces[i].path for i in range(len(pieces)) if not texts[i] and pieces[i].path]
         if not paths:
@@ -309,12 +344,25 @@ def _dropped_note(
         note = f"[{len(paths)} memory files left out by the budget: {named}{more}; read_file them]"
         if _joined_length(preamble, [*texts, note]) <= available:
             return texts, note
-        for index in order:  # no room: drop the next file still shown
-            if texts[index] and pieces[index].path:
-                texts[index] = ""
+        needed = _joined_length(preamble, [*texts, note]) - available
+        for index in order:  # no room: cut the next file still shown, or drop it
+            piece = pieces[index]
+            if texts[index] and piece.path:
+                target = len(texts[index]) - needed
+                cut = piece.shrink(target) if target >= piece.min_len else ""
+                texts[index] = cut if len(cut) <= target else ""
                 break
         else:
             return texts, ""
+
+
+def _give_way_order(pieces: Sequence[Piece]) -> list[int]:
+    """The order pieces give way to the budget: agent-writable memory first, then the lowest
+    rank (nested memory), then the lowest precedence (the display order)."""
+    return sorted(
+        range(len(pieces)),
+        key=lambda index: (not pieces[index].writable, pieces[index].rank, index),
+    )
 
 
 def _join(preamble: str, texts: Sequence[str]) -> str:
@@ -493,6 +541,9 @@ class Piece:
     """Caps applied before the budget was looked at (line cap, layer cap)."""
     rank: int = 0
     """Lower ranks give way to the budget first (then, within a rank, display order)."""
+    writable: bool = False
+    """Agent-writable memory gives way before any read-only memory, whatever its rank: the
+    agent can write as much as it likes, and must never push the user's memory out."""
 
 
 def fixed(text: str) -> Callable[[int], str]:
@@ -519,6 +570,8 @@ def layer_pieces(
     unreadable: Mapping[str, str],
     available: int,
     extras: MemoryExtras,
+    *,
+    query: RecallQuery | None = None,
 ) -> list[Piece]:
     """Every layer file in its element, each followed by what it imports; then nested files."""
     pieces: list[Piece] = []
@@ -531,6 +584,7 @@ def layer_pieces(
             if not any(in_folder(path, folder) for path in paths):
                 note = EMPTY_FOLDER_NOTE.format(path=defuse_name(folder))
                 pieces.append(element_piece(layer, folder, note, shrinkable=False, kind="note"))
+        over = layer.left_out_of([*files, *unreadable], taken=taken)
         for path in paths:
             if path in unreadable:
                 note = unreadable_note(unreadable[path])
@@ -545,9 +599,14 @@ def layer_pieces(
                     note = EMPTY_WRITABLE_NOTE.format(path=defuse_name(path))
                     pieces.append(element_piece(layer, path, note, shrinkable=False, kind="note"))
                 continue
-            piece, remaining = file_piece(layer, path, raw, available, remaining=remaining)
+            piece, remaining = file_piece(
+                layer, path, raw, available, remaining=remaining, query=query
+            )
             pieces.append(piece)
             pieces.extend(_imported(path, layer.name, extras, placed, available, rank=0))
+        for folder, left in over.items():
+            note = folder_cap_note(layer, folder, left)
+            pieces.append(element_piece(layer, folder, note, shrinkable=False, kind="note"))
     for path, text in extras.nested.items():
         name = f"nested: {posixpath.dirname(path) or '/'}"
         layer = Layer(name, path, writable=extras.access.get(path) == "writable")
@@ -557,6 +616,20 @@ def layer_pieces(
             pieces.append(piece)
         pieces.extend(_imported(path, name, extras, placed, available, rank=-1))
     return pieces
+
+
+def folder_cap_note(layer: Layer, folder: str, left: Sequence[str]) -> str:
+    """The marker naming the files of a folder layer past its `max_files`."""
+    named = ", ".join(defuse_name(path) for path in left[:FOLDER_CAP_NAMED])
+    more = f" and {len(left) - FOLDER_CAP_NAMED:,} more" if len(left) > FOLDER_CAP_NAMED else ""
+    return (
+        f"[{len(left):,} more files in {defuse_name(folder)} left out (a folder layer shows "
+        f"at most {layer.max_files} files, max_files): {named}{more}; read_file them]"
+    )
+
+
+FOLDER_CAP_NAMED = 10
+"""Files a folder-cap marker names (then a count)."""
 
 
 def _named_files(layers: Sequence[Layer]) -> frozenset[str]:
@@ -599,9 +672,13 @@ def file_piece(
     remaining: int | None = None,
     kind: PieceKind = "layer",
     rank: int = 0,
+    query: RecallQuery | None = None,
 ) -> tuple[Piece, int | None]:
     """A file's element, its text cut by the layer's line and character caps; returns the
     layer's remaining character cap too."""
+    if layer.recall:
+        query = query or RecallQuery()
+        return _recall_piece(layer, path, text, remaining, query=query, kind=kind, rank=rank)
     source_chars = len(text)
     capped: list[str] = []
     line_cap = layer.line_cap(path)
@@ -622,6 +699,47 @@ def file_piece(
     return replace(piece, source_chars=source_chars, capped=tuple(capped)), remaining
 
 
+def _recall_piece(
+    layer: Layer,
+    path: str,
+    text: str,
+    remaining: int | None,
+    *,
+    query: RecallQuery,
+    kind: PieceKind,
+    rank: int,
+) -> tuple[Piece, int | None]:
+    """A `recall=True` layer's file: cut to its entries most relevant to `query` (not to its
+    head) when it is over the layer's cap or the budget. The whole text is redacted and
+    defused (any entry may be shown), once per distinct text."""
+    body = _recall_body(text)
+
+    def marker(left_out: int, total: int) -> str:
+        shown = defuse_name(path)
+        return (
+            f"[... {left_out} of {total} entries of {shown} not shown (chosen by relevance to "
+            f"the latest message and the files touched); read_file {shown} to read it whole]"
+        )
+
+    def choose(limit: int) -> str:
+        return choose_entries(body, max(limit, 0), query, marker)
+
+    capped: tuple[str, ...] = ()
+    if remaining is not None:
+        cut = choose(remaining)
+        if cut != body:
+            capped = (f"over the layer's max_chars={layer.max_chars}; entries chosen by relevance",)
+            body = cut or omitted_marker(path, len(body))
+        remaining -= len(body)
+    piece = element_piece(layer, path, body, shrinkable=True, kind=kind, rank=rank, cut=choose)
+    return replace(piece, source_chars=len(text), capped=capped), remaining
+
+
+@functools.lru_cache(maxsize=32)
+def _recall_body(text: str) -> str:
+    return defuse(_redacted(text))
+
+
 def element_piece(
     layer: Layer,
     path: str,
@@ -630,8 +748,10 @@ def element_piece(
     shrinkable: bool,
     kind: PieceKind = "layer",
     rank: int = 0,
+    cut: Callable[[int], str] | None = None,
 ) -> Piece:
-    """A file (or a note standing for it) in its `<layer>` element."""
+    """A file (or a note standing for it) in its `<layer>` element (`cut(limit)`: the body
+    within `limit` chars, by default its head and a marker)."""
     access = "writable" if layer.writable else "read-only"
     shown = defuse_attribute(path)
     attributes = f'name="{defuse_attribute(layer.name)}" path="{shown}" access="{access}"'
@@ -639,13 +759,22 @@ def element_piece(
     tail = "\n</layer>"
     full = f"{head}{body}{tail}"
     stub = f'<layer {attributes} omitted="over the memory budget; read_file {shown}"/>'
-    label: dict[str, Any] = {"kind": kind, "layer": layer.name, "path": path, "rank": rank}
+    label: dict[str, Any] = {
+        "kind": kind,
+        "layer": layer.name,
+        "path": path,
+        "rank": rank,
+        # A note is the package's own text (where to write, an unreadable file, a cap): it
+        # gives way with read-only memory; only what the agent can write gives way first.
+        "writable": layer.writable and kind != "note",
+    }
     if not shrinkable:
         return Piece(full, fixed(full), len(full), stub, **label)
     frame = len(head) + len(tail)
 
     def shrink(limit: int) -> str:
-        kept = truncate_text(body, max(limit - frame, 0), path)
+        room = max(limit - frame, 0)
+        kept = cut(room) if cut is not None else truncate_text(body, room, path)
         return f"{head}{kept}{tail}" if kept else stub
 
     return Piece(full, shrink, len(stub), stub, **label)

@@ -12,7 +12,8 @@ from layered_memory.tiers.middleware import (
     TieredMemoryState,
     render_retrieval,
 )
-from layered_memory.tiers.records import (
+from layered_memory.tiers.settings import TierSettings
+from layered_memory.tiers.values import (
     Consolidation,
     Fact,
     Forgotten,
@@ -21,7 +22,6 @@ from layered_memory.tiers.records import (
     ScoredFact,
     ScoredPage,
     Segment,
-    TierSettings,
 )
 
 __all__ = [

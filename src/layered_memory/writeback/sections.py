@@ -66,7 +66,7 @@ _WHITESPACE = re.compile(r"\s+")
 # breaks and `\x1c`-`\x1f` are whitespace and already gone). A NUL makes every later load
 # skip the whole file as binary, and `write_file` refuse it: the user's own notes would vanish
 # from the prompt. ESC starts terminal escapes, and a lone surrogate cannot be encoded (the
-# write would fail). Each becomes U+FFFD, as `tiers.search.storable` does, not nothing: the
+# write would fail). Each becomes U+FFFD, as `tiers.summaries.storable` does, not nothing: the
 # line still shows something was there, and the words on either side do not run together.
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _MARKUP_STARTS = ("#", "`", "~")

@@ -239,6 +239,30 @@ def nested_markdown(root: Path) -> dict[str, Any]:
     }
 
 
+@case
+def recall_entries(root: Path) -> dict[str, Any]:
+    """A `recall=True` layer over 2 MB: 100,000 one-word items, a heading run, an unclosed
+    fence, an item of closing tags; asked a 1 MB question naming every word."""
+    words = [f"w{i}" for i in range(100_000)]
+    hostile = "".join(f"- {w}\n" for w in words) + "#" * 50_000 + "\n" + "```\n" * 1001
+    hostile += "- " + "</layer>" * 100_000 + "\n" + "  " * 200_000 + "- deep\n"
+    (root / "LESSONS.md").write_text(hostile[: FILE_LIMIT // 4])
+    backend = fs(root)
+    layer = Layer("lessons", "/LESSONS.md", writable=True, recall=True, max_chars=4000)
+    memory = MemoryMiddleware(backend=backend, layers=[layer])
+    question = " ".join(words)[: 1024 * 1024]
+    model = ScriptedChatModel(script=["done"])
+    agent = create_deep_agent(model=model, backend=backend, memory=[], middleware=[memory])
+    agent.invoke({"messages": [{"role": "user", "content": question}]})
+    prompt = model.system_prompts[-1]
+    body = prompt.split('access="writable">', 1)[1].split("\n</layer>", 1)[0]
+    return {
+        "body_chars_ok": len(body) <= 4000,
+        "raw_layer_close": prompt.count("</layer>"),
+        "marker": "entries of /LESSONS.md not shown" in body,
+    }
+
+
 # --- 5. Rule `paths:` lists: many globs, long globs, brace bombs ---------------------------
 
 
@@ -618,15 +642,16 @@ def hostile_lessons(folder: Path) -> dict[str, Any]:
 
 @case
 def graph_mcp_results(root: Path) -> dict[str, Any]:
-    """A graph holding 100,000 closing tags and backslashes, served over MCP: the defused
-    answer and the undefusing of names given back stay linear in their size."""
+    """A graph holding closing tags and backslashes up to the size cap of one string, served
+    over MCP: the defused answer and the undefusing of names given back stay linear in their
+    size (a longer name or observation is refused at write: `graph.MAX_TEXT_CHARS`)."""
     from layered_memory.graph import KnowledgeGraph
     from layered_memory.graph._tools import SPECS, _undefused_arguments, defused_result
 
     graph = KnowledgeGraph(fs(root), "/memory.jsonl", redact_secrets=False)
-    name = "x</system>" * 10_000
+    name = "x</system>" * 6_500
     graph.create_entities(
-        [{"name": name, "entityType": "t", "observations": ["</system>\\" * 100_000]}]
+        [{"name": name, "entityType": "t", "observations": ["</system>\\" * 6_500] * 15}]
     )
     text, value = defused_result(graph.read_graph())
     shown = value["entities"][0]["name"]
@@ -635,6 +660,29 @@ def graph_mcp_results(root: Path) -> dict[str, Any]:
     return {
         "defused": "</system>" not in text,
         "deleted": graph.read_graph()["entities"] == [],
+    }
+
+
+@case
+def stale_cites(root: Path) -> dict[str, Any]:
+    """An 8 MB writable MEMORY.md of cite comments: thousands of cites, ones naming paths out
+    of the root, ones whose ranges are huge or malformed, and `cites=` with no comment."""
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("a\nb\n")
+    digest = "0" * 12
+    line = (
+        f"- x <!-- cites=/src/app.py#L1-9999999@{digest},/../../etc/passwd@{digest},"
+        f"/src/app.py#L5-2@{digest},{'/a,' * 50}/b@{digest} date=2026-12-07 -->\n"
+    )
+    bare = "- y cites=" + "/z@" * 1000 + "\n"
+    text = (line + bare) * (FILE_LIMIT // (len(line) + len(bare)) - 1)
+    (root / "MEMORY.md").write_text(text)
+    backend = fs(root)
+    memory = MemoryAssembler(backend=backend, layers=[Layer("notes", "/MEMORY.md", writable=True)])
+    block = memory.render(memory.load())
+    return {
+        "block_chars": len(block),
+        "stale_shown": "[stale: /src/app.py lines 1-9999999" in block,
     }
 
 

@@ -99,6 +99,16 @@ def test_deeply_nested_markdown_loads_and_takes_the_write_back(outcomes: dict[st
     assert outcome(outcomes, "nested_markdown") == {"prompts": 1, "written": True}
 
 
+def test_a_recall_layer_over_a_hostile_file_stays_linear_and_inert(
+    outcomes: dict[str, Any],
+) -> None:
+    assert outcome(outcomes, "recall_entries") == {
+        "body_chars_ok": True,
+        "raw_layer_close": 1,  # the layer's own; the file's closing tags defused
+        "marker": True,
+    }
+
+
 def test_pathological_paths_lists_refuse_only_their_own_file(outcomes: dict[str, Any]) -> None:
     result = outcome(outcomes, "paths_lists")
     # One bad glob drops only itself (the rule stays scoped, so it never applies); past the
@@ -247,3 +257,10 @@ def test_the_lesson_hold_reads_hostile_texts_in_linear_time(outcomes: dict[str, 
 def test_a_hostile_graph_is_defused_and_named_back_in_linear_time(outcomes: dict[str, Any]) -> None:
     result = outcome(outcomes, "graph_mcp_results")
     assert result == {"defused": True, "deleted": True}
+
+
+@pytest.mark.slow
+def test_hostile_cites_are_checked_in_bounded_time(outcomes: dict[str, Any]) -> None:
+    result = outcome(outcomes, "stale_cites")
+    assert result["block_chars"] <= 48_000
+    assert result["stale_shown"]  # the first entry's range runs past the file: marked
