@@ -191,9 +191,9 @@ def negated(sentence: Sentence, before: int | None) -> bool:
     number of them (a lesson is harmless only if none of its clauses prescribes the act)."""
     if before is None:
         counts: dict[int, int] = {}
-        for index, clause in enumerate(sentence.clauses):
-            counts.setdefault(clause, 0)
-            counts[clause] += _negations(sentence.words[index : index + 1], counts[clause])
+        for index, part in enumerate(sentence.clauses):
+            counts.setdefault(part, 0)
+            counts[part] += _negations(sentence.words[index : index + 1], counts[part])
         return bool(counts) and all(count % 2 == 1 for count in counts.values())
     clause = sentence.clauses[before] if before < len(sentence.clauses) else None
     start = max(0, before - 5)
