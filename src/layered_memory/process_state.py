@@ -262,12 +262,20 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
     ),
     # -- write-back ----------------------------------------------------------------------------
     ProcessState(
-        "layered_memory.writeback.lesson_effects",
-        "_variants",
+        "layered_memory.writeback._lesson_reading",
+        "variants",
         "lru_cache",
         "a word's other spellings, for the lesson hold",
         "65,536 words",
         maxsize=65536,
+    ),
+    ProcessState(
+        "layered_memory.writeback.lesson_effects",
+        "_built_images",
+        "lru_cache",
+        "the images a lesson builds itself (`docker build -t`), by its words",
+        "256 lessons",
+        maxsize=256,
     ),
     ProcessState(
         "layered_memory.writeback.lesson_effects",

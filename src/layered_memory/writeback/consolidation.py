@@ -81,6 +81,7 @@ from layered_memory.writeback.review_queue import (
     Queue,
     new_change,
     provenance_of,
+    queue_binding,
     read_queue,
     resolve,
     review_key,
@@ -210,6 +211,7 @@ class MemoryConsolidator:
             ),
             max_entries=max_entries,
             max_pending=max_pending,
+            binding=queue_binding(backend, queue),
         )
         self._strategy = strategy_for(backend, [path, archive, queue])
         self._worker = _Worker()
@@ -601,7 +603,13 @@ class MemoryConsolidator:
         return queue.changes
 
     def _queue(self, responses: Sequence[Any]) -> Queue:
-        return read_queue(_text_of(self.pending_path, responses[0]), self._key())
+        key = self._key()
+        try:
+            return read_queue(
+                _text_of(self.pending_path, responses[0]), key, binding=self._files.binding
+            )
+        except OSError as exc:
+            raise ReviewError(self.pending_path, f"the review queue's record: {exc}") from exc
 
     def _key(self) -> bytes:
         try:
