@@ -224,7 +224,9 @@ def test_the_class_is_what_the_user_asked_for(root: Path) -> None:
         pass
 
     assert type(middleware(root)) is MemoryMiddleware
-    assert type(middleware(root, hooks=HookRegistry())) is MemoryMiddleware
+    hooked = middleware(root, hooks=HookRegistry())
+    assert isinstance(hooked, MemoryMiddleware)
+    assert (type(hooked) is hooked.__class__, hooked.name) == (True, "MemoryMiddleware")
     custom = Custom(backend=FilesystemBackend(root_dir=root), sources=["/AGENTS.md"])
     assert type(custom) is Custom
     assert custom.name == "Custom"

@@ -168,11 +168,49 @@ if not TYPE_CHECKING:  # type checkers see the imports above: a misspelt name st
         """Import a public name from its home on first use, then keep it here."""
         home = _HOME_OF.get(name)
         if home is None:
+            elsewhere = None if name.startswith("__") else _public_home_of(name)
+            if elsewhere is not None:
+                # `from layered_memory import X` would say only "cannot import name"
+                # (Python drops an AttributeError's message there): name the module instead.
+                msg = (
+                    f"{name!r} is not in {__name__!r}: import it from its module, "
+                    f"`from {elsewhere} import {name}`"
+                )
+                raise ImportError(msg, name=__name__)
             msg = f"module {__name__!r} has no attribute {name!r}"
             raise AttributeError(msg)
         value = getattr(importlib.import_module(home), name)
         globals()[name] = value
         return value
+
+
+_PUBLIC_MODULES = (
+    "layered_memory.testing",
+    "layered_memory.rules",
+    "layered_memory.checkpoint",
+    "layered_memory.sessions",
+    "layered_memory.sessions.stores",
+    "layered_memory.views",
+    "layered_memory.graph",
+    "layered_memory.tiers",
+    "layered_memory.writeback.hooks",
+    "layered_memory.writeback.insights",
+    "layered_memory.writeback.consolidation",
+)
+"""The public homes searched (only when a name is missing here) to say where a name lives."""
+
+
+def _public_home_of(name: str) -> str | None:
+    """The public module whose `__all__` has `name`: searched on the error path only (it
+    imports them; a module whose optional extra is missing is skipped)."""
+    for module_name in _PUBLIC_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if name in getattr(module, "__all__", ()):
+            return module_name
+    return None
 
 
 def __dir__() -> list[str]:

@@ -11,9 +11,11 @@ The hooks only move data between the graph state and a `MemoryAssembler`:
 - `wrap_model_call`: reload when a tool edited memory (the very next model call sees the edit),
   pinned to the run-start snapshot for read-only memory, then append the memory block
   (cached, byte-identical while unchanged) to the system message.
-- `after_agent`: with `hooks` or a `consolidator` only (`EndOfRun`, the write-back concern):
-  fire `PIPELINE_END` with the final state, then hand the run to the consolidator. Without
-  them the compiled graph has no end-of-run node.
+- `after_agent`: with `hooks`, `write_back` or a `consolidator` only (`EndOfRun`, the
+  write-back concern): fire `PIPELINE_END` with the final state, then hand the run to the
+  consolidator. The class is chosen at construction (`__new__`): `MemoryMiddleware` itself
+  defines no `after_agent`, so without them the compiled graph has no end-of-run node; with
+  them the instance is a `MemoryMiddlewareWithEndOfRun`, a subclass that adds the hook.
 
 Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 `MemoryMiddleware` (same state key, layout and options) that also reloads changed files.
@@ -22,12 +24,13 @@ Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional, Self
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -108,14 +111,22 @@ from layered_memory.core.state import (
     without_files,
 )
 from layered_memory.core.validation import (
+    check_bool,
     check_imports,
     check_instance,
     check_match_keys,
     check_path_list,
+    describe,
     is_backend,
 )
 from layered_memory.writeback.consolidation import MemoryConsolidator
-from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
+from layered_memory.writeback.hooks import (
+    EndOfRun,
+    HookEvent,
+    HookRegistry,
+    take_unfired_write_backs,
+)
+from layered_memory.writeback.insights import MemoryWriter, register_write_back
 from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
@@ -179,8 +190,19 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
-    _hooks_class: type[Any] | None = None
+    _plain_class: type[Any] | None = None
+    """On a class `__new__` chose for its end of run: the class the user called."""
     _last_block: tuple[str, list[str], list[str], str] | None = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        """The class LangChain will read the hooks from, chosen once: with an end of run
+        (`hooks`, `write_back` or `consolidator`) a subclass that adds `after_agent`, else
+        `cls`, whose graph then has no end-of-run node."""
+        if cls._plain_class is None and any(
+            kwargs.get(name) is not None for name in ("hooks", "write_back", "consolidator")
+        ):
+            cls = _with_end_of_run(cls)  # noqa: PLW0642 (as CachedCheckpointSaver.__new__)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -202,11 +224,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         nested_writable: bool = False,
         imports: bool | Literal["anywhere"] | None = None,
         consolidator: MemoryConsolidator | None = None,
+        write_back: str | MemoryWriter | None = None,
     ) -> None:
         if (sources is None) == (layers is None):
             msg = "pass exactly one of `sources` (a flat list of files) or `layers`"
             raise ValueError(msg)
         source_list = check_path_list(sources, parameter="sources")
+        check_bool(rules_writable, parameter="rules_writable")
+        check_bool(add_cache_control, parameter="add_cache_control")
         if imports is not None:
             check_imports(imports, parameter="imports")
         # The options the assembler shares are checked there, once (`core.validation`): the
@@ -243,10 +268,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if consolidator is not None and consolidator.model is None:
             msg = "consolidator has no model (model=None): such a consolidator only reviews"
             raise ValueError(msg)
+        if write_back is not None and not isinstance(write_back, str | MemoryWriter):
+            msg = (
+                f"write_back must be the path of a writable layer file "
+                f'(write_back="/MEMORY.md"), a MemoryWriter or None; got {describe(write_back)}'
+            )
+            raise TypeError(msg)
         super().__init__()
-        self._hooks = hooks
-        self._consolidator = consolidator
-        self._wire_end_of_run()
         self.sources = source_list
         self.system_prompt = system_prompt
         self.rules_writable = rules_writable
@@ -284,6 +312,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             if self._backend_factory is not None
             else protect(backend, self.protected_paths)
         )
+        if write_back is not None:
+            hooks = hooks or HookRegistry()
+            register_write_back(hooks, self._writer(write_back))
+        self._hooks = hooks
+        self._consolidator = consolidator
+        self.end_of_run = (
+            None
+            if hooks is None and consolidator is None
+            else EndOfRun(hooks=hooks, consolidator=consolidator)
+        )
 
     @property
     def layers(self) -> tuple[Layer, ...]:
@@ -296,7 +334,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         A subagent should see what its parent knows but not rewrite it, and its end must not
         fire the parent's write-back.
         """
-        twin = type(self)(
+        twin = (self._plain_class or type(self))(
             backend=self._backend_factory or self.assembler.backend,
             layers=[replace(layer, writable=False) for layer in self.layers],
             rules=self.assembler.rule_folders,
@@ -332,6 +370,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         called, `(state, runtime, config)`; LangGraph passes the node's config.
         """
         config = current_config(config)
+        if self.end_of_run is None:
+            _warn_unfired_write_backs(self.assembler)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
         backend = self._backend(state, runtime, config)
@@ -357,6 +397,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     ) -> dict[str, Any] | None:
         """Async twin of `before_agent`."""
         config = current_config(config)
+        if self.end_of_run is None:
+            _warn_unfired_write_backs(self.assembler)
         if self.hooks is not None:
             await self.hooks.atrigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
         backend = self._backend(state, runtime, config)
@@ -481,30 +523,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
 
-    # -- after_agent ----------------------------------------------------------------------------
-
-    def after_agent(
-        self,
-        state: LayeredMemoryState,
-        runtime: Runtime[ContextT],
-        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
-    ) -> dict[str, Any] | None:
-        """The end of the run handed to write-back (`EndOfRun`): PIPELINE_END, then the
-        consolidator. The graph has this node only with `hooks` or a `consolidator`."""
-        if self.end_of_run is None:
-            return None
-        return self.end_of_run.after_agent(state, runtime, config)
-
-    async def aafter_agent(
-        self,
-        state: LayeredMemoryState,
-        runtime: Runtime[ContextT],
-        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
-    ) -> dict[str, Any] | None:
-        """Async twin of `after_agent`."""
-        if self.end_of_run is None:
-            return None
-        return await self.end_of_run.aafter_agent(state, runtime, config)
+    # -- end of run: fixed at construction ------------------------------------------------------
 
     @property
     def hooks(self) -> HookRegistry | None:
@@ -513,11 +532,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     @hooks.setter
     def hooks(self, hooks: HookRegistry | None) -> None:
-        check_instance(
-            hooks, HookRegistry, parameter="hooks", hint="Build one with HookRegistry()."
+        msg = (
+            "MemoryMiddleware.hooks is fixed at construction (the agent's graph gets its "
+            "end-of-run node from it): pass it as MemoryMiddleware(..., hooks=registry)"
         )
-        self._hooks = hooks
-        self._wire_end_of_run()
+        raise AttributeError(msg)
 
     @property
     def consolidator(self) -> MemoryConsolidator | None:
@@ -526,36 +545,31 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     @consolidator.setter
     def consolidator(self, consolidator: MemoryConsolidator | None) -> None:
-        check_instance(
-            consolidator,
-            MemoryConsolidator,
-            parameter="consolidator",
-            hint="Use MemoryConsolidator.",
+        msg = (
+            "MemoryMiddleware.consolidator is fixed at construction (the agent's graph gets "
+            "its end-of-run node from it): pass it as MemoryMiddleware(..., consolidator=...)"
         )
-        if consolidator is not None:
-            _check_consolidated_file(self.assembler, consolidator)
-        self._consolidator = consolidator
-        self._wire_end_of_run()
+        raise AttributeError(msg)
 
-    def _wire_end_of_run(self) -> None:
-        """The end of run follows `hooks` and `consolidator`, also when they are set after
-        construction (an agent built before that has no end-of-run node: build it after)."""
-        hooks, consolidator = self._hooks, self._consolidator
-        self.end_of_run = (
-            None
-            if hooks is None and consolidator is None
-            else EndOfRun(hooks=hooks, consolidator=consolidator)
-        )
-        self._hooks_class = (
-            _without_end_of_run(type(self)) if self.end_of_run is None else type(self)
-        )
+    @property
+    def name(self) -> str:
+        """The name deepagents replaces its memory slot by: the class the user called."""
+        return (self._plain_class or type(self)).__name__
 
-    @property  # type: ignore[misc]
-    def __class__(self) -> type[Any]:
-        """The class LangChain reads the hooks from: without write-back, one whose
-        `after_agent` is the base class's, so `create_agent` adds no end-of-run node.
-        `type(self)` stays the class the user called."""
-        return self._hooks_class or type(self)
+    def _writer(self, write_back: str | MemoryWriter) -> MemoryWriter:
+        """The writer of `write_back=`: a path must be a writable layer file of this middleware
+        (it is written through the protected backend)."""
+        if isinstance(write_back, MemoryWriter):
+            return write_back
+        access, _layer = self.assembler.access_of(write_back)
+        if access != "writable":
+            what = "read-only memory" if access is not None else "not a layer file"
+            msg = (
+                f"write_back={write_back!r} is {what} of this middleware: name a writable "
+                f'layer file (layers=[..., Layer("notes", {write_back!r}, writable=True)])'
+            )
+            raise ValueError(msg)
+        return MemoryWriter(self.protected_backend, write_back)
 
     # -- pure helpers shared by both halves -----------------------------------------------------
 
@@ -957,41 +971,106 @@ class _WarnOnce:
         )
 
 
-_WITHOUT_END_OF_RUN: dict[type[Any], type[Any]] = {}
+class _EndOfRunHooks:
+    """The `after_agent` pair of a middleware with an end of run (`EndOfRun`): the user's own
+    `after_agent` (if its class has one) first, then `PIPELINE_END` and the consolidator."""
+
+    def after_agent(
+        self: Any,
+        state: LayeredMemoryState,
+        runtime: Runtime[ContextT],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (LangGraph matches this spelling)
+    ) -> dict[str, Any] | None:
+        """Fire PIPELINE_END with the final state (write-back handlers run here), then hand
+        the run to the consolidator."""
+        own = self._own_after_agent
+        update = None if own is None else own(self, state, runtime, config)
+        self.end_of_run.after_agent(state, runtime, config)
+        return update  # type: ignore[no-any-return]
+
+    async def aafter_agent(
+        self: Any,
+        state: LayeredMemoryState,
+        runtime: Runtime[ContextT],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see after_agent)
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        own = self._own_aafter_agent
+        update = None if own is None else await own(self, state, runtime, config)
+        await self.end_of_run.aafter_agent(state, runtime, config)
+        return update  # type: ignore[no-any-return]
 
 
-def _without_end_of_run(cls: type[Any]) -> type[Any]:
-    """`cls` as LangChain sees an instance without write-back: no `after_agent` of its own.
+_WITH_END_OF_RUN: dict[type[Any], type[Any]] = {}
+_WITH_END_OF_RUN_LOCK = threading.Lock()
+
+
+def _with_end_of_run(cls: type[Any]) -> type[Any]:
+    """`cls` with an end of run: a subclass whose `after_agent` fires `EndOfRun`.
 
     `create_agent` adds an `after_agent` node for every middleware whose class overrides the
-    hook (it compares `m.__class__.after_agent` with `AgentMiddleware`'s). Without hooks or
-    a consolidator the node did nothing, yet ran at every invocation: 5% of the Python calls
-    of the 20-turn deep-agent conversation of `make bench` (scenario 6, the `sources=`
-    drop-in: 1.073x deepagents' own middleware with the node, 1.018x without it). So
-    `MemoryMiddleware.__class__` names this twin then; `type(instance)` stays `cls` (a
-    user's subclass keeps its behaviour, and `read_only()` builds the same class), and so
-    does the name, by which deepagents replaces its memory slot.
+    hook. Without hooks or a consolidator the node did nothing, yet ran at every invocation:
+    5% of the Python calls of the 20-turn deep-agent conversation of `make bench` (scenario 6,
+    the `sources=` drop-in: 1.073x deepagents' own middleware with the node, 1.018x without
+    it). So `MemoryMiddleware` defines no `after_agent`, and `__new__` picks this subclass
+    (one per class, cached) when there is an end of run: `type(m) is m.__class__` always.
     """
-    if (cls.after_agent, cls.aafter_agent) != (
-        MemoryMiddleware.after_agent,
-        MemoryMiddleware.aafter_agent,
-    ):
-        return cls  # a subclass with an end of run of its own keeps it
-    twin = _WITHOUT_END_OF_RUN.get(cls)
-    if twin is None:
-        # Two threads may both build one: either is right, the dict keeps the last.
-        twin = _WITHOUT_END_OF_RUN[cls] = type(
-            cls.__name__,
-            (cls,),
-            {
-                "__module__": cls.__module__,
-                "__qualname__": cls.__qualname__,
-                "__doc__": cls.__doc__,
-                "after_agent": AgentMiddleware.after_agent,
-                "aafter_agent": AgentMiddleware.aafter_agent,
-            },
+    with _WITH_END_OF_RUN_LOCK:
+        subclass = _WITH_END_OF_RUN.get(cls)
+        if subclass is None:
+            name = f"{cls.__name__}WithEndOfRun"
+            subclass = type(
+                name,
+                (cls,),
+                {
+                    "__module__": cls.__module__,
+                    "__qualname__": f"{cls.__qualname__}WithEndOfRun",
+                    "__doc__": f"`{cls.__qualname__}` with an end of run (write-back).",
+                    "after_agent": _EndOfRunHooks.after_agent,
+                    "aafter_agent": _EndOfRunHooks.aafter_agent,
+                    "_plain_class": cls,
+                    "_own_after_agent": staticmethod(_own_hook(cls, "after_agent")),
+                    "_own_aafter_agent": staticmethod(_own_hook(cls, "aafter_agent")),
+                },
+            )
+            _WITH_END_OF_RUN[cls] = subclass
+        return subclass
+
+
+def _own_hook(cls: type[Any], name: str) -> Callable[..., Any] | None:
+    """A user subclass's own `after_agent` / `aafter_agent`, called as LangGraph would call it
+    (with `config` only when it takes one), or None."""
+    hook = getattr(cls, name)
+    if hook is getattr(AgentMiddleware, name):
+        return None
+    if "config" in inspect.signature(hook).parameters:
+        return hook  # type: ignore[no-any-return]
+    if asyncio.iscoroutinefunction(hook):
+
+        async def without_config_async(self: Any, state: Any, runtime: Any, _config: Any) -> Any:
+            return await hook(self, state, runtime)
+
+        return without_config_async
+
+    def without_config(self: Any, state: Any, runtime: Any, _config: Any) -> Any:
+        return hook(self, state, runtime)
+
+    return without_config
+
+
+def _warn_unfired_write_backs(assembler: MemoryAssembler) -> None:
+    """One warning per write-back of this middleware's memory registered on a `HookRegistry`
+    that nothing fires: `register_write_back(registry, ...)` without `hooks=registry` writes
+    nothing, and used to say nothing (issue 36)."""
+    for path in take_unfired_write_backs(lambda path: assembler.access_of(path)[0] is not None):
+        logger.warning(
+            "write-back to %s is registered on a HookRegistry that no MemoryMiddleware fires, "
+            "so nothing will be written: pass the registry as MemoryMiddleware(..., "
+            "hooks=registry), or let the middleware write back itself: "
+            "MemoryMiddleware(..., write_back=%r)",
+            path,
+            path,
         )
-    return twin
 
 
 def _check_consolidated_file(assembler: MemoryAssembler, consolidator: MemoryConsolidator) -> None:

@@ -77,6 +77,7 @@ from layered_memory.core.snapshot import (
 from layered_memory.core.snapshot import entries as recorded_unrestored
 from layered_memory.core.validation import (
     check_backend,
+    check_bool,
     check_budget,
     check_imports,
     check_int,
@@ -233,6 +234,12 @@ class MemoryAssembler:
         check_int(max_rules_chars, parameter="max_rules_chars")
         nested = check_names(nested, parameter="nested")
         check_imports(follow_imports, parameter="follow_imports")
+        for flag, value in (
+            ("compat", compat),
+            ("strict", strict),
+            ("nested_writable", nested_writable),
+        ):
+            check_bool(value, parameter=flag)
         check_unique_layer_names(layer_list)
         self.backend: Any = backend  # a factory is resolved per load (`load(backend=...)`)
         self.layers = tuple(layer_list)

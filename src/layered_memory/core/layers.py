@@ -19,7 +19,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from layered_memory.core.internals import is_backend_class
-from layered_memory.core.validation import MAX_PATH_CHARS, as_path, invalid_path_reason
+from layered_memory.core.validation import (
+    MAX_PATH_CHARS,
+    as_path,
+    check_bool,
+    invalid_path_reason,
+)
 
 MEMORY_FILE_NAME = "MEMORY.md"
 MEMORY_FILE_DEFAULT_MAX_LINES = 200
@@ -62,6 +67,7 @@ class Layer:
             msg = f"Layer name must be a non-empty string; got {name!r}"
             raise ValueError(msg)
         path_tuple = _layer_paths(name, paths)
+        check_bool(writable, parameter=f"Layer {name.strip()!r}: writable")
         for label, value in (("max_lines", max_lines), ("max_chars", max_chars)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
@@ -70,7 +76,7 @@ class Layer:
                 raise ValueError(msg)
         object.__setattr__(self, "name", name.strip())
         object.__setattr__(self, "paths", path_tuple)
-        object.__setattr__(self, "writable", bool(writable))
+        object.__setattr__(self, "writable", writable)
         object.__setattr__(self, "max_lines", max_lines)
         object.__setattr__(self, "max_chars", max_chars)
 

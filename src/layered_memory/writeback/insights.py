@@ -27,7 +27,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from layered_memory._logs import get_logger
 from layered_memory.core.files import Texts, strategy_for
 from layered_memory.core.state import is_dry_run, run_value, thread_id_of
-from layered_memory.writeback.hooks import HookEvent, HookRegistry
+from layered_memory.writeback.hooks import HookEvent, HookRegistry, note_write_back
 from layered_memory.writeback.sections import (
     RESCAN_MARGIN,
     Insight,
@@ -451,3 +451,4 @@ def register_write_back(
         priority=priority,
         async_handler=handler.acall,
     )
+    note_write_back(registry, writer.path)
