@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Optional, Self
 
+from deepagents.backends import StateBackend
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     ContextT,
@@ -194,7 +195,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     """On a class `__new__` chose for its end of run: the class the user called."""
     _last_block: tuple[str, list[str], list[str], str] | None = None
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+    def __new__(cls, *_args: Any, **kwargs: Any) -> Self:
         """The class LangChain will read the hooks from, chosen once: with an end of run
         (`hooks`, `write_back` or `consolidator`) a subclass that adds `after_agent`, else
         `cls`, whose graph then has no end-of-run node."""
@@ -285,6 +286,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if consolidator is not None:
             _check_consolidated_file(self.assembler, consolidator)
         self._found_read_only = _FoundReadOnly()
+        # Said once per middleware at its first model call (a logging concern, not run state).
+        self._check_tools = not self.assembler.compat and any(
+            layer.writable for layer in self.assembler.layers
+        )
         self._unreachable_warnings = _WarnOnce()
         self._read_only_layer_paths = frozenset(
             path for layer in self.assembler.layers if not layer.writable for path in layer.files
@@ -432,6 +437,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         A reload's state changes ride back on the model response (`ExtendedModelResponse`),
         so no extra graph node runs before every model call.
         """
+        if self._check_tools:
+            self._check_tools = False
+            _warn_if_no_tool_writes(self.assembler.layers, request.tools)
         update: dict[str, Any] = {}
         if needs_reload(request.state):
             config = current_config()
@@ -456,6 +464,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
     ) -> ModelCallResult[ResponseT]:
         """Async twin of `wrap_model_call` (only a reload after a memory edit does I/O)."""
+        if self._check_tools:
+            self._check_tools = False
+            _warn_if_no_tool_writes(self.assembler.layers, request.tools)
         update: dict[str, Any] = {}
         if needs_reload(request.state):
             config = current_config()
@@ -493,6 +504,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             result = note_redaction(handler(request), redaction)
         if _says_not_found(request, result):
             result = self._unreachable_memory(request, result)
+        elif _wrote_memory(request, result, notes):
+            result = self._write_landed_elsewhere(request, result)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
@@ -519,6 +532,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if _says_not_found(request, result):
             # It asks the memory backend whether the file is there: not on the event loop.
             result = await asyncio.to_thread(self._unreachable_memory, request, result)
+        elif _wrote_memory(request, result, notes):
+            result = await asyncio.to_thread(self._write_landed_elsewhere, request, result)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
@@ -716,6 +731,27 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             return result  # gone from memory too (deleted mid-run): "not found" is the truth
         self._unreachable_warnings.once(path)
         return with_note(result, _unreachable_note(path))
+
+    def _write_landed_elsewhere(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
+        """A `write_file` of a layer file answered success, yet the memory backend has no such
+        file: the agent's tools wrote somewhere else (deepagents' default `StateBackend`). One
+        warning per file naming the fix, and a note for the model."""
+        paths = [
+            path for path in named_paths(request.tool_call) if self.assembler.access_of(path)[0]
+        ]
+        if not paths:
+            return result
+        backend = self._tool_backend(request)
+        if isinstance(internals.final_route(backend, paths[0])[0], StateBackend):
+            return result  # the memory itself lives in the state: the write is there
+        try:
+            [response] = backend.download_files(paths[:1])
+        except Exception:  # a failing backend: nothing is known, so say nothing
+            return result
+        if getattr(response, "error", None) != "file_not_found":
+            return result
+        self._unreachable_warnings.once(paths[0])
+        return with_note(result, _unreachable_note(paths[0]))
 
     def _loaded_memory_named(self, state: Mapping[str, Any], paths: set[str]) -> str | None:
         """The loaded memory file (as it was loaded) one of `paths` names, if any."""
@@ -929,8 +965,48 @@ def _says_not_found(request: ToolCallRequest, result: ToolResult) -> bool:
         return False  # file content that happens to say "not found", or another error
     named = found.group("path")
     return named is None or named in named_paths(request.tool_call)
-    # Not detected: a `write_file` of memory on the tools' `StateBackend` succeeds there (its
-    # state update no longer rides on the tool's answer); the first read or edit warns.
+    # A `write_file` of memory on the tools' `StateBackend` succeeds there: see
+    # `_wrote_a_layer_file`.
+
+
+def _wrote_memory(request: ToolCallRequest, result: ToolResult, notes: Mapping[str, Any]) -> bool:
+    """A `write_file` of memory that answered success: the memory backend should have the
+    file now. When the agent's tools use deepagents' default `StateBackend`, the write lands
+    in the graph state and never reaches the memory file, while the tool says it succeeded
+    (`create_deep_agent` without `backend=`, MEMORY.md not created yet; issue 36)."""
+    if request.tool_call.get("name") != "write_file" or "memory_edits" not in notes:
+        return False
+    message = result if isinstance(result, ToolMessage) else _tool_message_of(result)
+    return (
+        message is not None
+        and message.status != "error"
+        and not (isinstance(message.content, str) and message.content.startswith("Error"))
+    )
+
+
+_WRITING_TOOLS = frozenset({*MUTATING_TOOLS, MEMORY_TOOL, *SHELL_TOOLS})
+"""Tools that can change a memory file: without one, writable memory cannot be written."""
+
+
+def _warn_if_no_tool_writes(layers: Sequence[Layer], tools: Sequence[Any]) -> None:
+    """One warning when the agent has writable memory and no tool that can write it
+    (`create_agent` without deepagents' `FilesystemMiddleware`): the model would be told to
+    edit memory and get "edit_file is not a valid tool" (issue 36)."""
+    names = {
+        tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", None)
+        for tool in tools
+    }
+    if names & _WRITING_TOOLS:
+        return
+    writable = [layer.name for layer in layers if layer.writable]
+    logger.warning(
+        "memory layers %s are writable, but the agent has no tool that can write a file "
+        "(edit_file, write_file, the memory tool or a shell): the model cannot edit them. "
+        "Give the agent file tools (create_deep_agent, or create_agent(..., middleware=["
+        "memory, FilesystemMiddleware(backend=memory.protected_backend)])), or make the "
+        "layers read-only (Layer(..., writable=False))",
+        ", ".join(writable),
+    )
 
 
 def _tool_message_of(result: ToolResult) -> ToolMessage | None:
@@ -1029,12 +1105,17 @@ def _with_end_of_run(cls: type[Any]) -> type[Any]:
                     "after_agent": _EndOfRunHooks.after_agent,
                     "aafter_agent": _EndOfRunHooks.aafter_agent,
                     "_plain_class": cls,
-                    "_own_after_agent": staticmethod(_own_hook(cls, "after_agent")),
-                    "_own_aafter_agent": staticmethod(_own_hook(cls, "aafter_agent")),
+                    "_own_after_agent": _static(_own_hook(cls, "after_agent")),
+                    "_own_aafter_agent": _static(_own_hook(cls, "aafter_agent")),
                 },
             )
             _WITH_END_OF_RUN[cls] = subclass
         return subclass
+
+
+def _static(hook: Callable[..., Any] | None) -> Any:
+    """A class attribute that stays the plain function (or None) when read on an instance."""
+    return None if hook is None else staticmethod(hook)
 
 
 def _own_hook(cls: type[Any], name: str) -> Callable[..., Any] | None:

@@ -3,10 +3,11 @@ shell command is surrounded by a snapshot of read-only memory and a verified put
 
 Why a view and not a wrapper object: deepagents decides what a backend can do with
 `isinstance` (a `StateBackend` keeps files in state, a sandbox gets `execute`, a
-`CompositeBackend` routes). The view is an instance of a generated subclass of the backend's own class
-holding a shallow copy of the backend's attributes, so every such check still holds and the
-storage is shared. The guard methods are copied into that subclass rather than mixed in as a
-first base: the subclass keeps its backend class's instance layout (slots included).
+`CompositeBackend` routes). The view is an instance of a generated subclass of the
+backend's own class holding a shallow copy of the backend's attributes, so every such check
+still holds and the storage is shared. The guard methods are copied into that subclass
+rather than mixed in as a first base: the subclass keeps its backend class's instance layout
+(slots included).
 
 A sandbox built on deepagents' `BaseSandbox` runs its own `ls`, `read`, `write` ... through
 `execute`: only the outermost call is guarded (a context variable marks the view's own work),
@@ -513,7 +514,7 @@ def _build_view_class(cls: type) -> type:
 def make_view(backend: Any, protected: ProtectedPaths) -> Any:
     """A shallow copy of `backend` built as an instance of its protected subclass: the same
     attributes (the storage is shared), created by the subclass itself, never re-classed."""
-    cls = view_class(type(backend))
+    cls: Any = view_class(type(backend))
     view = cls.__new__(cls)
     state = getattr(backend, "__dict__", None)
     if state is not None:
