@@ -106,7 +106,7 @@ def test_read_only_memory_or_file_tools_say_nothing(
     assert warnings_of(caplog) == []
 
 
-# -- create_deep_agent without backend=: writes of a new memory file land in the state ---------------
+# -- create_deep_agent without backend=: a new memory file written into the state -----------
 
 
 def test_write_of_new_memory_file_into_the_default_state_backend_warns(
@@ -212,7 +212,7 @@ def test_write_back_to_read_only_or_unknown_memory_is_refused(backend: Filesyste
 )
 def test_import_from_the_package_names_the_module(name: str, home: str) -> None:
     with pytest.raises(ImportError, match=rf"`from {home} import {name}`"):
-        exec(f"from layered_memory import {name}", {})  # noqa: S102
+        exec(f"from layered_memory import {name}", {})
 
 
 def test_an_unknown_name_is_still_an_attribute_error() -> None:
@@ -220,4 +220,4 @@ def test_an_unknown_name_is_still_an_attribute_error() -> None:
 
     assert not hasattr(layered_memory, "NoSuchThing")
     with pytest.raises(ImportError, match="cannot import name 'NoSuchThing'"):
-        exec("from layered_memory import NoSuchThing", {})  # noqa: S102
+        exec("from layered_memory import NoSuchThing", {})
