@@ -53,6 +53,7 @@ from layered_memory.core import internals
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
     MEMORY_TOOL,
+    REDACTED_ARGUMENTS,
     SHELL_TOOLS,
     is_same_file,
     note_redaction,
@@ -516,12 +517,18 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
         """Async twin of `wrap_tool_call`."""
-        # The guard's checks resolve and stat paths on disk: in a worker thread (which
-        # carries the run's context along), never on the event loop.
-        refusal_message, notes = await asyncio.to_thread(self._before_tool, request)
+        if _checks_files(request):
+            # The guard's checks resolve and stat paths on disk: in one worker thread hop
+            # (which carries the run's context along), never on the event loop.
+            refusal_message, notes, request, redaction = await asyncio.to_thread(
+                self._checked, request
+            )
+        else:
+            # A call that changes no file (a read, a search, any other tool) is decided from
+            # its arguments and the state alone: no file system, so no thread hop.
+            (refusal_message, notes), redaction = self._before_tool(request), None
         if refusal_message is not None:
             return refusal_message
-        request, redaction = await asyncio.to_thread(self._redacted, request)
         if self._unguarded(request):
             with during_run(self._run_start_later(request)):
                 result = note_redaction(await handler(request), redaction)
@@ -785,6 +792,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             for folder in directories_of(sorted(paths), self.assembler.rule_root)
         )
 
+    def _checked(
+        self, request: ToolCallRequest
+    ) -> tuple[ToolMessage | None, dict[str, Any], ToolCallRequest, Redaction | None]:
+        """`_before_tool`, then (when not refused) `_redacted`: the file checks of one call."""
+        refusal_message, notes = self._before_tool(request)
+        if refusal_message is not None:
+            return refusal_message, notes, request, None
+        request, redaction = self._redacted(request)
+        return None, notes, request, redaction
+
     def _redacted(self, request: ToolCallRequest) -> tuple[ToolCallRequest, Redaction | None]:
         """The call with secrets redacted from what it writes into memory; memory is named
         by spelling (`access_of`) or by identity (a hard link shares no spelling with it)."""
@@ -939,6 +956,15 @@ class _FoundReadOnly:
     def writable(self) -> frozenset[str]:
         """Writable memory files found (read-only ones found too are left out by the guard)."""
         return self._writable
+
+
+def _checks_files(request: ToolCallRequest) -> bool:
+    """Whether the checks before this call look at the disk: only for a call that changes or
+    writes a file (`changed_paths`, the redacted arguments). A shell command or a subagent is
+    checked after it ran (`_put_back`)."""
+    call = request.tool_call
+    name = call.get("name")
+    return name in REDACTED_ARGUMENTS or name == MEMORY_TOOL or bool(changed_paths(call))
 
 
 _READS_ONE_FILE = frozenset({"read_file", "edit_file", "delete"})
