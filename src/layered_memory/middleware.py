@@ -67,6 +67,7 @@ from layered_memory.core.guard import (
 )
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.loading import MemoryExtras, directories_of
+from layered_memory.core.permissions import deny_writes
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
@@ -133,6 +134,7 @@ from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
+    from deepagents.middleware.filesystem import FilesystemPermission
     from langchain.agents.middleware.types import ToolCallRequest
     from langgraph.runtime import Runtime
 
@@ -328,6 +330,24 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             if hooks is None and consolidator is None
             else EndOfRun(hooks=hooks, consolidator=consolidator)
         )
+
+    @property
+    def permissions(self) -> list[FilesystemPermission]:
+        """Read-only memory as deepagents `FilesystemPermission` deny rules for writes.
+
+        `create_deep_agent(..., permissions=memory.permissions)` makes deepagents' own file
+        tools refuse to write read-only layer files, read-only folder layers, rule folders,
+        nested memory, read-only imports found so far and the consolidator's review queue:
+        in the parent agent and in every subagent that inherits the rules, with or without
+        this middleware. Deepagents checks its file tools by path only; the protected backend
+        (`backend=memory.protected_backend`) stays the defence against a shell command, a
+        hard link and memory found at run time (see `layered_memory.core.permissions`).
+
+        Returns:
+            A new list (empty when nothing is read-only), to pass as `permissions=`.
+        """
+        queue = () if self._consolidator is None else (self._consolidator.pending_path,)
+        return deny_writes(self.protected_paths, queue)
 
     @property
     def layers(self) -> tuple[Layer, ...]:
