@@ -45,9 +45,7 @@ def test_layer_writable_must_be_a_bool(value: Any) -> None:
         Layer("notes", "/MEMORY.md", writable=value)
 
 
-@pytest.mark.parametrize(
-    "keyword", ["strict", "add_cache_control", "rules_writable", "nested_writable"]
-)
+@pytest.mark.parametrize("keyword", ["strict", "add_cache_control"])
 def test_middleware_flags_must_be_bools(backend: FilesystemBackend, keyword: str) -> None:
     with pytest.raises(TypeError, match=rf"{keyword} must be True or False; got str"):
         MemoryMiddleware(backend=backend, layers=[Layer("p", "/AGENTS.md")], **{keyword: "false"})

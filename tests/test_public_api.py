@@ -35,6 +35,7 @@ def test_all_is_pinned() -> None:
             "InsightNotebook",
             "LayeredMemoryError",
             "MemoryAssembler",
+            "MemoryOptions",
             "MemorySnapshot",
             "MemorySourceError",
             "MemoryWriteError",

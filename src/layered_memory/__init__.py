@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and the docs
     from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
     from layered_memory.core.guard import ProtectedPaths, protect
     from layered_memory.core.layers import Layer
+    from layered_memory.core.options import MemoryOptions
     from layered_memory.core.shared_memory import (
         ORG_AGENTS,
         ORG_RULES,
@@ -69,6 +70,7 @@ _HOMES = {
         "protect",
     ),
     "layered_memory.core.layers": ("Layer",),
+    "layered_memory.core.options": ("MemoryOptions",),
     "layered_memory.core.shared_memory": (
         "ORG_AGENTS",
         "ORG_RULES",
@@ -135,6 +137,7 @@ __all__ = [
     "MemoryAssembler",
     "MemoryConsolidator",
     "MemoryMiddleware",
+    "MemoryOptions",
     "MemorySnapshot",
     "MemorySourceError",
     "MemoryWriteError",

@@ -30,7 +30,7 @@ import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, Optional, Self
+from typing import TYPE_CHECKING, Any, Optional, Self
 
 from deepagents.backends import StateBackend
 from langchain.agents.middleware.types import (
@@ -67,10 +67,10 @@ from layered_memory.core.guard import (
 )
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.loading import MemoryExtras, directories_of
+from layered_memory.core.options import MemoryOptions
 from layered_memory.core.permissions import deny_writes
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
 )
 from layered_memory.core.snapshot import (
@@ -115,7 +115,6 @@ from layered_memory.core.state import (
 )
 from layered_memory.core.validation import (
     check_bool,
-    check_imports,
     check_instance,
     check_match_keys,
     check_path_list,
@@ -162,23 +161,26 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         session_store: Store whose entry under the thread id is the top layer.
         hooks: Registry fired with `PIPELINE_START`/`PIPELINE_END` and the memory events.
         max_chars: Upper bound on the injected block, guidelines included.
-        max_rules_chars: Upper bound on the matched rules inside the block.
         strict: Raise on an unusable memory file instead of logging and skipping it.
-        rules_writable: Let the agent edit rule files (refused by default).
         add_cache_control: Tag the last system block for Anthropic prompt caching.
         system_prompt: Template with an `{agent_memory}` slot, or `None` to inject nothing.
         nested: File names of nested memory (`("AGENTS.md", "CLAUDE.md")`): when the agent
             touches a path, the first existing name in every folder from the backend root down
             to it is loaded and injected, shallow to deep (a deeper file wins a conflict).
-        nested_writable: Let the agent edit nested memory files (read-only by default).
-        imports: Follow `@path` imports in memory files (at most 5 hops, each file once):
-            `True` within the backend's root (host-path backends: its folder and the folders
-            of layer files outside it), `"anywhere"` any file the backend can read, `False`
-            none. Default: `True` with `layers=`, `False` with `sources=` (as deepagents,
-            which reads no imports).
         consolidator: A `MemoryConsolidator` run after each run (`after_agent`), never on the
             model-call path: a model merges what the run taught into the `## Learned` section
             of a writable memory file (see `layered_memory.writeback.consolidation`).
+        write_back: At the end of each run, write the final answer's `INSIGHT:` line into
+            this writable layer file (a path, written through `protected_backend`) or with
+            this `MemoryWriter`: `register_write_back` on `hooks` (a new registry if None).
+        options: `MemoryOptions`: the rules budget, whether rule files and nested memory
+            are writable, and whether `@path` imports are followed.
+
+    Raises:
+        TypeError: An argument of the wrong type (a flag that is not a bool, one string
+            where a list is expected, ...), named with the fix.
+        ValueError: A value no run could use (both or neither of `sources` and `layers`, a
+            `write_back` or consolidator path that is not a writable layer file, ...).
 
     Attributes:
         protected_backend: The backend to give the agent
@@ -219,25 +221,19 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         session_store: SessionStore | None = None,
         hooks: HookRegistry | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
-        max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
         strict: bool = False,
-        rules_writable: bool = False,
         add_cache_control: bool = False,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         nested: Sequence[str] = (),
-        nested_writable: bool = False,
-        imports: bool | Literal["anywhere"] | None = None,
         consolidator: MemoryConsolidator | None = None,
         write_back: str | MemoryWriter | None = None,
+        options: MemoryOptions | None = None,
     ) -> None:
         if (sources is None) == (layers is None):
             msg = "pass exactly one of `sources` (a flat list of files) or `layers`"
             raise ValueError(msg)
         source_list = check_path_list(sources, parameter="sources")
-        check_bool(rules_writable, parameter="rules_writable")
         check_bool(add_cache_control, parameter="add_cache_control")
-        if imports is not None:
-            check_imports(imports, parameter="imports")
         # The options the assembler shares are checked there, once (`core.validation`): the
         # same mistake gets the same error from `MemoryAssembler` as from this class.
         self.assembler = MemoryAssembler(
@@ -246,16 +242,17 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             rules=() if rules is None else rules,
             session_store=session_store,
             max_chars=max_chars,
-            max_rules_chars=max_rules_chars,
             system_prompt=system_prompt,
+            # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
+            # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
             compat=source_list is not None,
             strict=strict,
             nested=nested,
-            nested_writable=nested_writable,
-            # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
-            # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
-            follow_imports=(source_list is None) if imports is None else imports,
+            options=options,
         )
+        options = self.assembler.options
+        rules_writable = options.rules_writable
+        nested_writable = options.nested_writable
         self.match_keys = check_match_keys(match_keys)
         check_instance(
             hooks,
@@ -366,16 +363,17 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             rules=self.assembler.rule_folders,
             match_keys=self.match_keys,
             session_store=self.assembler.session_store,
-            hooks=None,
             max_chars=self.assembler.max_chars,
-            max_rules_chars=self.assembler.max_rules_chars,
             strict=self.assembler.strict,
-            rules_writable=False,
             add_cache_control=self._add_cache_control,
             system_prompt=self.system_prompt,
             nested=self.assembler.nested,
-            nested_writable=False,
-            imports=self.assembler.follow_imports,
+            options=replace(
+                self.assembler.options,
+                rules_writable=False,
+                nested_writable=False,
+                imports=self.assembler.follow_imports,
+            ),
         )
         # The twin is built from layers, but must keep the flat layout a `sources=` parent uses.
         twin.assembler.compat = self.assembler.compat

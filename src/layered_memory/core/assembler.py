@@ -55,9 +55,9 @@ from layered_memory.core.loading import (
     read_cache_for,
     report_problems,
 )
+from layered_memory.core.options import MemoryOptions, check_options
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
     RenderedMemory,
     SessionEntry,
@@ -79,8 +79,6 @@ from layered_memory.core.validation import (
     check_backend,
     check_bool,
     check_budget,
-    check_imports,
-    check_int,
     check_layers,
     check_names,
     check_path_list,
@@ -185,18 +183,18 @@ class MemoryAssembler:
         rules: Rule folders, lowest to highest precedence.
         session_store: Store whose entry under the session key is the top layer.
         max_chars: Upper bound on the rendered block.
-        max_rules_chars: Upper bound on the matched rules inside it.
         system_prompt: Template with an `{agent_memory}` slot (`None`: the default one).
         compat: Render in deepagents' flat layout (`sources=` mode).
         strict: Raise on the first unusable file instead of logging and skipping it.
         nested: Names of nested memory files, looked for in every directory from the root down
             to each touched path (the first existing name per directory).
-        nested_writable: Let the agent edit nested memory files (read-only by default).
-        follow_imports: Read `@path` imports in memory files: `True` within the backend's
-            root (on a host-path backend: its folder, and the folders of layer files that
-            live outside it, such as `~/.deepagents/`); `"anywhere"`: any file the backend
-            can read (a cloned repository's AGENTS.md could then import `@~/.aws/credentials`);
-            `False`: none.
+        options: `MemoryOptions`: the rules budget (`max_rules_chars`), whether nested
+            memory is writable (`nested_writable`), and `imports`: read `@path` imports in
+            memory files, `True` within the backend's root (on a host-path backend: its
+            folder, and the folders of layer files that live outside it, such as
+            `~/.deepagents/`); `"anywhere"`: any file the backend can read (a cloned
+            repository's AGENTS.md could then import `@~/.aws/credentials`); `False`: none;
+            `None`: `True`, or `False` with `compat=True` (deepagents reads no imports).
 
     Raises:
         TypeError: An argument of the wrong type (a path where a list goes, a `str` budget),
@@ -212,13 +210,11 @@ class MemoryAssembler:
         rules: Sequence[str | os.PathLike[str]] = (),
         session_store: SessionStore | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
-        max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         compat: bool = False,
         strict: bool = False,
         nested: Sequence[str] = (),
-        nested_writable: bool = False,
-        follow_imports: bool | Literal["anywhere"] = True,
+        options: MemoryOptions | None = None,
     ) -> None:
         # The one validation path of the options `MemoryMiddleware` shares (it hands them on
         # unchecked): a mistake fails here, named, not later with a raw error (issue 26:
@@ -231,29 +227,25 @@ class MemoryAssembler:
             raise TypeError(msg)
         rule_list = check_path_list(rules, parameter="rules") or []
         check_budget(max_chars, least=minimum_budget(template))
-        check_int(max_rules_chars, parameter="max_rules_chars")
         nested = check_names(nested, parameter="nested")
-        check_imports(follow_imports, parameter="follow_imports")
-        for flag, value in (
-            ("compat", compat),
-            ("strict", strict),
-            ("nested_writable", nested_writable),
-        ):
-            check_bool(value, parameter=flag)
+        check_bool(compat, parameter="compat")
+        check_bool(strict, parameter="strict")
+        self.options = options = check_options(options)
+        """The settings shared with `MemoryMiddleware` (`MemoryOptions`)."""
         check_unique_layer_names(layer_list)
         self.backend: Any = backend  # a factory is resolved per load (`load(backend=...)`)
         self.layers = tuple(layer_list)
         self.rule_folders = tuple(rule_list)
         self.session_store = session_store
         self.max_chars = max_chars
-        self.max_rules_chars = max_rules_chars
+        self.max_rules_chars = options.max_rules_chars
         self.system_prompt = template
         self.compat = compat
         self.strict = strict
         self.nested = tuple(nested)
         """Names of nested memory files, in fallback order (`("AGENTS.md", "CLAUDE.md")`)."""
-        self.nested_writable = nested_writable
-        self.follow_imports = follow_imports
+        self.nested_writable = options.nested_writable
+        self.follow_imports = options.follow_imports(sources=compat)
         self.layer_paths = tuple(dict.fromkeys(p for layer in self.layers for p in layer.files))
         """The configured layer files (folder layers' files are known once a load lists them)."""
         self._read_only_paths = frozenset(
@@ -280,7 +272,7 @@ class MemoryAssembler:
         """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
         self._import_scope = (
             _host_import_scope(self.rule_root, self.layer_paths)
-            if follow_imports is True and self.rule_root != "/"
+            if self.follow_imports is True and self.rule_root != "/"
             else None
         )
         self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
