@@ -1,12 +1,12 @@
 """layered-memory: layered, budgeted, self-updating memory for LangChain and deepagents agents.
 
-The public names are pinned by `tests/test_public_api.py`.
-
-They are imported on first use (PEP 562 `__getattr__`), not with the package: every import of
-a submodule runs this file first, and the middleware pulls in deepagents, LangChain and
-LangGraph (about 2 s), which `layered-memory --version` and rule parsing never need
-(`tests/cli/test_cli_startup.py`; `benchmarks/cli_startup.py` measures it).
+Start with `MemoryMiddleware` and `Layer`; the capabilities have their own modules
+(`layered_memory.rules`, `.sessions`, `.views`, `.graph`, `.tiers`, `.checkpoint`) and
+`layered_memory.testing` has the scripted model for trying it offline.
 """
+
+# Names are imported on first use (PEP 562 `__getattr__`), not with the package: see
+# docs/development.md ("The package root imports lazily").
 
 from __future__ import annotations
 
@@ -120,48 +120,48 @@ _HOMES = {
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
-__all__ = [
+__all__ = [  # noqa: RUF022 (the order the API reference shows: the main use case first)
+    "MemoryMiddleware",
+    "Layer",
+    "MemoryOptions",
+    "HookEvent",
+    "HookRegistry",
+    "MemoryWriter",
+    "register_write_back",
+    "MemoryConsolidator",
+    "InsightNotebook",
+    "record_insight_tool",
+    "build_session_key",
+    "build_thread_config",
+    "parse_session_key",
+    "SessionStore",
+    "InMemorySessionStore",
+    "FileSessionStore",
+    "RedisSessionStore",
+    "PostgresSessionStore",
+    "HybridSessionStore",
+    "MemoryAssembler",
+    "MemorySnapshot",
+    "protect",
+    "ProtectedPaths",
+    "redact",
+    "shared_memory_backend",
+    "shared_memory_layers",
+    "user_namespace",
     "ORG_AGENTS",
     "ORG_RULES",
     "PROJECT_AGENTS",
     "PROJECT_MEMORY",
     "USER_MEMORY",
-    "FileSessionStore",
-    "HookEvent",
-    "HookRegistry",
-    "HybridSessionStore",
-    "InMemorySessionStore",
-    "InsightNotebook",
-    "Layer",
     "LayeredMemoryError",
-    "MemoryAssembler",
-    "MemoryConsolidator",
-    "MemoryMiddleware",
-    "MemoryOptions",
-    "MemorySnapshot",
     "MemorySourceError",
     "MemoryWriteError",
-    "MemoryWriter",
-    "PostgresSessionStore",
-    "ProtectedPaths",
-    "RedisSessionStore",
     "ReviewError",
     "RuleFileError",
     "SessionKeyError",
-    "SessionStore",
     "SessionStoreError",
     "StoreUnavailableError",
     "__version__",
-    "build_session_key",
-    "build_thread_config",
-    "parse_session_key",
-    "protect",
-    "record_insight_tool",
-    "redact",
-    "register_write_back",
-    "shared_memory_backend",
-    "shared_memory_layers",
-    "user_namespace",
 ]
 
 

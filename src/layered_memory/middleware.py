@@ -923,6 +923,15 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         }
 
 
+# `inspect.signature(MemoryMiddleware)` would show `__new__`'s `(*_args, **kwargs)`: the
+# constructor's parameters are `__init__`'s (help(), IDEs, the API reference's test).
+MemoryMiddleware.__signature__ = inspect.signature(
+    MemoryMiddleware.__init__
+).replace(  # type: ignore[attr-defined]
+    parameters=list(inspect.signature(MemoryMiddleware.__init__).parameters.values())[1:]
+)
+
+
 class _FoundReadOnly:
     """Memory files the loads of this middleware found (nested files, imports), for the guard:
     the read-only ones are protected, writes of the writable ones redacted. Derived from the
