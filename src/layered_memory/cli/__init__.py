@@ -36,6 +36,29 @@ class _Parser(argparse.ArgumentParser):
 
         super().error(printable(scrub(message, None)))
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """An unknown flag is named first: argparse would report a missing required option
+        (`inspect --bogus`: "one of the arguments --config --root --store is required")."""
+        if args is not None and self._subparsers is None:
+            for arg in args:
+                if arg == "--":
+                    break
+                if self._unknown_flag(arg):
+                    self.error(f"unrecognized argument: {arg.split('=', 1)[0]}")
+        return super().parse_known_args(args, namespace)
+
+    def _unknown_flag(self, arg: str) -> bool:
+        if not arg.startswith("-") or arg == "-" or self._negative_number_matcher.match(arg):
+            return False
+        flag = arg.split("=", 1)[0]
+        known = self._option_string_actions
+        # argparse takes an unambiguous prefix of a long option (`--conf` for `--config`).
+        return flag not in known and not (
+            flag.startswith("--") and any(option.startswith(flag) for option in known)
+        )
+
 
 def _subparser(subparsers: Subparsers, name: str, *, summary: str, description: str) -> Any:
     return subparsers.add_parser(
@@ -50,7 +73,9 @@ _CONFIG_HELP = (
     "your agent's memory, as uvicorn finds an app: MODULE:ATTRIBUTE (from this folder and "
     "sys.path) or path/to/file.py:ATTRIBUTE, naming a MemoryMiddleware, a compiled agent "
     "(create_agent / create_deep_agent) holding one, a list holding one, or a function taking "
-    "no arguments that returns one of those. Nothing is run: no agent, no model, no hook"
+    "no arguments that returns one of those. The module is imported, which runs its "
+    'top-level code (keep a program\'s own run under `if __name__ == "__main__":`); no agent '
+    "is invoked and no model is called"
 )
 
 
@@ -306,7 +331,8 @@ agent's configuration (--config module:attribute), a folder (--root DIR,
 default: this folder) or a store namespace (--store URL --namespace NS).
 Memory is loaded and rendered by the middleware's own code, once for the call
 described by --path/--context/--message/--thread and once as if the agent had
-touched a file of every rule; nothing is run and no model is called.
+touched a file of every rule; no agent is invoked and no model is called (a
+--config module is imported, which runs its top-level code).
 
 Checks (a finding's code; --ignore CODE leaves one out):
 {checks}
@@ -602,7 +628,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--version", action="version", version=f"layered-memory {__version__}", help="and exit 0"
+        "--version",
+        action="version",
+        version=f"layered-memory {__version__}",
+        help="print the version and exit",
     )
     # Subcommand parsers are `_Parser`s too (argparse makes them of the parent's class); the
     # `add_*` functions only need the ArgumentParser interface.
