@@ -205,6 +205,8 @@ class HookRegistry:
             Exception: Whatever a `strict=True` handler raised (others are logged).
         """
         hook_event = HookEvent(event)
+        if hook_event is HookEvent.PIPELINE_END:
+            _UNFIRED_WRITE_BACKS.pop(self, None)  # fired by hand (a hand-built graph)
         for registration in self._handlers_for(hook_event):
             try:
                 result = registration.handler(hook_event, data)
@@ -220,6 +222,8 @@ class HookRegistry:
             Exception: Whatever a `strict=True` handler raised (others are logged).
         """
         hook_event = HookEvent(event)
+        if hook_event is HookEvent.PIPELINE_END:
+            _UNFIRED_WRITE_BACKS.pop(self, None)  # fired by hand (a hand-built graph)
         for registration in self._handlers_for(hook_event):
             try:
                 if registration.async_handler is not None:
