@@ -50,7 +50,9 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def _unknown_flag(self, arg: str) -> bool:
-        if not arg.startswith("-") or arg == "-" or self._negative_number_matcher.match(arg):
+        if not arg or arg[0] not in self.prefix_chars or arg == "-":
+            return False  # a value (a stub parser without option syntax takes everything)
+        if self._negative_number_matcher.match(arg):
             return False
         flag = arg.split("=", 1)[0]
         known = self._option_string_actions
