@@ -925,10 +925,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
 # `inspect.signature(MemoryMiddleware)` would show `__new__`'s `(*_args, **kwargs)`: the
 # constructor's parameters are `__init__`'s (help(), IDEs, the API reference's test).
-MemoryMiddleware.__signature__ = inspect.signature(
-    MemoryMiddleware.__init__
-).replace(  # type: ignore[attr-defined]
-    parameters=list(inspect.signature(MemoryMiddleware.__init__).parameters.values())[1:]
+_INIT_PARAMETERS = list(inspect.signature(MemoryMiddleware.__init__).parameters.values())
+setattr(  # noqa: B010 (mypy knows no `__signature__` on a class)
+    MemoryMiddleware, "__signature__", inspect.Signature(_INIT_PARAMETERS[1:])
 )
 
 

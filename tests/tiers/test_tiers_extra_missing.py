@@ -19,6 +19,5 @@ def test_without_numpy_the_import_names_the_extra() -> None:
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last == (
-        "ModuleNotFoundError: layered_memory.tiers needs numpy: "
-        "pip install 'layered-memory[tiers]'"
+        "ModuleNotFoundError: layered_memory.tiers needs numpy: pip install 'layered-memory[tiers]'"
     )
