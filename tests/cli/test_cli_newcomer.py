@@ -21,7 +21,7 @@ from layered_memory.cli import main
 def test_an_unknown_flag_is_named(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     error = capsys.readouterr().err
-    assert "unrecognized argument: --bogus" in error
+    assert "unrecognized arguments: --bogus" in error
     assert "is required" not in error
 
 

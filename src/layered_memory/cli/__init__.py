@@ -31,22 +31,29 @@ if TYPE_CHECKING:
 class _Parser(argparse.ArgumentParser):
     """argparse quotes the arguments it rejects: hide passwords, escape control characters."""
 
+    _arguments: Sequence[str] = ()
+
     def error(self, message: str) -> NoReturn:
         from layered_memory.sessions.stores.urls import scrub
 
+        if message.startswith(("one of the arguments", "the following arguments are required")):
+            # argparse reports a missing required option before an unknown one: with
+            # `inspect --bogus` the unknown flag is the mistake to name.
+            unknown = []
+            for arg in self._arguments:
+                if arg == "--":
+                    break
+                if self._unknown_flag(arg):
+                    unknown.append(arg)
+            if unknown:
+                message = "unrecognized arguments: " + " ".join(unknown)
         super().error(printable(scrub(message, None)))
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        """An unknown flag is named first: argparse would report a missing required option
-        (`inspect --bogus`: "one of the arguments --config --root --store is required")."""
-        if args is not None and self._subparsers is None:
-            for arg in args:
-                if arg == "--":
-                    break
-                if self._unknown_flag(arg):
-                    self.error(f"unrecognized argument: {arg.split('=', 1)[0]}")
+        """Keeps the arguments a subcommand parses, for `error`."""
+        self._arguments = () if args is None else list(args)
         return super().parse_known_args(args, namespace)
 
     def _unknown_flag(self, arg: str) -> bool:
