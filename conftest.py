@@ -74,9 +74,9 @@ def postgres_url() -> str:
 def settled_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """The disk caches' clock runs an hour ahead, so files the test just wrote count as
     settled (outside the racy window) without touching their timestamps."""
-    from layered_memory.core import loading
+    from layered_memory.core import disk_cache
 
-    monkeypatch.setattr(loading, "_clock", lambda: time.time_ns() + 3_600 * 10**9)
+    monkeypatch.setattr(disk_cache, "_clock", lambda: time.time_ns() + 3_600 * 10**9)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,8 +22,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from layered_memory import InMemorySessionStore, Layer, MemoryMiddleware, MemoryWriter
-from layered_memory.core.defuse import IGNORABLE
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
+from layered_memory.safety.defuse import IGNORABLE
 from layered_memory.testing import LexicalEmbeddings, ScriptedChatModel, tool_call
 from layered_memory.tiers import TieredMemory, TieredMemoryMiddleware
 from layered_memory.views import MemoryProfile, MessageViewMiddleware

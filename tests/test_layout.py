@@ -2,7 +2,8 @@
 
 The layers and the independence of the capabilities are import-linter contracts in
 pyproject.toml (`make lint` runs them too); what import-linter has no contract type for (an
-underscore module imported from outside its own package) is checked here.
+underscore module imported from outside its own package, a circle of modules through lazy
+imports) is checked here.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+
+from import_graph import circles, describe, edges_of
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "layered_memory"
@@ -59,6 +63,43 @@ def test_private_modules_are_imported_only_inside_their_package() -> None:
             ):
                 crossings.append(f"{module_name(path)} imports {name}")
     assert crossings == []
+
+
+def test_no_circle_of_modules() -> None:
+    """No module reaches itself through imports, function-level (lazy) imports included:
+    import-linter ignores those, and a lazy import is how a circle hides."""
+    edges = edges_of(PACKAGE)
+    assert [describe(edges, group) for group in circles(edges)] == []
+
+
+def test_the_circle_check_finds_a_lazy_circle(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from pkg.sub import a\n")
+    (package / "sub" / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("def f():\n    from pkg.sub.a import x\n")
+    (package / "c.py").write_text("from . import b\n")  # one way: not a circle
+    edges = edges_of(package)
+    assert circles(edges) == [["pkg.b", "pkg.sub.a"]]
+
+
+def test_every_core_module_has_a_layer() -> None:
+    """core is layered module by module in pyproject.toml: a new module must take its place."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["name"] == "Imports run downward"
+    ]
+    layered = {name.strip() for layer in contract["layers"] for name in layer.split("|")}
+    core = PACKAGE / "core"
+    modules = {
+        f"layered_memory.core.{path.stem if path.is_file() else path.name}"
+        for path in core.iterdir()
+        if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").exists()
+    }
+    assert sorted(modules - layered) == []
 
 
 def test_import_contracts_hold() -> None:

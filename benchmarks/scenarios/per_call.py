@@ -27,7 +27,7 @@ from benchmarks._fixtures import (
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, fmt_ns, interleaved, time_once
-from layered_memory.core.state import append_block
+from layered_memory.core.system_message import append_block
 
 TARGET_RATIO = 0.5
 IDEAL_TARGET_RATIO = 1.5

@@ -1,7 +1,7 @@
 """Scenario: secret redaction, ours against `detect-secrets`' credential plugins.
 
 1. One write-back insight (a line of prose) and one 10 KB memory file, redacted by
-   `layered_memory.writeback.redaction.redact` and scanned by `detect-secrets`' plugins (every
+   `layered_memory.safety.redaction.redact` and scanned by `detect-secrets`' plugins (every
    plugin but high-entropy and public-IP, line by line, as its own scanner runs them): the cost a
    dependency on it would add to every write.
 2. The secret corpus of the tests (`tests/writeback/redaction/secrets_corpus.json`): how many
@@ -87,7 +87,7 @@ def _detect_secrets_scanner() -> Any:
 
 def run(plan: Plan, workdir: Path) -> ScenarioResult:  # noqa: ARG001 (the scenario signature)
     """Time both on an insight and a memory file, then count corpus secrets found."""
-    from layered_memory.writeback.redaction import redact
+    from layered_memory.safety.redaction import redact
 
     try:
         scan = _detect_secrets_scanner()

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers and the docs
     from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
-    from layered_memory.core.guard import ProtectedPaths, protect
+    from layered_memory.core.guard import protect
     from layered_memory.core.layers import Layer
     from layered_memory.core.options import MemoryOptions
+    from layered_memory.core.protection import ProtectedPaths
     from layered_memory.core.shared_memory import (
         ORG_AGENTS,
         ORG_RULES,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and the docs
         StoreUnavailableError,
     )
     from layered_memory.middleware import MemoryMiddleware
+    from layered_memory.safety.redaction import redact
     from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
     from layered_memory.sessions.stores import (
         FileSessionStore,
@@ -56,7 +58,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and the docs
         record_insight_tool,
         register_write_back,
     )
-    from layered_memory.writeback.redaction import redact
 
 __version__ = "0.1.0"
 
@@ -65,12 +66,10 @@ _HOMES = {
         "MemoryAssembler",
         "MemorySnapshot",
     ),
-    "layered_memory.core.guard": (
-        "ProtectedPaths",
-        "protect",
-    ),
+    "layered_memory.core.guard": ("protect",),
     "layered_memory.core.layers": ("Layer",),
     "layered_memory.core.options": ("MemoryOptions",),
+    "layered_memory.core.protection": ("ProtectedPaths",),
     "layered_memory.core.shared_memory": (
         "ORG_AGENTS",
         "ORG_RULES",
@@ -116,7 +115,7 @@ _HOMES = {
         "record_insight_tool",
         "register_write_back",
     ),
-    "layered_memory.writeback.redaction": ("redact",),
+    "layered_memory.safety.redaction": ("redact",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from layered_memory.writeback.redaction import redact_text
+from layered_memory.safety.redaction import redact_text
 
 __all__ = ["get_logger"]
 

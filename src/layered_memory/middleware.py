@@ -55,23 +55,34 @@ from layered_memory.core.guard import (
     MEMORY_TOOL,
     REDACTED_ARGUMENTS,
     SHELL_TOOLS,
-    is_same_file,
     note_redaction,
     protect,
-    protected_paths_of,
+    protecting,
     redact_memory_edit,
-    refusal,
     secret_path_refusal,
+)
+from layered_memory.core.layers import Layer, layers_from_sources
+from layered_memory.core.loading import MemoryExtras
+from layered_memory.core.nested import directories_of
+from layered_memory.core.options import MemoryOptions
+from layered_memory.core.permissions import deny_writes
+from layered_memory.core.protection import (
+    is_same_file,
+    protected_paths_of,
+    refusal,
     unreadable_message,
     writes_memory,
 )
-from layered_memory.core.layers import Layer, layers_from_sources
-from layered_memory.core.loading import MemoryExtras, directories_of
-from layered_memory.core.options import MemoryOptions
-from layered_memory.core.permissions import deny_writes
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     MEMORY_SYSTEM_PROMPT,
+)
+from layered_memory.core.run_data import (
+    MatchKeySource,
+    context_strings,
+    current_config,
+    run_data,
+    thread_id,
 )
 from layered_memory.core.snapshot import (
     Outcome,
@@ -83,32 +94,31 @@ from layered_memory.core.snapshot import (
     run_start_in_context,
 )
 from layered_memory.core.state import (
-    MUTATING_TOOLS,
     LayeredMemoryState,
-    MatchKeySource,
-    append_block,
-    changed_paths,
-    context_strings,
-    current_config,
-    error_message,
     extras_of,
-    invalid_path_refused,
-    is_anthropic_model,
     loaded,
     match_keys_of,
     merge_paths,
-    named_paths,
     needs_reload,
-    refused,
-    run_data,
     run_start_of,
     session_of,
     snapshot_update,
-    state_files,
-    tag_last_block_for_cache,
-    thread_id,
     tool_notes,
     touched_of,
+)
+from layered_memory.core.system_message import (
+    append_block,
+    is_anthropic_model,
+    tag_last_block_for_cache,
+)
+from layered_memory.core.tool_calls import (
+    MUTATING_TOOLS,
+    changed_paths,
+    error_message,
+    invalid_path_refused,
+    named_paths,
+    refused,
+    state_files,
     with_note,
     with_state_update,
     without_files,
@@ -121,6 +131,7 @@ from layered_memory.core.validation import (
     describe,
     is_backend,
 )
+from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import (
     EndOfRun,
@@ -129,7 +140,6 @@ from layered_memory.writeback.hooks import (
     take_unfired_write_backs,
 )
 from layered_memory.writeback.insights import MemoryWriter, register_write_back
-from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -313,7 +323,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             found_writable=self._found_read_only.writable,
         )
         self.protected_backend: Any = (
-            internals.protecting(self._backend_factory, self.protected_paths)
+            protecting(self._backend_factory, self.protected_paths)
             if self._backend_factory is not None
             else protect(backend, self.protected_paths)
         )

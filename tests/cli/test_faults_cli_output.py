@@ -17,7 +17,7 @@ from langgraph.store.postgres import PostgresStore
 
 from cli_store_helpers import schema_url
 from layered_memory.cli import main
-from layered_memory.cli._source import file_value
+from layered_memory.cli._store import file_value
 
 HOSTILE = [
     "\n",  # a new line: forged output

@@ -11,7 +11,8 @@ from deepagents.backends import FilesystemBackend
 from deepagents.backends.protocol import FileDownloadResponse
 
 from layered_memory import Layer, MemoryAssembler
-from layered_memory.core.loading import DiskReadCache, adownload_texts, download_texts
+from layered_memory.core.disk_cache import DiskReadCache
+from layered_memory.core.loading import adownload_texts, download_texts
 
 
 class CountingBackend(FilesystemBackend):

@@ -20,7 +20,8 @@ from langchain_core.messages import ToolMessage
 from langgraph.store.memory import InMemoryStore
 
 from layered_memory import Layer, MemoryMiddleware
-from layered_memory.core.guard import ProtectedPaths, is_protected, protect, refusal
+from layered_memory.core.guard import protect
+from layered_memory.core.protection import ProtectedPaths, is_protected, refusal
 from layered_memory.core.shared_memory import (
     ORG_AGENTS,
     ORG_RULES,

@@ -23,7 +23,8 @@ from deepagents.backends.sandbox import BaseSandbox
 from langchain_core.messages import ToolMessage
 
 from layered_memory import Layer, MemoryMiddleware
-from layered_memory.core.guard import ProtectedPaths, protect
+from layered_memory.core.guard import protect
+from layered_memory.core.protection import ProtectedPaths
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 

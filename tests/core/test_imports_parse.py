@@ -7,13 +7,8 @@ import sys
 
 import pytest
 
-from layered_memory.core.loading import (
-    MAX_IMPORTS_PER_FILE,
-    candidates,
-    directories_of,
-    find_imports,
-    resolve_reference,
-)
+from layered_memory.core.imports import MAX_IMPORTS_PER_FILE, find_imports, resolve_reference
+from layered_memory.core.nested import candidates, directories_of
 
 
 def refs(text: str) -> list[str]:

@@ -17,6 +17,7 @@ from langgraph.store.memory import InMemoryStore
 
 from layered_memory import Layer, MemoryMiddleware, MemoryWriter
 from layered_memory.core import files
+from layered_memory.core.guard import _file_tools
 from worker_processes import forkserver, run_processes
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
@@ -259,4 +260,4 @@ async def test_store_and_state_backends_keep_their_own_edit(use_async: bool) -> 
     assert result.error is None
     [answer] = store_backend.download_files(["/MEMORY.md"])
     assert answer.content == MEMORY.replace("own notes", "store notes").encode()
-    assert files._agent_strategy(_view(StateBackend()), "/MEMORY.md") is None
+    assert _file_tools._agent_strategy(_view(StateBackend()), "/MEMORY.md") is None

@@ -16,7 +16,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.store.memory import InMemoryStore
 
 from layered_memory import Layer, MemoryAssembler, MemoryMiddleware, MemoryOptions
-from layered_memory.core.loading import import_cycles
+from layered_memory.core.imports import import_cycles
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 FILES = {

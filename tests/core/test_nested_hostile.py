@@ -24,7 +24,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from layered_memory import Layer, MemoryAssembler, MemoryMiddleware, MemoryOptions
-from layered_memory.core.loading import MAX_IMPORT_DEPTH, MAX_IMPORTED_FILES
+from layered_memory.core.imports import MAX_IMPORT_DEPTH, MAX_IMPORTED_FILES
 from layered_memory.errors import MemorySourceError
 from layered_memory.testing import ScriptedChatModel, tool_call
 

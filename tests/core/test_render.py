@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from layered_memory import Layer
-from layered_memory.core.defuse import defuse
 from layered_memory.core.layers import layers_from_sources
 from layered_memory.core.render import (
     MEMORY_SYSTEM_PROMPT,
@@ -16,6 +15,7 @@ from layered_memory.core.render import (
     render_memory,
     truncate_text,
 )
+from layered_memory.safety.defuse import defuse
 
 LAYERS = [
     Layer("organization", "/org/AGENTS.md"),

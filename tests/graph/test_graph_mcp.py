@@ -17,8 +17,8 @@ from mcp.types import CallToolResult, Tool
 
 from cli_store_helpers import schema_url
 from layered_memory.cli import main
-from layered_memory.core.defuse import defuse
 from layered_memory.graph import KnowledgeGraph
+from layered_memory.safety.defuse import defuse
 
 TIMEOUT_S = 60.0
 SECRET = "ghp_" + "Zq7" * 12  # a GitHub token's shape (36 characters after the prefix)

@@ -16,15 +16,14 @@ from deepagents.backends import FilesystemBackend
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.core.defuse import defuse
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware, knowledge_graph
 from layered_memory.graph._focus import (
     FocusSettings,
-    NameMatcher,
     focus_names,
     render_unavailable,
-    tokens,
 )
+from layered_memory.graph._names import NameMatcher, tokens
+from layered_memory.safety.defuse import defuse
 from layered_memory.testing import ScriptedChatModel
 
 RUNTIME = SimpleNamespace(context=None)
@@ -116,7 +115,7 @@ def test_the_session_key_entity_and_match_key_values_are_in_focus(tmp_path: Path
 
     from unittest.mock import patch
 
-    with patch("layered_memory.core.state.get_config", return_value=config):
+    with patch("layered_memory.core.run_data.get_config", return_value=config):
         state.update(middleware.before_agent(state, RUNTIME) or {})  # type: ignore[arg-type]
 
     assert state["knowledge_graph_context"] == ["acme_corp", "Anthropic"]

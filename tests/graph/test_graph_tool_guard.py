@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from layered_memory.core.guard import ProtectedPaths, is_protected
+from layered_memory.core.protection import ProtectedPaths, is_protected
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
 from layered_memory.graph.middleware import GraphFile
 from layered_memory.testing import ScriptedChatModel, tool_call

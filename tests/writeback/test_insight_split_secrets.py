@@ -25,8 +25,8 @@ from layered_memory import (
     redact,
     register_write_back,
 )
+from layered_memory.safety.redaction import find_secrets
 from layered_memory.testing import ScriptedChatModel, tool_call
-from layered_memory.writeback.redaction import find_secrets
 
 # Values built in pieces so secret scanners do not flag this file.
 PASSWORD = "Xk9m" + "Q2pL7vTz"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from layered_memory.writeback.redaction import REDACTION_KINDS, redact
+from layered_memory.safety.redaction import REDACTION_KINDS, redact
 
 # Secrets are assembled at run time so that secret scanners never flag this file.
 _PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + "\n" + "AmZvb2Jhcg" * 6

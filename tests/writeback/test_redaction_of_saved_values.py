@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from layered_memory import FileSessionStore, HookEvent, HookRegistry, InMemorySessionStore
+from layered_memory.safety.redaction import redact_json
 from layered_memory.sessions.session_save import register_session_save
-from layered_memory.writeback.redaction import redact_json
 
 # Built in pieces so secret scanners do not flag this file.
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

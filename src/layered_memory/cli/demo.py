@@ -204,8 +204,8 @@ def _model_failure(name: str, exc: Exception, *, program: str = "layered-memory 
     """`--model NAME: Type: first line` without a secret: a provider's error may quote the API
     key or a proxy URL's password, and the chained traceback is noise to someone who mistyped
     a key."""
+    from layered_memory.safety.redaction import redact
     from layered_memory.sessions.stores.urls import MASK, scrub
-    from layered_memory.writeback.redaction import redact
 
     lines = str(exc).strip().splitlines()
     detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__

@@ -1,6 +1,6 @@
 """`layered-memory doctor`: one report of everything that makes memory silently absent or wrong.
 
-Memory is loaded and rendered once by the middleware's own code (`_source.loaded_memory`: the
+Memory is loaded and rendered once by the middleware's own code (`cli._source.loaded_memory`: the
 folder, the store namespace, or `--config module:attribute`), then judged by the checks below:
 problems the load reported (missing, unreadable or refused files, rule folders, a root holding
 none of the files, and whatever else a load reports, such as `@import` problems), rule files
@@ -9,7 +9,7 @@ for the call where a file of every rule was touched), stores that do not answer.
 0 when clean, 1 on findings (errors or warnings; notes do not count), 2 on a usage error.
 
 The checks: each reads what one load and one render by the middleware's own code produced (a
-`_source.Loaded`): the snapshot's problems, the parsed rule set, the measured block. Nothing
+`cli._source.Loaded`): the snapshot's problems, the parsed rule set, the measured block. Nothing
 here re-implements loading, matching or rendering.
 """
 
@@ -32,23 +32,23 @@ from layered_memory.cli._output import (
     printable,
     use_colour,
 )
+from layered_memory.cli._report import InspectReport, report_from
 from layered_memory.cli._source import (
     LOAD_ERRORS,
-    InspectReport,
     Loaded,
     SourceOptions,
     disk_root,
     loaded_memory,
-    report_from,
     source_options,
 )
-from layered_memory.cli.lint import dead_globs
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
-from layered_memory.core.defuse import defuse_attribute, defuse_name
-from layered_memory.core.loading import MAX_IMPORT_DEPTH, TOO_DEEP_REASON, MemoryExtras
+from layered_memory.core.imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
+from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.snapshot import LEFT_OUT_START
 from layered_memory.errors import CliStoreError
 from layered_memory.rules import RuleSet
+from layered_memory.rules.dead_globs import dead_globs
+from layered_memory.safety.defuse import defuse_attribute, defuse_name
 from layered_memory.sessions.stores.urls import redact_url, scrub
 
 # -- the command ------------------------------------------------------------------------------

@@ -261,7 +261,7 @@ def _mcp_usage_error(args: argparse.Namespace) -> str | None:
 def _serve_store(args: argparse.Namespace) -> int:
     from deepagents.backends import StoreBackend
 
-    from layered_memory.cli._source import open_store, parse_namespace
+    from layered_memory.cli._store import open_store, parse_namespace
     from layered_memory.graph import DEFAULT_PATH, KnowledgeGraph
 
     path = args.graph or DEFAULT_PATH

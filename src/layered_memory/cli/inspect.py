@@ -42,16 +42,8 @@ import textwrap
 from typing import Any
 
 from layered_memory.cli._output import Painter, dumps_json, printable, use_colour
-from layered_memory.cli._source import (
-    LOAD_ERRORS,
-    FileReport,
-    InspectReport,
-    LayerReport,
-    loaded_memory,
-    shown_of,
-    source_options,
-    tokens,
-)
+from layered_memory.cli._report import FileReport, InspectReport, LayerReport, shown_of, tokens
+from layered_memory.cli._source import LOAD_ERRORS, loaded_memory, source_options
 from layered_memory.sessions.stores.urls import scrub
 
 # -- the command ------------------------------------------------------------------------------

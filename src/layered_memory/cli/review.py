@@ -14,16 +14,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from layered_memory.cli._config import load_config, user_code
 from layered_memory.cli._output import dumps_json, printable
-from layered_memory.cli._source import (
-    LOAD_ERRORS,
-    backend_path,
-    folder_backend,
-    load_config,
-    open_store,
-    store_namespace,
-    user_code,
-)
+from layered_memory.cli._source import LOAD_ERRORS, backend_path, folder_backend, store_namespace
+from layered_memory.cli._store import open_store
 from layered_memory.errors import ReviewError, UsageError
 from layered_memory.sessions.stores.urls import redact_url, scrub
 from layered_memory.writeback.consolidation import Change, MemoryConsolidator

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from layered_memory.cli._output import Painter, dumps_json, printable, printable_url, use_colour
-from layered_memory.cli._source import (
+from layered_memory.cli._store import (
     FileItem,
     file_value,
     list_file_items,

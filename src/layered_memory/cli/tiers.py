@@ -112,7 +112,7 @@ def _page_line(page: Page, indent: str) -> str:
 
 def run_tiers(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit status."""
-    from layered_memory.cli._source import open_store, parse_namespace
+    from layered_memory.cli._store import open_store, parse_namespace
     from layered_memory.tiers.memory import TieredMemory
     from layered_memory.tiers.records import check_prefix
 

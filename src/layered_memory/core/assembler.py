@@ -13,49 +13,47 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._logs import get_logger
 from layered_memory.core import loading
+from layered_memory.core.disk_cache import (
+    DirSignatures,
+    DiskReadCache,
+    clear_shared_caches,
+    listing_cache_for,
+    now_ns,
+    read_cache_for,
+)
+from layered_memory.core.imports import TOO_DEEP_REASON, host_import_scope
 from layered_memory.core.layers import (
     Layer,
     check_unique_layer_names,
     in_folder,
-    normalize_backend_path,
 )
 from layered_memory.core.loading import (
-    MAX_NESTED_DIRECTORIES,
-    TOO_DEEP_REASON,
-    DirSignatures,
     Discovered,
-    DiskReadCache,
     DownloadResult,
     MemoryExtras,
     Plan,
     SourceProblem,
     adownload_files_safely,
     adownload_texts,
-    clear_shared_caches,
     digest_texts,
-    directories_of,
     download_files_safely,
     download_texts,
-    listing_cache_for,
-    now_ns,
-    read_cache_for,
     report_problems,
 )
+from layered_memory.core.nested import MAX_NESTED_DIRECTORIES, directories_of
 from layered_memory.core.options import MemoryOptions, check_options
+from layered_memory.core.path_access import PathAccess, PathAccessIndex
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     MEMORY_SYSTEM_PROMPT,
@@ -64,6 +62,7 @@ from layered_memory.core.render import (
     minimum_budget,
     render_memory_report,
 )
+from layered_memory.core.render_cache import LRU, clear_rule_sets, rule_set_for
 from layered_memory.core.snapshot import (
     Pinned,
     RunStart,
@@ -87,13 +86,10 @@ from layered_memory.core.validation import (
 from layered_memory.errors import SessionStoreError
 from layered_memory.rules import (
     PARTIAL_LISTING,
-    Rule,
     RuleMatch,
     RuleSet,
     alist_rule_files,
-    build_rule_set,
     list_rule_files,
-    parse_rule_file,
     render_rules,
 )
 
@@ -103,8 +99,6 @@ if TYPE_CHECKING:
     from layered_memory.sessions.stores import SessionStore
 
 logger = get_logger(__name__)
-
-PathAccess = Literal["writable", "read-only", "rule"]
 
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
@@ -116,33 +110,6 @@ SESSION_READ_FAILED = "session layer skipped"
 def session_store_label(store: object) -> str:
     """The path of a session-store problem: the store's repr (the stores mask passwords)."""
     return repr(store)
-
-
-class _LRU(Generic[_K, _V]):
-    """A tiny thread-safe LRU map (the caches are shared by every thread of one agent)."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._data: OrderedDict[_K, _V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: _K) -> _V | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-    def put(self, key: _K, value: _V) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self._size:
-                self._data.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,15 +234,15 @@ class MemoryAssembler:
             folder for folder, access in self.layer_folders.items() if access == "read-only"
         )
         self._chains: tuple[Any, list[str]] | None = None
-        self._access = self._index_paths()
+        self._paths = PathAccessIndex(backend, self.layers, self.rule_folders)
         self.rule_root = _rule_root(backend)
         """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
         self._import_scope = (
-            _host_import_scope(self.rule_root, self.layer_paths)
+            host_import_scope(self.rule_root, self.layer_paths)
             if self.follow_imports is True and self.rule_root != "/"
             else None
         )
-        self._blocks: _LRU[tuple[Hashable, ...], str] = _LRU(256)
+        self._blocks: LRU[tuple[Hashable, ...], str] = LRU(256)
         self._logged: set[tuple[str, str]] = set()
         self._last_load: tuple[tuple[Mapping[str, str] | str | None, ...], str] | None = None
         self._probed_folders: set[str] = set()
@@ -935,15 +902,7 @@ class MemoryAssembler:
         """The parsed rules for these texts: parsed once per distinct content, per process."""
         if not self.rule_folders:
             return None
-        key = (digest_texts(rule_files), self.rule_folders)
-        rule_set = _RULE_SETS.get(key)
-        if rule_set is None:
-            parsed = [
-                _parse_rule(path, text, self.folder_index(path))
-                for path, text in sorted(rule_files.items())
-            ]
-            rule_set = build_rule_set(parsed, log=False)
-            _RULE_SETS.put(key, rule_set)
+        rule_set = rule_set_for(rule_files, self.rule_folders, self.folder_index)
         if self.strict:
             rule_set.raise_on_error()
         self._report_rule_problems(rule_set)
@@ -1014,59 +973,11 @@ class MemoryAssembler:
 
     def access_of(self, tool_path: str) -> tuple[PathAccess | None, Layer | None]:
         """Whether a path named in a tool call is a memory file, and how the agent may use it."""
-        normalized, _ = normalize_backend_path(tool_path, self.backend)
-        if normalized is None:
-            return None, None
-        hit = self._access.get(normalized)
-        if hit is not None:
-            return hit
-        # Anything inside a folder layer is its memory (a file the agent creates there too).
-        for folder, layer in self._layer_folder_keys:
-            if normalized == folder or normalized.startswith(folder + "/"):
-                return ("writable" if layer.writable else "read-only"), layer
-        for folder in self._rule_folder_keys:
-            if normalized == folder or normalized.startswith(folder + "/"):
-                return "rule", None
-        return None, None
+        return self._paths.access_of(tool_path)
 
     def same_file(self, configured: str, tool_path: str) -> bool:
         """Whether a path named in a tool call is the configured layer path (any alias)."""
-        first, _ = normalize_backend_path(configured, self.backend)
-        second, _ = normalize_backend_path(tool_path, self.backend)
-        return first is not None and first == second
-
-    def _index_paths(self) -> dict[str, tuple[PathAccess | None, Layer | None]]:
-        index: dict[str, tuple[PathAccess | None, Layer | None]] = {}
-        layer_folders: list[tuple[str, Layer]] = []
-        for layer in self.layers:
-            for path in layer.files:
-                normalized, _ = normalize_backend_path(path, self.backend)
-                if normalized is not None:
-                    index[normalized] = ("writable" if layer.writable else "read-only", layer)
-            for path in layer.folders:
-                normalized, _ = normalize_backend_path(path, self.backend)
-                if normalized is not None:
-                    layer_folders.append((normalized.rstrip("/") or "/", layer))
-        self._layer_folder_keys = tuple(layer_folders)
-        folder_keys = []
-        for folder in self.rule_folders:
-            normalized, _ = normalize_backend_path(folder, self.backend)
-            if normalized is not None:
-                folder_keys.append(normalized.rstrip("/") or "/")
-        self._rule_folder_keys = tuple(folder_keys)
-        return index
-
-
-_RULE_SETS: _LRU[tuple[str, tuple[str, ...]], RuleSet] = _LRU(32)
-"""Parsed rule sets by content, shared by every assembler of the process (agents built per
-request find the rules already parsed and their globs compiled)."""
-
-
-@functools.lru_cache(maxsize=8192)
-def _parse_rule(path: str, text: str, folder_index: int) -> tuple[Rule | None, tuple[Any, ...]]:
-    """One rule file parsed, remembered by content: one changed file re-parses only itself."""
-    rule, problems = parse_rule_file(path, text, folder_index=folder_index)
-    return rule, tuple(problems)
+        return self._paths.same_file(configured, tool_path)
 
 
 def _session_text(session: SessionEntry | None) -> str | None:
@@ -1127,43 +1038,8 @@ def clear_process_caches() -> None:
     Nothing needs this for correctness (the caches are keyed by content and checked against
     the disk); it exists so a benchmark can measure a process's first load.
     """
-    _RULE_SETS.clear()
-    _parse_rule.cache_clear()
+    clear_rule_sets()
     clear_shared_caches()
-
-
-def _host_import_scope(root: str, layer_paths: Sequence[str]) -> Callable[[str], str | None]:
-    """Where imports may lead on a host-path backend, which can read any file of the host.
-
-    Inside its folder, and inside the folder of each configured layer file that lives outside
-    it (the user's own `~/.deepagents/AGENTS.md` may import its neighbours): a repository's
-    memory file must not pull `@/etc/passwd` or `@~/.aws/credentials` into the prompt. The
-    target's real place is checked, so a symlink in the project cannot lead out either.
-    """
-    real_root = os.path.realpath(root)
-    allowed = [real_root]
-    for path in layer_paths:
-        folder = os.path.dirname(os.path.realpath(os.path.expanduser(path)))
-        if not _inside(folder, real_root) and folder not in allowed:
-            allowed.append(folder)
-
-    def refused(target: str) -> str | None:
-        try:
-            real = os.path.realpath(os.path.expanduser(target))
-        except (OSError, ValueError):
-            return "cannot be resolved"
-        if any(_inside(real, folder) for folder in allowed):
-            return None
-        return (
-            f"is outside the backend's folder {root} (imports=True keeps them inside it; "
-            "imports='anywhere' reads any file)"
-        )
-
-    return refused
-
-
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _rule_root(backend: Any) -> str:

@@ -85,15 +85,11 @@ from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import (
     FILE_NOT_FOUND,
     BackendProtocol,
-    EditResult,
-    FileUploadResponse,
-    WriteResult,
 )
-from deepagents.backends.state import StateBackend
 from deepagents.backends.store import StoreBackend
-from deepagents.backends.utils import perform_string_replacement
 from filelock import FileLock, Timeout
 
+from layered_memory.core.disk_cache import disk_path, special_file_kind
 from layered_memory.core.internals import (
     STORE_UPSERT_SQL,
     async_store_connection,
@@ -106,7 +102,7 @@ from layered_memory.core.internals import (
     store_select_sql,
     sync_store_connection,
 )
-from layered_memory.core.loading import disk_path, special_file_kind
+from layered_memory.core.protection import is_protected, refusal
 from layered_memory.errors import MemoryWriteError
 
 if TYPE_CHECKING:
@@ -124,17 +120,11 @@ __all__ = [
     "Texts",
     "Transform",
     "WriteStrategy",
-    "aedit_memory_file",
     "atomic_write",
     "atransact",
-    "aupload_memory_file",
-    "awrite_memory_file",
-    "edit_memory_file",
     "learned_entry",
     "strategy_for",
     "transact",
-    "upload_memory_file",
-    "write_memory_file",
 ]
 
 T = TypeVar("T")
@@ -265,10 +255,6 @@ def _unguarded(
     routes memory files here): the transaction works on its base backend instead, asking the
     view's `refusal` what the view itself would have asked.
     """
-    # At call time: the guard's view writes memory files through this module, so this module
-    # sits below the guard and must not import it while loading.
-    from layered_memory.core.guard import is_protected, refusal
-
     if not is_protected(backend):
         return backend, {}
     base: BackendProtocol = backend._layered_memory_base  # type: ignore[attr-defined]
@@ -945,177 +931,3 @@ class InProcessLockStrategy:
         for response in responses:
             if response.error is not None:
                 raise MemoryWriteError(response.path, f"cannot write: {response.error}")
-
-
-# --- The agent's file tools on a memory file (called by the protected view) ---------------
-# Each returns None when the file is kept in the graph state (`StateBackend`): the view then
-# lets the backend's own method run (see the module docstring).
-
-
-def write_memory_file(view: Any, path: str, file: str, content: str) -> WriteResult | None:
-    """`write_file` of memory file `file` (named `path` by the agent), locked and atomic."""
-    strategy = _agent_strategy(view, file)
-    if strategy is None:
-        return None
-    try:
-        strategy.transact(_whole_file(path, file, content))
-    except MemoryWriteError as exc:
-        return WriteResult(error=_tool_error("writing", path, exc))
-    return WriteResult(path=path)
-
-
-async def awrite_memory_file(view: Any, path: str, file: str, content: str) -> WriteResult | None:
-    """The async form of `write_memory_file`."""
-    strategy = await asyncio.to_thread(_agent_strategy, view, file)  # pins on disk: off the loop
-    if strategy is None:
-        return None
-    try:
-        await strategy.atransact(_whole_file(path, file, content))
-    except MemoryWriteError as exc:
-        return WriteResult(error=_tool_error("writing", path, exc))
-    return WriteResult(path=path)
-
-
-def edit_memory_file(
-    view: Any, path: str, file: str, *, old: str, new: str, replace_all: bool
-) -> EditResult | None:
-    """`edit_file` of memory file `file` (named `path` by the agent), locked and atomic."""
-    strategy = _agent_strategy(view, file)
-    if strategy is None:
-        return None
-    try:
-        return strategy.transact(
-            _edit(strategy, path, file, old=old, new=new, replace_all=replace_all)
-        )
-    except MemoryWriteError as exc:
-        return EditResult(error=_tool_error("editing", path, exc))
-
-
-async def aedit_memory_file(
-    view: Any, path: str, file: str, *, old: str, new: str, replace_all: bool
-) -> EditResult | None:
-    """The async form of `edit_memory_file`."""
-    strategy = await asyncio.to_thread(_agent_strategy, view, file)  # pins on disk: off the loop
-    if strategy is None:
-        return None
-    try:
-        return await strategy.atransact(
-            _edit(strategy, path, file, old=old, new=new, replace_all=replace_all)
-        )
-    except MemoryWriteError as exc:
-        return EditResult(error=_tool_error("editing", path, exc))
-
-
-def upload_memory_file(view: Any, path: str, file: str, data: bytes) -> FileUploadResponse | None:
-    """One `upload_files` entry over memory file `file`: a whole-file write of text."""
-    text = _uploaded_text(data)
-    if text is None:
-        return FileUploadResponse(path=path, error="permission_denied")
-    result = write_memory_file(view, path, file, text)
-    return None if result is None else _upload_response(path, result)
-
-
-async def aupload_memory_file(
-    view: Any, path: str, file: str, data: bytes
-) -> FileUploadResponse | None:
-    """The async form of `upload_memory_file`."""
-    text = _uploaded_text(data)
-    if text is None:
-        return FileUploadResponse(path=path, error="permission_denied")
-    result = await awrite_memory_file(view, path, file, text)
-    return None if result is None else _upload_response(path, result)
-
-
-def _agent_strategy(view: Any, file: str) -> WriteStrategy | None:
-    """The strategy for an agent's write of `file`; None when the graph state keeps it."""
-    strategy = strategy_for(view, [file], checked=True)  # the view asked its guard already
-    if isinstance(strategy, InProcessLockStrategy) and isinstance(
-        final_route(view._layered_memory_base, file)[0], StateBackend
-    ):
-        return None
-    return strategy
-
-
-def _whole_file(path: str, file: str, content: str) -> Transform[None]:
-    def transform(texts: Texts) -> tuple[dict[str, str], None]:
-        dropped = _dropped_entries(texts[file], content)
-        if dropped:
-            raise MemoryWriteError(file, _dropped_message(path, dropped))
-        return {file: content}, None
-
-    return transform
-
-
-def _dropped_entries(old: str | None, new: str) -> list[str]:
-    """The dated insight entries and learned entries of `old` that `new` lacks, in file order."""
-    if not old or ("\n- " not in f"\n{old}" and LEARNED_MARK not in old):
-        return []
-    kept = set(new.replace("\r\n", "\n").split("\n"))
-    return [
-        line
-        for line in old.replace("\r\n", "\n").split("\n")
-        if line[:2] in _BULLETS
-        and line not in kept
-        and (INSIGHT_ENTRY.match(line) or learned_entry(line))
-    ]
-
-
-_SHOWN_ENTRY_CHARS = 200
-
-
-def _dropped_message(path: str, dropped: Sequence[str]) -> str:
-    first = dropped[0][:_SHOWN_ENTRY_CHARS]
-    learned = sum(1 for line in dropped if learned_entry(line))
-    kind = "learned" if learned == len(dropped) else "insight" if not learned else "memory"
-    entries = f"1 {kind} entry" if len(dropped) == 1 else f"{len(dropped)} {kind} entries"
-    return (
-        f"this write would remove {entries} the file holds now (the first: {first!r}); "
-        "write-back, consolidation or another run may have added them after you last read it. "
-        "Read "
-        f"{path} again and keep them, or remove entries on purpose with edit_file"
-    )
-
-
-def _edit(
-    strategy: WriteStrategy, path: str, file: str, *, old: str, new: str, replace_all: bool
-) -> Transform[EditResult]:
-    # deepagents' `FilesystemBackend.edit` reads the file in text mode (universal newlines) and
-    # writes it back with `\n`; its store and state backends keep the text as it is.
-    universal = isinstance(strategy, FileLockStrategy)
-    if universal:
-        old, new = _lf(old), _lf(new)
-
-    def transform(texts: Texts) -> tuple[dict[str, str], EditResult]:
-        text = texts[file]
-        if text is None:
-            return {}, EditResult(error=f"Error: File '{path}' not found")
-        replaced = perform_string_replacement(
-            _lf(text) if universal else text, old, new, replace_all
-        )
-        if isinstance(replaced, str):
-            return {}, EditResult(error=replaced)
-        new_text, occurrences = replaced
-        return {file: new_text}, EditResult(path=path, occurrences=int(occurrences))
-
-    return transform
-
-
-def _lf(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _tool_error(doing: str, path: str, exc: MemoryWriteError) -> str:
-    return f"Error {doing} file '{path}': {exc.reason}. The file was not modified."
-
-
-def _uploaded_text(data: bytes) -> str | None:
-    """An upload's text; None for bytes that are not UTF-8 (a memory file holds text)."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _upload_response(path: str, result: WriteResult) -> FileUploadResponse:
-    error = None if result.error is None else "permission_denied"
-    return FileUploadResponse(path=path, error=error)

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 
-    from layered_memory.core.guard import ProtectedPaths
-
 
 # -- deepagents' and langgraph's private API ------------------------------------------------------
 
@@ -184,18 +182,6 @@ def resolve(
         store=getattr(runtime, "store", None),
     )
     return factory(tool_runtime)
-
-
-def protecting(factory: BackendFactory, paths: ProtectedPaths) -> BackendFactory:
-    """A factory whose every backend is protected (`guard.protect`)."""
-
-    # The guard sits above this module (it routes paths with `route`): imported when called.
-    from layered_memory.core.guard import protect
-
-    def protected_factory(runtime: Any) -> Any:
-        return protect(factory(runtime), paths)
-
-    return protected_factory
 
 
 def _no_stream(_chunk: Any) -> None:

@@ -21,7 +21,7 @@ from deepagents.middleware.filesystem import FilesystemPermission
 from wcmatch import glob as wcglob
 
 if TYPE_CHECKING:
-    from layered_memory.core.guard import ProtectedPaths
+    from layered_memory.core.protection import ProtectedPaths
 
 __all__ = ["deny_writes"]
 

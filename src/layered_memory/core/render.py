@@ -38,16 +38,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from layered_memory.core.defuse import (
+from layered_memory.core.layers import Layer, in_folder
+from layered_memory.core.loading import MemoryExtras, strip_html_comments
+from layered_memory.safety.defuse import (
     ascii_skeleton,
     defuse,
     defuse_attribute,
     defuse_name,
     drop_invisible,
 )
-from layered_memory.core.layers import Layer, in_folder
-from layered_memory.core.loading import MemoryExtras, strip_html_comments
-from layered_memory.writeback.redaction import redact_json, redact_text
+from layered_memory.safety.redaction import redact_json, redact_text
 
 # -- the block ------------------------------------------------------------------------------------
 

@@ -80,12 +80,8 @@ from deepagents.backends.filesystem import FilesystemBackend
 from filelock import FileLock
 
 from layered_memory._logs import get_logger
+from layered_memory.core.disk_cache import disk_path, read_cache_for
 from layered_memory.core.files import atomic_write
-from layered_memory.core.guard import backend_path, clear_swapped_on_disk
-
-# The guard's `disk_path(backend, path)` (a path as the backend's tools read it), beside the
-# loader's `disk_path(root, key, virtual=)` (a path as the loader keys it).
-from layered_memory.core.guard import disk_path as guard_disk_path
 from layered_memory.core.internals import final_route
 from layered_memory.core.layers import expand_user, lexical_path
 from layered_memory.core.loading import (
@@ -93,11 +89,14 @@ from layered_memory.core.loading import (
     DownloadResult,
     SourceProblem,
     decode_content,
-    disk_path,
     download_files_safely,
     download_texts,
-    read_cache_for,
 )
+from layered_memory.core.places import backend_path, clear_swapped_on_disk
+
+# The guard's `disk_path(backend, path)` (a path as the backend's tools read it), beside the
+# loader's `disk_path(root, key, virtual=)` (a path as the loader keys it).
+from layered_memory.core.places import disk_path as guard_disk_path
 from layered_memory.rules import is_rule_file
 
 logger = get_logger(__name__)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from layered_memory.errors import KnowledgeGraphInputError
 
 if TYPE_CHECKING:
-    from layered_memory.graph._focus import NameMatcher
+    from layered_memory.graph._names import NameMatcher
 
 
 class Entity(TypedDict):
@@ -507,7 +507,7 @@ class GraphSnapshot:
     def matcher(self) -> NameMatcher:
         """The index finding entity names in free text (built on first use)."""
         if self._matcher is None:
-            from layered_memory.graph._focus import NameMatcher
+            from layered_memory.graph._names import NameMatcher
 
             self._matcher = NameMatcher(self.names)
         return self._matcher

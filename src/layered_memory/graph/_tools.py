@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
-from layered_memory.core.defuse import defuse
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.graph._format import dumps_pretty
 from layered_memory.graph.knowledge_graph import KnowledgeGraph
+from layered_memory.safety.defuse import defuse
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server

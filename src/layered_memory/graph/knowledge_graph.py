@@ -21,7 +21,7 @@ exact semantics (`KnowledgeGraphManager` in `@modelcontextprotocol/server-memory
   it and `open_nodes` return the relations with at least one endpoint among the entities found.
 
 Secrets are kept out of the file: every string a write stores goes through the package's
-redaction (`writeback.redaction`): entity names, types and observations (`create_entities`),
+redaction (`safety.redaction`): entity names, types and observations (`create_entities`),
 both endpoints and the type of a relation (`create_relations`), added contents
 (`add_observations`). Redaction is a pure function of the text, so a relation whose endpoint
 holds a secret points at the entity created with the same secret in its name: both are stored
@@ -66,9 +66,9 @@ from deepagents.backends.filesystem import FilesystemBackend
 from deepagents.backends.protocol import FILE_NOT_FOUND, BackendProtocol
 
 from layered_memory._logs import get_logger
+from layered_memory.core.disk_cache import RACY_WINDOW_NS, disk_path, now_ns
 from layered_memory.core.files import WriteStrategy, strategy_for
 from layered_memory.core.internals import final_route
-from layered_memory.core.loading import RACY_WINDOW_NS, disk_path, now_ns
 from layered_memory.core.validation import check_bool
 from layered_memory.errors import EntityNotFoundError, KnowledgeGraphError
 from layered_memory.graph._format import (
@@ -90,7 +90,7 @@ from layered_memory.graph._format import (
     digest_of,
     parse,
 )
-from layered_memory.writeback.redaction import redact
+from layered_memory.safety.redaction import redact
 
 logger = get_logger(__name__)
 

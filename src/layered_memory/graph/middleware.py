@@ -64,25 +64,13 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from layered_memory._logs import get_logger
-from layered_memory.core.guard import (
-    SHELL_TOOLS,
-    ProtectedPaths,
-    note_redaction,
-    protect,
-    redact_memory_edit,
-    refusal,
-)
+from layered_memory.core.guard import SHELL_TOOLS, note_redaction, protect, redact_memory_edit
 from layered_memory.core.internals import final_route
-from layered_memory.core.state import MUTATING_TOOLS as FILE_MUTATING_TOOLS
-from layered_memory.core.state import (
-    MatchKeySource,
-    append_block,
-    context_strings,
-    current_config,
-    error_message,
-    named_paths,
-    refused,
-)
+from layered_memory.core.protection import ProtectedPaths, refusal
+from layered_memory.core.run_data import MatchKeySource, context_strings, current_config
+from layered_memory.core.system_message import append_block
+from layered_memory.core.tool_calls import MUTATING_TOOLS as FILE_MUTATING_TOOLS
+from layered_memory.core.tool_calls import error_message, named_paths, refused
 from layered_memory.core.validation import check_bool, check_int, check_match_keys
 from layered_memory.errors import LayeredMemoryError, SessionKeyError
 from layered_memory.graph._focus import (
@@ -90,7 +78,6 @@ from layered_memory.graph._focus import (
     DEFAULT_MAX_ENTITIES,
     DEFAULT_MAX_OBSERVATION_CHARS,
     DEFAULT_MAX_RELATIONS,
-    MAX_SCAN_CHARS,
     FocusSettings,
     focus_names,
     minimum_chars,
@@ -98,6 +85,7 @@ from layered_memory.graph._focus import (
     render_unavailable,
 )
 from layered_memory.graph._format import GraphSnapshot
+from layered_memory.graph._names import MAX_SCAN_CHARS
 from layered_memory.graph._tools import DEFAULT_MAX_RESULT_CHARS, MUTATING_TOOLS, graph_tools
 from layered_memory.graph.knowledge_graph import (
     DEFAULT_MAX_BYTES,
@@ -106,8 +94,8 @@ from layered_memory.graph.knowledge_graph import (
     cached,
     changed_since,
 )
+from layered_memory.safety.redaction import Redaction
 from layered_memory.sessions import parse_session_key
-from layered_memory.writeback.redaction import Redaction
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol

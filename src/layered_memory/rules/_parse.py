@@ -26,7 +26,7 @@ import yaml
 
 from layered_memory.core.loading import strip_html_comments
 from layered_memory.rules._glob import GlobError, compile_glob, split_glob_list
-from layered_memory.writeback.redaction import redact_text
+from layered_memory.safety.redaction import redact_text
 
 RuleMode = Literal["always", "paths", "requested", "manual"]
 """How a rule is used (each dialect's frontmatter maps onto these; see `Rule.why`).

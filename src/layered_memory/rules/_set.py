@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from layered_memory._logs import get_logger
-from layered_memory.core.defuse import defuse_attribute, defuse_name
 from layered_memory.core.loading import DownloadResult, adownload_texts, download_texts
 from layered_memory.core.render import defuse_within, truncate_text
 from layered_memory.errors import RuleFileError
@@ -31,6 +30,7 @@ from layered_memory.rules._parse import (
     is_rule_file,
     parse_rule_file,
 )
+from layered_memory.safety.defuse import defuse_attribute, defuse_name
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -672,7 +672,7 @@ async def aload_rule_set(
 
 # -- rendering -------------------------------------------------------------------------------
 # Rule files are untrusted: bodies, names, descriptions and paths all go through the package's
-# one defusing function (`core.defuse`), so a rule cannot close the tags around it.
+# one defusing function (`safety.defuse`), so a rule cannot close the tags around it.
 
 RULES_OPEN = "<rules>\n"
 RULES_CLOSE = "</rules>"

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from layered_memory.core.disk_cache import special_file_kind
 from layered_memory.core.layers import expand_user
 from layered_memory.core.loading import (
     MAX_FILE_BYTES,
     DownloadResult,
     SourceProblem,
     interpret_responses,
-    special_file_kind,
 )
 from layered_memory.core.validation import invalid_path_reason
 from layered_memory.rules._parse import RuleProblem

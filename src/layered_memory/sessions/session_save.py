@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from layered_memory._logs import get_logger
-from layered_memory.core.state import is_dry_run, thread_id_of
+from layered_memory.core.run_data import is_dry_run, thread_id_of
 from layered_memory.core.validation import check_bool, check_ttl
 from layered_memory.errors import SessionStoreError
+from layered_memory.safety.redaction import redact_json, redact_text
 from layered_memory.sessions.stores.base import ConditionalSessionStore, JsonDict
 from layered_memory.writeback.hooks import HookEvent
-from layered_memory.writeback.redaction import redact_json, redact_text
 
 if TYPE_CHECKING:
     from layered_memory.sessions.stores import SessionStore

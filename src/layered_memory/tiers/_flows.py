@@ -42,6 +42,7 @@ from layered_memory.tiers.records import (
     INDEX_ROWS,
     LPM_KEY,
     MAX_LINES,
+    MAX_SEGMENT_KEYWORDS,
     MID_TERM_KEY,
     PAGES,
     STATE_KEY,
@@ -68,6 +69,7 @@ from layered_memory.tiers.records import (
     dump_visits,
     id_number,
     load_visits,
+    top_keywords,
     unit,
     warn,
 )
@@ -490,10 +492,10 @@ def _join(ctx: Context, mid: MidTerm, segment: SegRec, page: PageRec) -> Flow[No
         parsed = _parsed(answer, search.parse_summary, ctx, "segment summary")
         if parsed is not None:
             words, segment.summary = parsed
-            segment.keywords = words[: search.MAX_SEGMENT_KEYWORDS]
+            segment.keywords = words[:MAX_SEGMENT_KEYWORDS]
             lexical = False
     if lexical:
-        segment.keywords = search.top_keywords(segment.counts)
+        segment.keywords = top_keywords(segment.counts)
         segment.summary = search.segment_summary(segment.keywords, segment.lines)
 
 
@@ -519,7 +521,7 @@ def _create(ctx: Context, state: UserState, mid: MidTerm, page: PageRec) -> SegR
         mid.vectors[segment.id] = 0 * page.vector
         return segment
     segment.add_keywords(page.keywords)
-    segment.keywords = list(page.keywords[: search.MAX_SEGMENT_KEYWORDS])
+    segment.keywords = list(page.keywords[:MAX_SEGMENT_KEYWORDS])
     segment.summary = (
         page.summary if ctx.has_model else search.segment_summary(segment.keywords, segment.lines)
     )
@@ -914,7 +916,7 @@ def _rebuild(ctx: Context, loaded: Loaded, place: _Place) -> Flow[None]:
     segment.counts = {}
     for page in pages:
         segment.add_keywords(page.keywords)
-    segment.keywords = search.top_keywords(segment.counts)
+    segment.keywords = top_keywords(segment.counts)
     segment.lines = [page.summary for page in pages if page.summary][-MAX_LINES:]
     segment.summary = search.segment_summary(segment.keywords, segment.lines)
     if place.archive_block is not None:

@@ -21,6 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.store.base import BaseStore
 
 from layered_memory._logs import get_logger
+from layered_memory.safety.redaction import redact
 from layered_memory.tiers import _flows
 from layered_memory.tiers._flows import Ask, Embed, Failed, Flow, Op, StoreBatch
 from layered_memory.tiers.records import (
@@ -36,7 +37,6 @@ from layered_memory.tiers.records import (
     user_namespace,
 )
 from layered_memory.tiers.search import storable
-from layered_memory.writeback.redaction import redact
 
 if TYPE_CHECKING:
     from layered_memory.writeback.insights import MemoryWriter

@@ -43,10 +43,11 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.config import get_config
 
 from layered_memory._logs import get_logger
-from layered_memory.core.defuse import defuse
-from layered_memory.core.state import append_block, context_value
+from layered_memory.core.run_data import context_value
+from layered_memory.core.system_message import append_block
 from layered_memory.core.validation import check_bool
 from layered_memory.errors import LayeredMemoryError
+from layered_memory.safety.defuse import defuse
 from layered_memory.tiers.memory import TieredMemory
 from layered_memory.tiers.records import Page, Retrieval, check_user_id
 

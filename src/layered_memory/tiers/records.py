@@ -45,7 +45,6 @@ from typing import Any, Final, Literal
 
 from layered_memory._logs import get_logger
 from layered_memory.errors import TierUserIdError, VectorError
-from layered_memory.tiers.search import top_keywords
 
 try:
     import numpy as np
@@ -217,6 +216,16 @@ class Page:
     summary: str = ""
     segment_id: str | None = None
     forgotten: bool = False
+
+
+MAX_SEGMENT_KEYWORDS: Final = 12
+"""Keywords kept per segment (its keyword set K_s in F_score)."""
+
+
+def top_keywords(counts: dict[str, int], *, limit: int = MAX_SEGMENT_KEYWORDS) -> list[str]:
+    """The `limit` most counted keywords (ties broken alphabetically, for determinism)."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [word for word, _ in ranked[:limit]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,10 +68,9 @@ import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from layered_memory._logs import get_logger
-from layered_memory.core.defuse import drop_invisible
+from layered_memory.safety.defuse import drop_invisible
 
 if TYPE_CHECKING:
-    # Annotations only: `records` imports this module (`top_keywords`) at run time.
     from layered_memory.tiers.records import IndexBlock, Vector
 
 logger = get_logger(__name__)
@@ -79,8 +78,6 @@ logger = get_logger(__name__)
 
 MAX_KEYWORDS: Final = 8
 """Keywords kept per page."""
-MAX_SEGMENT_KEYWORDS: Final = 12
-"""Keywords kept per segment (its keyword set K_s in F_score)."""
 MAX_SUMMARY_LINE: Final = 200
 
 _UNSTORABLE_RE = re.compile(r"[\x00\ud800-\udfff]")
@@ -158,12 +155,6 @@ def keyword_tokens(phrases: Iterable[str]) -> list[str]:
         for token in tokens(str(phrase)):
             seen.setdefault(token, None)
     return list(seen)
-
-
-def top_keywords(counts: dict[str, int], *, limit: int = MAX_SEGMENT_KEYWORDS) -> list[str]:
-    """The `limit` most counted keywords (ties broken alphabetically, for determinism)."""
-    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    return [word for word, _ in ranked[:limit]]
 
 
 def jaccard(left: Iterable[str], right: Iterable[str]) -> float:

@@ -72,7 +72,7 @@ from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.core.defuse import drop_invisible
+from layered_memory.safety.defuse import drop_invisible
 from layered_memory.views._conversation import (
     AI,
     PLAIN_TYPES,

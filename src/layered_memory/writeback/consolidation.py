@@ -13,7 +13,7 @@ Every operation then goes through the same rules (`sections.carry_out`):
 - the same lesson twice (case, spacing and filler words aside, or with a word more) is one
   entry: an add of a known lesson is rejected, an update that makes two entries alike merges
   them;
-- every text is redacted (`writeback.redaction`) and made one line before it is stored;
+- every text is redacted (`safety.redaction`) and made one line before it is stored;
 - a text that reads as an instruction aimed at the agent (`sections.instruction_reason`) is
   never applied by itself: it waits in the review queue with its reason, even with
   `review=False`;
@@ -54,13 +54,12 @@ from langchain_core.messages import (
 )
 
 from layered_memory._logs import get_logger
-from layered_memory.core.defuse import defuse
 from layered_memory.core.files import Texts, learned_entry, strategy_for
 from layered_memory.core.loading import adownload_files_safely, download_files_safely
-from layered_memory.core.state import is_dry_run, thread_id_of
+from layered_memory.core.run_data import is_dry_run, thread_id_of
 from layered_memory.core.validation import check_backend, check_bool
 from layered_memory.errors import MemoryWriteError, ReviewError
-from layered_memory.writeback.insights import archive_path_for
+from layered_memory.safety.defuse import defuse
 from layered_memory.writeback.sections import (
     OPS,
     Change,
@@ -69,6 +68,7 @@ from layered_memory.writeback.sections import (
     Plan,
     Proposal,
     Provenance,
+    archive_path_for,
     carry_out,
     clean_text,
     instruction_reason,
@@ -726,7 +726,7 @@ def _failure(exc: BaseException) -> str:
 # of one tool, `update_memory` (`UPDATE_MEMORY_TOOL`); no call means nothing to learn.
 #
 # Everything from the memory file and the conversation is data to the model: it is defused
-# (`core.defuse.defuse`), so a closing tag inside an entry or a message cannot end the
+# (`safety.defuse.defuse`), so a closing tag inside an entry or a message cannot end the
 # element that holds it and pose as our instructions.
 # ================================================================================================
 

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeAlias
 from langchain.agents.middleware.types import AgentMiddleware, AgentState
 
 from layered_memory._logs import get_logger
-from layered_memory.core.state import current_config, run_data
+from layered_memory.core.run_data import current_config, run_data
 from layered_memory.core.validation import check_bool
 
 if TYPE_CHECKING:

@@ -18,7 +18,6 @@ import datetime as dt
 import posixpath
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from langchain.tools import ToolRuntime
@@ -26,12 +25,13 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from layered_memory._logs import get_logger
 from layered_memory.core.files import Texts, strategy_for
-from layered_memory.core.state import is_dry_run, run_value, thread_id_of
+from layered_memory.core.run_data import is_dry_run, run_value, thread_id_of
 from layered_memory.writeback.hooks import HookEvent, HookRegistry, note_write_back
 from layered_memory.writeback.sections import (
     RESCAN_MARGIN,
     Insight,
     InsightPlan,
+    archive_path_for,
     cut_text,
     normalize_entity,
     one_line,
@@ -233,13 +233,6 @@ class MemoryWriter:
             redacted=kinds,
             thread_id=None,
         )
-
-
-def archive_path_for(path: str) -> str:
-    """`/MEMORY.md` -> `/MEMORY.archive.md` (same folder; `.archive` before the suffix)."""
-    pure = PurePosixPath(path)
-    name = f"{pure.stem}.archive{pure.suffix}" if pure.suffix else f"{pure.name}.archive"
-    return str(pure.with_name(name))
 
 
 # --- PIPELINE_END data helpers ----------------------------------------------------------

@@ -23,13 +23,14 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 from typing import Any, Final, Literal, NamedTuple
 
 from layered_memory.core.files import INSIGHT_ENTRY, LEARNED_MARK, learned_entry
 from layered_memory.core.layers import MEMORY_FILE_DEFAULT_MAX_LINES
 from layered_memory.core.loading import strip_html_comments
 from layered_memory.core.render import ascii_skeleton
-from layered_memory.writeback.redaction import redact
+from layered_memory.safety.redaction import redact
 
 __all__ = [
     "OPS",
@@ -1296,3 +1297,10 @@ def instruction_reason(text: str) -> str | None:
         if not _NEGATED.search(reading, 0, found.start("verb")):
             return "held for review: reads as an instruction aimed at the agent (exposes secrets)"
     return None
+
+
+def archive_path_for(path: str) -> str:
+    """`/MEMORY.md` -> `/MEMORY.archive.md` (same folder; `.archive` before the suffix)."""
+    pure = PurePosixPath(path)
+    name = f"{pure.stem}.archive{pure.suffix}" if pure.suffix else f"{pure.name}.archive"
+    return str(pure.with_name(name))

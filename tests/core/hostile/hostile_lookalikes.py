@@ -1,5 +1,5 @@
-"""Builds the look-alike tables of `layered_memory/core/defuse.py` from Unicode data (run this file
-to regenerate them: it rewrites the generated block between its two marker comments).
+"""Builds the look-alike tables of `layered_memory/safety/defuse.py` from Unicode data (run this
+file to regenerate them: it rewrites the generated block between its two marker comments).
 
 The look-alike characters come from Unicode's confusables list as the `confusable-homoglyphs`
 package ships it (a dev dependency: importing it costs 270 ms, too much for the package
@@ -17,7 +17,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-MODULE = Path(__file__).resolve().parents[3] / "src" / "layered_memory" / "core" / "defuse.py"
+MODULE = Path(__file__).resolve().parents[3] / "src" / "layered_memory" / "safety" / "defuse.py"
 ASCII = string.ascii_lowercase + "_-<>/|"
 FILLERS = (0x115F, 0x1160, 0x3164, 0xFFA0)
 """Hangul fillers: letters (Lo) that render as nothing."""

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from langchain.agents import create_agent
 
 from layered_memory import InMemorySessionStore, Layer, MemoryMiddleware
-from layered_memory.core import defuse as table
-from layered_memory.core.defuse import (
+from layered_memory.safety import defuse as table
+from layered_memory.safety.defuse import (
     GUARDED_NAMES,
     IGNORABLE,
     defuse,

@@ -15,8 +15,9 @@ from deepagents.backends import CompositeBackend, FilesystemBackend, StateBacken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from layered_memory.core.disk_cache import non_regular_files, special_file_kind
 from layered_memory.core.layers import Layer, normalize_backend_path
-from layered_memory.core.loading import non_regular_files, special_file_kind, strip_html_comments
+from layered_memory.core.loading import strip_html_comments
 from layered_memory.core.render import cap_lines
 from layered_memory.core.validation import invalid_path_reason
 from layered_memory.rules._parse import MAX_FRONTMATTER_DEPTH, _flow_too_deep, _too_deep

@@ -16,7 +16,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 
-from layered_memory.writeback.redaction import REDACTION_KINDS, redact
+from layered_memory.safety.redaction import REDACTION_KINDS, redact
 
 CORPUS_PATH = Path(__file__).with_name("secrets_corpus.json")
 

@@ -15,7 +15,7 @@ from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_cla
 from detect_secrets.settings import default_settings
 from test_redaction_corpus import LOOKALIKES, SECRETS, _text
 
-from layered_memory.writeback.redaction import redact
+from layered_memory.safety.redaction import redact
 
 NOT_CREDENTIALS = {"Base64 High Entropy String", "Hex High Entropy String", "Public IP (ipv4)"}
 # The keyword plugin's regex set depends on the file type: YAML-like and Markdown between them

@@ -20,7 +20,7 @@ LIMIT_SECONDS = 300
 SCRIPT = textwrap.dedent(
     """
     import random
-    from layered_memory.writeback.redaction import redact, redact_json
+    from layered_memory.safety.redaction import redact, redact_json
 
     MB = 1 << 20
 

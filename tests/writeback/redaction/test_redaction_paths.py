@@ -24,10 +24,10 @@ from layered_memory import (
     register_write_back,
 )
 from layered_memory.core.guard import note_redaction
+from layered_memory.safety.redaction import Redaction
 from layered_memory.sessions.session_save import register_session_save
 from layered_memory.sessions.stores import StoredSession
 from layered_memory.testing import ScriptedChatModel, tool_call
-from layered_memory.writeback.redaction import Redaction
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 # Assembled at run time so that secret scanners never flag this file.

@@ -34,16 +34,25 @@ from deepagents.backends.protocol import (
 )
 
 from layered_memory._logs import get_logger
+from layered_memory.core.guard import _file_tools
 from layered_memory.core.loading import (
     DownloadResult,
     adownload_texts,
     download_files_safely,
     download_texts,
 )
+from layered_memory.core.protection import (
+    memory_file_of,
+    refusal,
+    refusal_message,
+    unreadable_message,
+    writes_memory,
+)
 from layered_memory.core.snapshot import Outcome, restore, run_start_in_context, taken_now
+from layered_memory.safety.redaction import redact_text
 
 if TYPE_CHECKING:
-    from layered_memory.core.guard import Operation, ProtectedPaths
+    from layered_memory.core.protection import Operation, ProtectedPaths
 
 logger = get_logger(__name__)
 
@@ -105,8 +114,6 @@ class _Own:
 
 
 def _refused(view: Any, operation: Operation, path: str) -> str | None:
-    from layered_memory.core.guard import refusal  # the public module re-exports this view
-
     if _BUSY.get():
         return None  # the backend's own helper, run by a guarded call already checked
     reason = refusal(view, view._layered_memory_protected, operation, path)
@@ -117,9 +124,6 @@ def _refused(view: Any, operation: Operation, path: str) -> str | None:
 
 def _redacted(view: Any, path: str, text: str) -> str:
     """`text` with secrets redacted when it is going into a writable memory file."""
-    from layered_memory.core.guard import writes_memory
-    from layered_memory.writeback.redaction import redact_text
-
     if _BUSY.get() or not writes_memory(view, view._layered_memory_protected, path):
         return text
     result = redact_text(text)
@@ -134,8 +138,6 @@ def _redacted(view: Any, path: str, text: str) -> str:
 
 
 def _message(operation: str, reason: str) -> str:
-    from layered_memory.core.guard import refusal_message
-
     return refusal_message(operation, reason)
 
 
@@ -147,8 +149,6 @@ def _message(operation: str, reason: str) -> str:
 
 def _memory_file(view: Any, path: str) -> str | None:
     """The configured writable memory file a whole-file write of `path` replaces, if any."""
-    from layered_memory.core.guard import memory_file_of
-
     if _BUSY.get():
         return None  # the backend's own helper, run by a guarded call already checked
     return memory_file_of(view, view._layered_memory_protected, path)
@@ -162,8 +162,6 @@ def _redacted_and_file(view: Any, path: str, text: str) -> tuple[str, str | None
 def _unreadable(path: str, file: str, found: DownloadResult) -> str | None:
     """Why `file` (written as `path`) must not be replaced whole: it exists but could not be
     read (None: it was read, or it does not exist)."""
-    from layered_memory.writeback.redaction import redact_text
-
     reason = next((problem.reason for problem in found.problems if problem.unreadable), None)
     if reason is not None:
         logger.warning(
@@ -194,8 +192,6 @@ async def _aunreadable_reason(view: Any, path: str) -> str | None:
 
 
 def _unreadable_message(path: str, reason: str) -> str:
-    from layered_memory.core.guard import unreadable_message
-
     return unreadable_message("write", path, reason)
 
 
@@ -215,9 +211,7 @@ class _FileGuard:
         content = _redacted(self, file_path, content)
         file = _memory_file(self, file_path)
         if file is not None:  # one lock and an atomic replace (`core.files`)
-            from layered_memory.core import files
-
-            locked = files.write_memory_file(self, file_path, file, content)
+            locked = _file_tools.write_memory_file(self, file_path, file, content)
             if locked is not None:
                 return locked
         return _Own(self).write(file_path, content)  # type: ignore[no-any-return]
@@ -232,9 +226,7 @@ class _FileGuard:
             return WriteResult(error=_unreadable_message(file_path, unreadable))
         content, file = await asyncio.to_thread(_redacted_and_file, self, file_path, content)
         if file is not None:
-            from layered_memory.core import files
-
-            locked = await files.awrite_memory_file(self, file_path, file, content)
+            locked = await _file_tools.awrite_memory_file(self, file_path, file, content)
             if locked is not None:
                 return locked
         return await _Own(self).awrite(file_path, content)  # type: ignore[no-any-return]
@@ -248,9 +240,7 @@ class _FileGuard:
         new_string = _redacted(self, file_path, new_string)
         file = _memory_file(self, file_path)
         if file is not None:  # deepagents' own edit truncates and rewrites in place, unlocked
-            from layered_memory.core import files
-
-            locked = files.edit_memory_file(
+            locked = _file_tools.edit_memory_file(
                 self, file_path, file, old=old_string, new=new_string, replace_all=replace_all
             )
             if locked is not None:
@@ -265,9 +255,7 @@ class _FileGuard:
             return EditResult(error=_message("edit", reason))
         new_string, file = await asyncio.to_thread(_redacted_and_file, self, file_path, new_string)
         if file is not None:
-            from layered_memory.core import files
-
-            locked = await files.aedit_memory_file(
+            locked = await _file_tools.aedit_memory_file(
                 self, file_path, file, old=old_string, new=new_string, replace_all=replace_all
             )
             if locked is not None:
@@ -317,10 +305,9 @@ def _split_uploads(
 
 def _uploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
     """Each memory file one locked whole-file write (`core.files`); the rest in one call."""
-    from layered_memory.core import files
-
     locked = {
-        i: files.upload_memory_file(view, *entry) for i, entry in _memory_uploads(view, allowed)
+        i: _file_tools.upload_memory_file(view, *entry)
+        for i, entry in _memory_uploads(view, allowed)
     }
     rest = [i for i in range(len(allowed)) if locked.get(i) is None]
     plain = _Own(view).upload_files([allowed[i] for i in rest]) if rest else []
@@ -328,10 +315,8 @@ def _uploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadRes
 
 
 async def _auploaded(view: Any, allowed: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-    from layered_memory.core import files
-
     uploads = await asyncio.to_thread(_memory_uploads, view, allowed)  # stats: off the loop
-    locked = {i: await files.aupload_memory_file(view, *entry) for i, entry in uploads}
+    locked = {i: await _file_tools.aupload_memory_file(view, *entry) for i, entry in uploads}
     rest = [i for i in range(len(allowed)) if locked.get(i) is None]
     plain = await _Own(view).aupload_files([allowed[i] for i in rest]) if rest else []
     return _in_order(locked, dict(zip(rest, plain, strict=True)))

@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from layered_memory._logs import get_logger
 from layered_memory.errors import SessionDataError, SessionStoreError
-from layered_memory.writeback.redaction import redact_json, redact_text
+from layered_memory.safety.redaction import redact_json, redact_text
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -147,7 +147,7 @@ def encode_value(key: str, value: object) -> str:
 
     Serializing on every write also gives each store value semantics: the caller mutating its
     dict afterwards cannot change what is stored. Every string in the value, dict keys
-    included, goes through `layered_memory.writeback.redaction.redact_json` first; the session key
+    included, goes through `layered_memory.safety.redaction.redact_json` first; the session key
     itself is the caller's identifier and is stored as given.
 
     Raises:
