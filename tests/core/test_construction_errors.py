@@ -253,3 +253,21 @@ def test_bad_option_is_named(
 ) -> None:
     with pytest.raises(error, match=message):
         MemoryOptions(**arguments)
+
+
+def test_options_are_shared_by_the_assembler_and_the_read_only_twin(
+    backend: FilesystemBackend,
+) -> None:
+    options = MemoryOptions(
+        max_rules_chars=500, rules_writable=True, nested_writable=True, imports="anywhere"
+    )
+    memory = MemoryMiddleware(backend=backend, layers=LAYERS, nested=["AGENTS.md"], options=options)
+    assert memory.assembler.options is options
+    assert (memory.assembler.max_rules_chars, memory.assembler.follow_imports) == (500, "anywhere")
+    twin = memory.read_only()
+    assert twin.assembler.options == MemoryOptions(
+        max_rules_chars=500, rules_writable=False, nested_writable=False, imports="anywhere"
+    )
+    drop_in = MemoryMiddleware(backend=backend, sources=["/AGENTS.md"])
+    assert drop_in.assembler.follow_imports is False  # as deepagents: no imports
+    assert drop_in.read_only().assembler.follow_imports is False
