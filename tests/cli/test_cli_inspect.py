@@ -17,6 +17,7 @@ from langgraph.store.postgres import PostgresStore
 from cli_store_helpers import schema_url, upload
 from layered_memory import Layer
 from layered_memory.cli import main
+from layered_memory.cli._source import DEFAULT_RULE_FOLDERS
 from layered_memory.core.assembler import MemoryAssembler
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -388,7 +389,7 @@ def test_help_documents_the_defaults(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["inspect", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "project = /AGENTS.md (read-only), memory = /MEMORY.md (writable)" in text
-    assert "/.agents/rules, /.claude/rules, /.cursor/rules, /rules" in text
+    assert ", ".join(DEFAULT_RULE_FOLDERS) in text
     assert "(chars / 4)" in text
     assert main(["sync", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())

@@ -201,3 +201,32 @@ def test_explain_names_the_dialect_each_file_was_read_in(
         ("go", "cursor"),
         ("cs", "copilot"),
     ]
+
+
+def test_explain_names_each_tools_dialect_and_windsurfs_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path,
+        {
+            ".windsurf/rules/big.md": "---\ntrigger: always_on\n---\n" + "x" * 12_100,
+            ".windsurfrules": "Use bun.\n",
+            ".kiro/steering/api.md": "---\ninclusion: manual\n---\nREST.\n",
+            ".clinerules/01-style.md": "Tabs.\n",
+            ".cursor/rules/meta.md": "---\nauthor: me\n---\nBody.\n",
+            ".github/instructions/README.md": "About these files.\n",
+        },
+    )
+    folders = [".windsurf/rules", ".windsurfrules", ".kiro/steering", ".clinerules"]
+    folders += [".cursor/rules", ".github/instructions"]
+    assert main(["lint", *folders, "--explain", "x"]) == 0
+    out = capsys.readouterr().out
+    assert ".windsurf/rules/big.md: warning: 12,1" in out
+    assert "at most 12,000" in out
+    assert ".github/instructions/README.md: warning: not read: VS Code reads only" in out
+    assert "applied: big (.windsurf/rules/big.md) [Windsurf]" in out
+    assert "applied: windsurfrules (.windsurfrules) [Windsurf]" in out
+    assert "skipped: api (.kiro/steering/api.md) [Kiro]" in out
+    assert "applied: 01-style (.clinerules/01-style.md) [Cline]" in out
+    assert "skipped: meta (.cursor/rules/meta.md) [Cursor]" in out

@@ -10,7 +10,7 @@ from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
 from langgraph.checkpoint.memory import InMemorySaver
 
-from layered_memory import Layer, MemoryMiddleware
+from layered_memory import Layer, MemoryMiddleware, MemoryOptions
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 RULES = {
@@ -155,3 +155,23 @@ async def test_middleware_fires_every_event_in_order(
     assert end["messages"][-1].text == "done"
     assert "config" in end
     assert "thread_id" in end
+
+
+def test_list_unmatched_rules_lists_scoped_rules_for_the_agent(backend: FilesystemBackend) -> None:
+    seen = {}
+    for listed in (False, True):
+        middleware = MemoryMiddleware(
+            backend=backend,
+            layers=[Layer("project", "/AGENTS.md")],
+            rules=["/rules"],
+            options=MemoryOptions(list_unmatched_rules=listed),
+        )
+        model = ScriptedChatModel(script=["done"])
+        agent = create_deep_agent(
+            model=model, backend=backend, memory=[], middleware=[middleware.read_only()]
+        )
+        agent.invoke({"messages": [{"role": "user", "content": "hi"}]})
+        seen[listed] = model.system_prompts[-1]
+    assert "PYTHON_RULE" not in seen[True]  # listed, not injected
+    assert "python-style" not in seen[False]
+    assert "- python-style (path: /rules/python.md)" in seen[True]

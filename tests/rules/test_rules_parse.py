@@ -229,9 +229,13 @@ def test_what_each_glob_matches_as(
         # A .claude/rules file written for Claude Code and Copilot at once is Claude Code's.
         ("/.claude/rules/x.md", "paths: src/**\napplyTo: src/**", "applyTo is a VS Code field"),
         ("/.claude/rules/x.md", "paths: src/**\nglobs: src/**", "rename globs to paths"),
-        ("/.claude/rules/x.md", "description: d", "description is a Cursor and VS Code field"),
+        (
+            "/.claude/rules/x.md",
+            "description: d",
+            "description is a Cursor, VS Code, Windsurf and Kiro field",
+        ),
         ("/.claude/rules/x.md", "alwaysApply: true", "alwaysApply is a Cursor field"),
-        ("/r/x.mdc", "globs: a/**\npaths: b/**", "paths is a Claude Code field"),
+        ("/r/x.mdc", "globs: a/**\npaths: b/**", "paths is a Claude Code and Cline field"),
         ("/r/x.mdc", "applyTo: a/**", "Cursor scopes a rule with globs"),
         ("/r/x.instructions.md", "applyTo: a/**\nglobs: b/**", "VS Code Copilot scopes a rule"),
         ("/r/x.instructions.md", "alwaysApply: false", "alwaysApply is a Cursor field"),

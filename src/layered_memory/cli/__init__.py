@@ -270,7 +270,8 @@ With --root or --store and no --layer, these layers are used when their file
 exists, lowest precedence first: project = /AGENTS.md (read-only), memory =
 /MEMORY.md (writable). Without --rules, these rule folders are used when they
 hold rule files, lowest precedence first: /.agents/rules, /.claude/rules,
-/.cursor/rules, /rules.
+/.cursor/rules, /.github/instructions, /.windsurf/rules, /.devin/rules,
+/.kiro/steering, /rules.
 
 --json: see docs/cli.md ("Inspecting memory") for the schema ("version": 1;
 source, keys, budget, layers[].files[], rules.decisions[], overhead,

@@ -42,8 +42,18 @@ from layered_memory.sessions.stores.urls import redact_url
 DEFAULT_LAYERS = (("project", "/AGENTS.md", False), ("memory", "/MEMORY.md", True))
 """Discovered when no `--layer` is given, lowest precedence first, if the file exists."""
 
-DEFAULT_RULE_FOLDERS = ("/.agents/rules", "/.claude/rules", "/.cursor/rules", "/rules")
-"""Discovered when no `--rules` is given, lowest precedence first, if they hold files."""
+DEFAULT_RULE_FOLDERS = (
+    "/.agents/rules",
+    "/.claude/rules",
+    "/.cursor/rules",
+    "/.github/instructions",
+    "/.windsurf/rules",
+    "/.devin/rules",
+    "/.kiro/steering",
+    "/rules",
+)
+"""Discovered when no `--rules` is given, lowest precedence first, if they hold files (the
+legacy single files `.windsurfrules` and `.clinerules` are named with `--rules`)."""
 
 EXIT_OK, EXIT_USAGE = 0, 2
 

@@ -180,7 +180,7 @@ def _collect_files(
                 memory_files.append(posix)
         else:
             files.append((index, posix))
-            if not is_rule_file(target.name):
+            if not is_rule_file(posix):
                 reason = "not a rule file name (*.md, *.mdc): a rule folder would ignore it"
                 problems.append(RuleProblem(posix, reason, "warning"))
     listed, listing_problems = list_local_rule_files([folder for _, folder in folders])

@@ -206,6 +206,7 @@ class MemoryAssembler:
         self.session_store = session_store
         self.max_chars = max_chars
         self.max_rules_chars = options.max_rules_chars
+        self.list_unmatched_rules = options.list_unmatched_rules
         self.system_prompt = template
         self.compat = compat
         self.strict = strict
@@ -896,7 +897,7 @@ class MemoryAssembler:
         rule_set = self.rule_set(rule_files)
         if rule_set is None:
             return None
-        return rule_set.match(keys, root=self.rule_root)
+        return rule_set.match(keys, root=self.rule_root, list_unmatched=self.list_unmatched_rules)
 
     def rule_set(self, rule_files: Mapping[str, str]) -> RuleSet | None:
         """The parsed rules for these texts: parsed once per distinct content, per process."""

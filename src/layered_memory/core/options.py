@@ -24,6 +24,10 @@ class MemoryOptions:
         max_rules_chars: Upper bound on the matched rules inside the memory block.
         rules_writable: Let the agent edit rule files (read-only by default).
         nested_writable: Let the agent edit nested memory files (read-only by default).
+        list_unmatched_rules: List the scoped rules no key matched as well (name,
+            description, path, for the agent to read), as VS Code lists every instructions
+            file, and let a match key name one to inject it. Off by default: a scoped rule
+            costs nothing until it matches.
         imports: Follow `@path` imports in memory files (at most 5 hops, each file once):
             `True` within the backend's root (host-path backends: its folder and the folders
             of layer files outside it), `"anywhere"` any file the backend can read, `False`
@@ -43,12 +47,14 @@ class MemoryOptions:
     max_rules_chars: int = DEFAULT_MAX_RULES_CHARS
     rules_writable: bool = False
     nested_writable: bool = False
+    list_unmatched_rules: bool = False
     imports: bool | Literal["anywhere"] | None = None
 
     def __post_init__(self) -> None:
         check_int(self.max_rules_chars, parameter="MemoryOptions.max_rules_chars")
         check_bool(self.rules_writable, parameter="MemoryOptions.rules_writable")
         check_bool(self.nested_writable, parameter="MemoryOptions.nested_writable")
+        check_bool(self.list_unmatched_rules, parameter="MemoryOptions.list_unmatched_rules")
         if self.imports is not None:
             check_imports(self.imports, parameter="MemoryOptions.imports")
 

@@ -1,13 +1,15 @@
 """Rule files, each read as the tool it was written for, injected when the agent's work matches.
 
 A rule file is any `*.md` or `*.mdc` below a rule folder. Its type and place pick the dialect
-it is read in (`dialect_of`): `.mdc` is Cursor's (Always / Auto Attached by `globs` / Agent
-Requested by `description` / Manual), `*.instructions.md` is VS Code Copilot's (`applyTo`, a
-string of comma-separated globs, relative ones at any depth, ignoring case), another `.md`
-below `.claude/rules/` is Claude Code's (`paths`; none loads it always), any other `.md` is this
-package's own dialect (`paths`, `globs` or `applyTo`, `alwaysApply`, `description`). `name`
-(default: the file stem) is read in all: a later folder's rule replaces an earlier folder's
-rules of the same name.
+it is read in (`dialect_of`): `.mdc` and any `.md` below `.cursor/rules/` are Cursor's (Always
+/ Auto Attached by `globs` / Agent Requested by `description` / Manual), `*.instructions.md` is
+VS Code Copilot's (`applyTo`, a string of comma-separated globs, relative ones at any depth,
+ignoring case), another `.md` below `.claude/rules/` is Claude Code's (`paths`; none loads it
+always), below `.windsurf/rules/` or `.devin/rules/` Windsurf's (`trigger`), below
+`.kiro/steering/` Kiro's (`inclusion`), below `.clinerules/` Cline's (`paths`), any other `.md`
+is this package's own dialect (`paths`, `globs` or `applyTo`, `alwaysApply`, `description`).
+`name` (default: the file stem) is read in all: a later folder's rule replaces an earlier
+folder's rules of the same name and tool (a rule of this package's own dialect: of any tool).
 
 How the middleware (and `load_rule_set`, and `layered-memory lint`) read rules, each step a
 pure function except the two backend calls:
@@ -29,10 +31,10 @@ deepagents (a quick pre-commit hook).
 from __future__ import annotations
 
 from layered_memory.errors import GlobError
+from layered_memory.rules._frontmatter import MAX_FRONTMATTER_CHARS
 from layered_memory.rules._glob import compile_glob
 from layered_memory.rules._parse import (
     DIALECT_NAMES,
-    MAX_FRONTMATTER_CHARS,
     MAX_RULE_FILE_CHARS,
     Dialect,
     Rule,

@@ -1,17 +1,18 @@
 """One rule file: the tool it was written for, its frontmatter, and the `Rule` it defines.
 
 Each file is read with the semantics of the tool its type and place say it was written for
-(`dialect_of`): Cursor's `.mdc` rules, VS Code Copilot's `*.instructions.md`, Claude Code's
-`.claude/rules/**/*.md`, and this package's own dialect for any other `.md` in a rule folder. A
-field another dialect reads is a warning, not a rejection; an invalid glob drops only itself.
-The tools' semantics, and where they are undocumented, what was chosen and why, are in
-docs/rules.md.
+(`dialect_of`): Cursor's `.mdc` rules and `.cursor/rules/` files, VS Code Copilot's
+`*.instructions.md`, Claude Code's `.claude/rules/`, Windsurf's (and Devin's) `.windsurf/rules/`,
+Kiro's `.kiro/steering/`, Cline's `.clinerules`, and this package's own dialect for any other
+`.md` in a rule folder. A field another dialect reads is a warning, not a rejection; an invalid
+glob drops only itself. The tools' semantics, and where they are undocumented, what was chosen
+and why, are in docs/rules.md.
 
 Rule files are untrusted input (anyone who can write the rule folder, an agent included), so
-every step is bounded: the file's size, the frontmatter's size and nesting depth (checked by
-PyYAML's iterative scanner before its recursive parser runs), the number of globs and of the
-patterns their braces expand to, and each glob's length. Every check runs in time linear in the
-file; a file that fails one is skipped with the reason, never parsed further.
+every step is bounded: the file's size, the frontmatter (`_frontmatter`: its size and nesting
+depth), the number of globs and of the patterns their braces expand to, and each glob's length.
+Every check runs in time linear in the file; a file that fails one is skipped with the reason,
+never parsed further.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ from dataclasses import dataclass
 from posixpath import basename
 from typing import Any, Literal
 
-import yaml
-
 from layered_memory.core.loading import strip_html_comments
+from layered_memory.rules._frontmatter import (
+    QUOTED_FIELDS,
+    lenient_fields,
+    load_yaml,
+    split_frontmatter,
+    unquote,
+)
 from layered_memory.rules._glob import GlobError, compile_glob, split_glob_list
 from layered_memory.safety.redaction import redact_text
 
@@ -40,13 +46,16 @@ RuleMode = Literal["always", "paths", "requested", "manual"]
   Cursor); nothing otherwise.
 """
 
-Dialect = Literal["cursor", "copilot", "claude", "layered-memory"]
+Dialect = Literal["cursor", "copilot", "claude", "windsurf", "kiro", "cline", "layered-memory"]
 """The tool whose semantics a rule file is read with (`dialect_of`)."""
 
 DIALECT_NAMES: dict[Dialect, str] = {
     "cursor": "Cursor",
     "copilot": "VS Code Copilot",
     "claude": "Claude Code",
+    "windsurf": "Windsurf",
+    "kiro": "Kiro",
+    "cline": "Cline",
     "layered-memory": "layered-memory",
 }
 
@@ -54,12 +63,6 @@ Severity = Literal["error", "warning"]
 
 MAX_RULE_FILE_CHARS = 1_000_000
 """A bigger rule file is refused: it could never fit a prompt budget anyway."""
-
-MAX_FRONTMATTER_CHARS = 16_384
-"""Frontmatter is a handful of fields; the cap keeps `yaml.safe_load` cheap on hostile input."""
-
-MAX_FRONTMATTER_DEPTH = 16
-"""Nesting levels allowed in frontmatter (a rule needs two: a mapping holding a list)."""
 
 MAX_PATTERNS_PER_RULE = 1024
 """Globs of one rule, counted after brace expansion; more is refused (each costs a regex)."""
@@ -70,49 +73,64 @@ MAX_DESCRIPTION_CHARS = 1024
 RULE_FILE_SUFFIXES = (".md", ".mdc")
 """`*.md` (Claude Code, this package), `*.mdc` (Cursor); `*.instructions.md` is a `.md` too."""
 
+LEGACY_RULE_FILES: dict[str, Dialect] = {".windsurfrules": "windsurf", ".clinerules": "cline"}
+"""Single rule files at a project's root, always on in their tool (Windsurf's docs, Cline's
+docs). Name one in `rules=[...]` as if it were a folder; a `.clinerules` folder works too."""
+
+_TOOL_FOLDERS: tuple[tuple[str, Dialect], ...] = (
+    ("/.cursor/rules/", "cursor"),
+    ("/.claude/rules/", "claude"),
+    ("/.windsurf/rules/", "windsurf"),
+    ("/.devin/rules/", "windsurf"),
+    ("/.kiro/steering/", "kiro"),
+    ("/.clinerules/", "cline"),
+    ("/.cline/rules/", "cline"),
+)
+"""The rule folders each tool reads: a `.md` below one is read in that tool's dialect."""
+
+_COPILOT_FOLDER = "/.github/instructions/"
+"""VS Code reads only `*.instructions.md` here (`is_rule_file`)."""
+
+WINDSURF_MAX_CHARS = 12_000
+"""Windsurf reads at most this many characters of a rule file (its docs); lint reports more."""
+
 GLOB_FIELDS = ("paths", "globs", "applyTo")
 
 _NATIVE_FIELDS: dict[Dialect, frozenset[str]] = {
     "cursor": frozenset({"description", "globs", "alwaysApply"}),
     "copilot": frozenset({"description", "applyTo"}),
     "claude": frozenset({"paths"}),
+    "windsurf": frozenset({"trigger", "description", "globs"}),
+    "kiro": frozenset({"inclusion", "fileMatchPattern", "description"}),
+    "cline": frozenset({"paths"}),
     "layered-memory": frozenset({"description", "alwaysApply", *GLOB_FIELDS}),
 }
 """The fields each dialect reads; `name` (this package's precedence key) is read in all."""
 
 _FIELD_OWNERS = {
-    "description": "Cursor and VS Code",
-    "globs": "Cursor",
+    "description": "Cursor, VS Code, Windsurf and Kiro",
+    "globs": "Cursor and Windsurf",
     "alwaysApply": "Cursor",
     "applyTo": "VS Code",
-    "paths": "Claude Code",
+    "paths": "Claude Code and Cline",
+    "trigger": "Windsurf",
+    "inclusion": "Kiro",
+    "fileMatchPattern": "Kiro",
 }
 
-_SCOPE_FIELD: dict[Dialect, str] = {"cursor": "globs", "copilot": "applyTo", "claude": "paths"}
+_SCOPE_FIELD: dict[Dialect, str] = {
+    "cursor": "globs",
+    "copilot": "applyTo",
+    "claude": "paths",
+    "windsurf": "globs",
+    "kiro": "fileMatchPattern",
+    "cline": "paths",
+}
+
+_LENIENT: frozenset[Dialect] = frozenset({"cursor", "copilot"})
+"""Dialects whose tools do not read frontmatter as strict YAML (see `lenient_fields`)."""
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
-# Cursor and Claude Code's docs write `globs: *.ts` / `paths: {src,lib}/**` unquoted; to YAML a
-# leading `*` is an alias and a leading `{` a flow mapping, both errors (or nonsense) for a
-# glob, so such values are quoted before parsing. The patterns stop at the value's first
-# character: the value is the rest of the line, minus trailing blanks (a lazy `(.*?)\s*$` here
-# rescanned a line's blanks from every position).
-_GLOB_FIELD_HEAD = re.compile(r"(?:paths|globs|applyTo)[ \t]*:[ \t]*(?=[*{'\"])")
-_GLOB_ITEM_HEAD = re.compile(r"[ \t]*-[ \t]+(?=[*{])")
-_NOT_A_KEY_START = frozenset(" \t\r\f\v#:-")
-_COMMENT_START = re.compile(r"[ \t]#")
-_NESTING_STARTS = (
-    yaml.BlockSequenceStartToken,
-    yaml.BlockMappingStartToken,
-    yaml.FlowSequenceStartToken,
-    yaml.FlowMappingStartToken,
-)
-_NESTING_ENDS = (yaml.BlockEndToken, yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)
-# libyaml's loader when PyYAML was built with it (the wheels are): 15x faster on big frontmatter.
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_FLOW_START_AFTER = frozenset("\n:-,?")
-_FLOW_CHARS = re.compile(r"[\[\]{}'\"#]")
-_SINGLE_QUOTED = re.compile(r"(?:[^']|'')*'")
-_DOUBLE_QUOTED = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +194,12 @@ def dialect_of(path: str) -> Dialect:
 
     `.mdc` is Cursor's and `*.instructions.md` VS Code Copilot's wherever they lie (the name
     says which tool the author wrote for, even in a `.claude/rules/` folder, where Claude Code
-    would load them as plain rules); any other `.md` below a `.claude/rules/` folder is Claude
-    Code's; every other `.md` is this package's own dialect.
+    would load them as plain rules). Any other file below a tool's own rule folder is that
+    tool's: `.cursor/rules/` Cursor's (Cursor reads `.md` there as it reads `.mdc`),
+    `.claude/rules/` Claude Code's, `.windsurf/rules/` and `.devin/rules/` Windsurf's (Devin
+    Desktop is Windsurf renamed), `.kiro/steering/` Kiro's, `.clinerules/` and `.cline/rules/`
+    Cline's; so are the legacy single files `.windsurfrules` and `.clinerules`. Every other
+    `.md` is this package's own dialect.
 
     Example:
         `dialect_of("/.claude/rules/py.md")` -> `"claude"`
@@ -187,203 +209,65 @@ def dialect_of(path: str) -> Dialect:
         return "cursor"
     if lowered.endswith(".instructions.md"):
         return "copilot"
-    if "/.claude/rules/" in f"/{path}":
-        return "claude"
+    legacy = LEGACY_RULE_FILES.get(basename(path))
+    if legacy is not None:
+        return legacy
+    placed = f"/{path}"
+    for folder, dialect in _TOOL_FOLDERS:
+        if folder in placed:
+            return dialect
     return "layered-memory"
 
 
 def is_rule_file(path: str) -> bool:
-    """Whether `path` names a rule file: `*.md` or `*.mdc`, not a dotfile.
+    """Whether `path` names a rule file: `*.md` or `*.mdc`, not a dotfile, as its tool reads.
+
+    Below `.github/instructions/` only `*.instructions.md` (VS Code reads nothing else there);
+    below a Cline folder `*.txt` too (Cline reads `.md` and `.txt`); the legacy single files
+    `.windsurfrules` and `.clinerules` are rule files by name.
 
     Example:
         `is_rule_file("/rules/py.instructions.md")` -> True; `is_rule_file("/rules/x.txt")` -> False
     """
     name = basename(path)
-    return not name.startswith(".") and name.lower().endswith(RULE_FILE_SUFFIXES)
+    if name in LEGACY_RULE_FILES:
+        return True
+    lowered = name.lower()
+    if name.startswith("."):
+        return False
+    placed = f"/{path}"
+    if _COPILOT_FOLDER in placed:
+        return lowered.endswith(".instructions.md")
+    if lowered.endswith(".txt"):
+        return dialect_of(path) == "cline"
+    return lowered.endswith(RULE_FILE_SUFFIXES)
+
+
+def unread_reason(path: str) -> str | None:
+    """Why a Markdown file below a rule folder is not a rule file, when its tool would say so
+    (a README in `.github/instructions/`); None for any other file."""
+    if _COPILOT_FOLDER in f"/{path}" and path.lower().endswith(".md"):
+        return (
+            "not read: VS Code reads only *.instructions.md in .github/instructions; rename it "
+            f"to {default_rule_name(path)}.instructions.md to make it a rule"
+        )
+    return None
 
 
 def default_rule_name(path: str) -> str:
-    """The file stem used when a rule has no `name:` (`x.instructions.md` and `x.mdc` -> `x`)."""
+    """The file stem used when a rule has no `name:` (`x.instructions.md` and `x.mdc` -> `x`;
+    `.windsurfrules` -> `windsurfrules`)."""
     name = basename(path)
+    if name in LEGACY_RULE_FILES:
+        return name[1:]
     lowered = name.lower()
-    for suffix in (".instructions.md", *RULE_FILE_SUFFIXES):
+    suffixes: tuple[str, ...] = (".instructions.md", *RULE_FILE_SUFFIXES)
+    if lowered.endswith(".txt") and dialect_of(path) == "cline":
+        suffixes = (".txt",)
+    for suffix in suffixes:
         if lowered.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return name
-
-
-# -- frontmatter ------------------------------------------------------------------------------
-
-
-def _top_level_key(line: str) -> str | None:
-    """The key a `key: ...` line at column 0 sets, else None."""
-    colon = line.find(":")
-    if colon <= 0 or line[0] in _NOT_A_KEY_START:
-        return None
-    return line[:colon].rstrip()
-
-
-def _quoted_run_end(value: str) -> int:
-    """Where a run of quoted scalars separated by commas (`"a", 'b'`) starting `value` ends;
-    0 unless there are two or more (YAML reads the first one and fails at the comma)."""
-    position, count = 0, 0
-    while position < len(value) and value[position] in "'\"":
-        pattern = _SINGLE_QUOTED if value[position] == "'" else _DOUBLE_QUOTED
-        closed = pattern.match(value, position + 1)
-        if closed is None:
-            return 0
-        count += 1
-        after = closed.end()
-        while after < len(value) and value[after] in " \t":
-            after += 1
-        if after == len(value) or value[after] != ",":
-            return after if count > 1 else 0
-        position = after + 1
-        while position < len(value) and value[position] in " \t":
-            position += 1
-    return 0
-
-
-def _quote_glob_values(frontmatter: str) -> str:
-    """Quote glob values YAML would misread: an unquoted leading `*` or `{` (see
-    `_GLOB_FIELD_HEAD`), and a comma list of quoted globs (`globs: "*.ts", "*.tsx"`)."""
-    lines = frontmatter.split("\n")
-    in_glob_field = False
-    for index, line in enumerate(lines):
-        key = _top_level_key(line)
-        if key is not None:
-            in_glob_field = key in GLOB_FIELDS
-        head = _GLOB_FIELD_HEAD.match(line) or (in_glob_field and _GLOB_ITEM_HEAD.match(line))
-        if not head:
-            continue
-        value = line[head.end() :]
-        if value[:1] in ("'", '"'):
-            end = _quoted_run_end(value)
-            rest = value[end:].lstrip(" \t")
-            if not end or (rest and not rest.startswith("#")):
-                continue  # one quoted scalar (or not a clean list): YAML reads it as it is
-            value = value[:end]
-        else:
-            # A `#` after white space starts a YAML comment (`globs: *.ts  # typescript`);
-            # quoted whole, the comment became part of the glob and matched nothing.
-            comment = _COMMENT_START.search(value)
-            if comment is not None:
-                value = value[: comment.start()]
-        value = value.rstrip().replace("'", "''")
-        lines[index] = f"{head.group()}'{value}'"
-    return "\n".join(lines)
-
-
-def _split_frontmatter(text: str) -> tuple[str | None, str, str | None]:
-    """Split into (frontmatter or None, body, error reason or None)."""
-    lines = text.split("\n")
-    if lines[0].rstrip() != "---":
-        return None, text, None
-    for index in range(1, len(lines)):
-        if lines[index].rstrip() == "---":
-            return "\n".join(lines[1:index]), "\n".join(lines[index + 1 :]), None
-    return None, "", "frontmatter opened with '---' is never closed by a '---' line"
-
-
-def _yaml_error(exc: yaml.YAMLError) -> str:
-    # Only the problem and its position: the YAML context snippet would echo file contents.
-    problem = getattr(exc, "problem", None) or type(exc).__name__
-    mark = getattr(exc, "problem_mark", None)
-    where = f" at line {mark.line + 2}, column {mark.column + 1}" if mark is not None else ""
-    return f"malformed YAML frontmatter: {problem}{where}"
-
-
-def _flow_too_deep(text: str) -> bool:
-    """A quick, conservative look for `[`/`{` nested deeper than `MAX_FRONTMATTER_DEPTH`.
-
-    PyYAML's scanner keeps a possible implicit key per open flow level and rechecks them all
-    at every token, so 8,000 `[` cost it half a second before any depth check could stop it.
-    This pass, linear, counts the brackets that can open a flow collection (after a line
-    start, `:`, `-`, `,`, `?` or another such bracket), skipping quoted scalars and comments.
-    """
-    depth = 0
-    last_opener = -1
-    i = 0
-    while (found := _FLOW_CHARS.search(text, i)) is not None:
-        j = found.start()
-        char = text[j]
-        k = j - 1
-        while k >= 0 and text[k] in " \t":
-            k -= 1
-        before = text[k] if k >= 0 else "\n"
-        starts = before in _FLOW_START_AFTER or (before in "[{" and k == last_opener)
-        i = j + 1
-        if char == "#":
-            if k < j - 1 or before == "\n":  # a comment: blank or line start before it
-                i = text.find("\n", j)
-                if i < 0:
-                    return False
-        elif char in "'\"":
-            if starts:
-                end = (_SINGLE_QUOTED if char == "'" else _DOUBLE_QUOTED).match(text, j + 1)
-                if end is None:
-                    return False  # unclosed: a YAML error, reported by the parser
-                i = end.end()
-        elif char in "[{":
-            if starts:
-                depth += 1
-                last_opener = j
-                if depth > MAX_FRONTMATTER_DEPTH:
-                    return True
-        elif depth:
-            depth -= 1
-    return False
-
-
-def _too_deep(frontmatter: str) -> bool:
-    """Whether the YAML nests deeper than `MAX_FRONTMATTER_DEPTH`.
-
-    PyYAML's composer and constructor recurse once per level, so `[[[[...]]]]` 5,000 deep
-    raised `RecursionError` out of `safe_load`. Its scanner is iterative: its tokens give the
-    exact depth, once `_flow_too_deep` has ruled out the input that makes it slow. A scanning
-    error is left for `safe_load` to report.
-    """
-    if _flow_too_deep(frontmatter):
-        return True
-    depth = 0
-    try:
-        for token in yaml.scan(frontmatter, Loader=_LOADER):
-            if isinstance(token, _NESTING_STARTS):
-                depth += 1
-                if depth > MAX_FRONTMATTER_DEPTH:
-                    return True
-            elif isinstance(token, _NESTING_ENDS):
-                depth -= 1
-    except yaml.YAMLError:
-        return False
-    return False
-
-
-def _load_yaml(frontmatter: str) -> tuple[dict[str, Any] | None, str | None]:
-    """Parse frontmatter YAML into a mapping, or give the reason it is not one."""
-    if len(frontmatter) > MAX_FRONTMATTER_CHARS:
-        return None, f"frontmatter longer than {MAX_FRONTMATTER_CHARS} characters"
-    quoted = _quote_glob_values(frontmatter)
-    too_deep = f"frontmatter nested deeper than {MAX_FRONTMATTER_DEPTH} levels"
-    if _too_deep(quoted):
-        return None, too_deep
-    try:
-        data = yaml.load(quoted, Loader=_LOADER)  # a safe loader (see _LOADER)
-    except yaml.YAMLError as exc:
-        return None, _yaml_error(exc)
-    except RecursionError:  # the depth check above should make this unreachable
-        return None, too_deep
-    if data is None:
-        return {}, None
-    if not isinstance(data, dict):
-        return None, f"frontmatter is not a mapping (got a YAML {type(data).__name__})"
-    return data, None
-
-
-def _unquote(item: str) -> str:
-    if len(item) >= 2 and item[0] == item[-1] and item[0] in "'\"":
-        return item[1:-1].strip()
-    return item
 
 
 def _shown(glob: str) -> str:
@@ -403,7 +287,7 @@ def _glob_items(field: str, value: object, errors: list[str]) -> list[str] | Non
         return []
     if isinstance(value, str):
         # `globs: *.ts, '*.tsx'` (quotes inside a comma list) means the glob, not the quotes.
-        return [item for item in map(_unquote, split_glob_list(value)) if item]
+        return [item for item in map(unquote, split_glob_list(value)) if item]
     if isinstance(value, list):
         items: list[str] = []
         for position, item in enumerate(value, start=1):
@@ -530,7 +414,7 @@ def _read_copilot(
     del description, has_frontmatter  # VS Code lists the file for the agent either way
     value = data.get("applyTo")
     if isinstance(value, str) and value.strip():
-        items = [item for item in map(_unquote, split_glob_list(value)) if item]
+        items = [item for item in map(unquote, split_glob_list(value)) if item]
         if _COPILOT_EVERYWHERE.intersection(items):
             return _Scope("always", f"applyTo {_shown(value.strip())} (VS Code: every request)")
         found = _valid_globs(
@@ -587,10 +471,104 @@ def _read_own(
     return _Scope("manual", "alwaysApply: false, no paths and no description")
 
 
+_WINDSURF_TRIGGERS = ("always_on", "manual", "model_decision", "glob")
+
+
+def _read_windsurf(
+    data: dict[str, Any], description: str, has_frontmatter: bool, notes: list[list[str]]
+) -> _Scope | None:
+    errors, warnings = notes
+    del has_frontmatter
+    trigger = data.get("trigger")
+    items = _glob_items("globs", data.get("globs"), errors)
+    if trigger is None:
+        # Windsurf documents no default; a file without a trigger is read as its legacy
+        # `.windsurfrules` was (always on), unless it names globs, which only `glob` reads.
+        trigger = "glob" if items else "always_on"
+    elif trigger == "always":
+        # Hand-written by some projects (and older guides) for `always_on`; its author meant it.
+        warnings.append("trigger: always is read as always_on, Windsurf's name for it")
+        trigger = "always_on"
+    if trigger not in _WINDSURF_TRIGGERS:
+        warnings.append(
+            f"trigger must be one of {', '.join(_WINDSURF_TRIGGERS)} (got {_shown(str(trigger))}):"
+            " Windsurf would not apply it on its own, so it applies only when a key names it"
+        )
+        return _Scope("manual", "an unknown trigger (Windsurf: not applied)")
+    if trigger == "always_on":
+        if items:
+            warnings.append("trigger: always_on makes the globs irrelevant")
+        return _Scope("always", "trigger: always_on (Windsurf: Always On)")
+    if trigger == "glob":
+        if items is None or items:
+            found = _valid_globs("globs", items or [], errors, pattern_of=_cursor_pattern)
+            return _paths_scope("trigger: glob (Windsurf: Glob)", found)
+        warnings.append("trigger: glob without globs never applies on its own")
+        return _Scope("manual", "trigger: glob and no globs (Windsurf: never attached)")
+    if trigger == "model_decision":
+        if not description:
+            warnings.append("trigger: model_decision without a description: listed by name only")
+        return _Scope("requested", "trigger: model_decision (Windsurf: Model Decision)")
+    return _Scope("manual", "trigger: manual (Windsurf: Manual, @-mentioned)")
+
+
+_KIRO_MODES = ("always", "fileMatch", "manual", "auto")
+
+
+def _read_kiro(
+    data: dict[str, Any], description: str, has_frontmatter: bool, notes: list[list[str]]
+) -> _Scope | None:
+    errors, warnings = notes
+    del has_frontmatter
+    inclusion = data.get("inclusion")
+    if inclusion is None or inclusion == "always":
+        return _Scope("always", "inclusion: always (Kiro: the default)")
+    if inclusion == "fileMatch":
+        items = _glob_items("fileMatchPattern", data.get("fileMatchPattern"), errors)
+        if items is None or items:
+            found = _valid_globs(
+                "fileMatchPattern", items or [], errors, pattern_of=_cursor_pattern
+            )
+            return _paths_scope(
+                "inclusion: fileMatch (Kiro: when a matching file is in context)", found
+            )
+        warnings.append("inclusion: fileMatch without a fileMatchPattern never applies on its own")
+        return _Scope("manual", "inclusion: fileMatch and no fileMatchPattern (Kiro)")
+    if inclusion == "manual":
+        return _Scope("manual", "inclusion: manual (Kiro: #-referenced in chat)")
+    if inclusion == "auto":
+        if not description:
+            warnings.append("inclusion: auto without a description: listed by name only")
+        return _Scope("requested", "inclusion: auto (Kiro: included when the request matches)")
+    warnings.append(
+        f"inclusion must be one of {', '.join(_KIRO_MODES)} (got {_shown(str(inclusion))}): "
+        "applied only when a key names it"
+    )
+    return _Scope("manual", "an unknown inclusion (Kiro)")
+
+
+def _read_cline(
+    data: dict[str, Any], description: str, has_frontmatter: bool, notes: list[list[str]]
+) -> _Scope | None:
+    errors, _ = notes
+    del description, has_frontmatter
+    value = data.get("paths")
+    if value == []:
+        return _Scope("manual", "paths: [] (Cline: never activates)")
+    items = _glob_items("paths", value, errors)
+    if items is None or items:
+        found = _valid_globs("paths", items or [], errors)
+        return _paths_scope("paths (Cline: conditional rule)", found)
+    return _Scope("always", "no paths (Cline: always active)")
+
+
 _READERS: dict[Dialect, Callable[[dict[str, Any], str, bool, list[list[str]]], _Scope | None]] = {
     "cursor": _read_cursor,
     "copilot": _read_copilot,
     "claude": _read_claude,
+    "windsurf": _read_windsurf,
+    "kiro": _read_kiro,
+    "cline": _read_cline,
     "layered-memory": _read_own,
 }
 
@@ -604,8 +582,9 @@ def _foreign_field(field: str, dialect: Dialect) -> str:
             "paths alone; rename globs to paths"
         )
     reason = f"{field} is a {_FIELD_OWNERS[field]} field, not read in {tool} files: ignored"
-    if field in GLOB_FIELDS:
-        reason += f" ({tool} scopes a rule with {_SCOPE_FIELD[dialect]})"
+    scope = _SCOPE_FIELD.get(dialect)
+    if field in QUOTED_FIELDS and scope is not None:
+        reason += f" ({tool} scopes a rule with {scope})"
     return reason
 
 
@@ -623,19 +602,48 @@ def _text_field(data: dict[str, Any], field: str, limit: int, warnings: list[str
     return value
 
 
-def _frontmatter_of(text: str, errors: list[str]) -> tuple[dict[str, Any], str, bool]:
-    """`(fields, body, has_frontmatter)`; a reason appended to `errors` when unreadable."""
-    frontmatter, body, error = _split_frontmatter(text)
+def _frontmatter_of(
+    text: str, dialect: Dialect, errors: list[str], warnings: list[str]
+) -> tuple[dict[str, Any], str, bool]:
+    """`(fields, body, has_frontmatter)`; a reason appended to `errors` when unreadable.
+
+    Each tool's own answer to frontmatter it cannot read: Cursor loads a rule whose
+    frontmatter is never closed only when it is @-mentioned (so: Manual, the whole text its
+    body); Cursor and VS Code read a block strict YAML rejects field by field
+    (`lenient_fields`); Cline "fails open": the rule is always on, its raw text shown. Any
+    other dialect refuses the file with the reason.
+    """
+    tool = DIALECT_NAMES[dialect]
+    frontmatter, body, error = split_frontmatter(text, cursor=dialect == "cursor")
     if error:
+        if dialect == "cursor":
+            warnings.append(
+                f"{error}: Cursor does not read it, so the file is a rule with no frontmatter; "
+                "close the frontmatter with a '---' line"
+            )
+            return {}, text, False
+        if dialect == "cline":
+            warnings.append(f"{error}: Cline fails open, so the whole file is always on")
+            return {}, text, False
         errors.append(error)
         return {}, body, False
     if frontmatter is None:
         return {}, body, False
-    loaded, error = _load_yaml(frontmatter)
-    if error or loaded is None:
-        errors.append(error or "frontmatter is not a mapping")
-        return {}, body, True
-    return loaded, body, True
+    loaded, error = load_yaml(frontmatter)
+    if error is None and loaded is not None:
+        return loaded, body, True
+    reason = error or "frontmatter is not a mapping"
+    if dialect in _LENIENT and reason.startswith("malformed YAML"):
+        warnings.append(
+            f"{reason}; read field by field, as {tool} reads it (a colon inside a value is "
+            "part of the value): quote such a value to silence this"
+        )
+        return lenient_fields(frontmatter), body, True
+    if dialect == "cline":
+        warnings.append(f"{reason}: Cline fails open, so the whole file is always on")
+        return {}, text, False
+    errors.append(reason)
+    return {}, body, True
 
 
 def parse_rule_file(
@@ -662,11 +670,17 @@ def parse_rule_file(
     warnings: list[str] = []
     if len(text) > MAX_RULE_FILE_CHARS:
         return None, [RuleProblem(path, f"file longer than {MAX_RULE_FILE_CHARS} characters")]
+    size = len(text)
     text = text.removeprefix("\ufeff").replace("\r\n", "\n")
-    data, body, has_frontmatter = _frontmatter_of(text, errors)
+    dialect = dialect_of(path)
+    data, body, has_frontmatter = _frontmatter_of(text, dialect, errors, warnings)
     if errors:
         return None, [RuleProblem(path, reason) for reason in errors]
-    dialect = dialect_of(path)
+    if dialect == "windsurf" and size > WINDSURF_MAX_CHARS:
+        warnings.append(
+            f"{size:,} characters: Windsurf reads at most {WINDSURF_MAX_CHARS:,} characters of a "
+            "rule file and drops the rest (here the whole file is read); split it in two"
+        )
     native = _NATIVE_FIELDS[dialect]
     for field in sorted(str(key) for key in data):
         if field == "name" or field in native:

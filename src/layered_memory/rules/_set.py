@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from layered_memory._logs import get_logger
@@ -21,6 +21,7 @@ from layered_memory.errors import RuleFileError
 from layered_memory.rules._glob import CompiledGlob, GlobIndex, compile_glob, nfc
 from layered_memory.rules._parse import (
     DIALECT_NAMES,
+    LEGACY_RULE_FILES,
     Dialect,
     Rule,
     RuleMode,
@@ -29,6 +30,7 @@ from layered_memory.rules._parse import (
     dialect_of,
     is_rule_file,
     parse_rule_file,
+    unread_reason,
 )
 from layered_memory.safety.defuse import defuse_attribute, defuse_name
 
@@ -166,7 +168,10 @@ def _normalize_root(root: str) -> str:
 
 
 _NAMED_MODES = frozenset({"requested", "manual"})
-"""Modes a key can apply by naming the rule (`deploy` or `@deploy`), as an @-mention does."""
+"""Modes a key can apply by naming the rule (`deploy`, `@deploy` as an @-mention in Cursor and
+Windsurf, `#deploy` as a steering reference in Kiro)."""
+
+_MENTION_MARKS = ("@", "#")
 
 
 class RuleSet:
@@ -189,8 +194,10 @@ class RuleSet:
         "_memo",
         "_modes",
         "_named",
+        "_named_all",
         "_rule_globs",
         "_rules_of_glob",
+        "_twins",
         "_warned_long_key",
         "invalid",
         "problems",
@@ -239,10 +246,25 @@ class RuleSet:
                 owners.append(glob_id)
         self._index = (GlobIndex(compiled), tuple(owners))
         named: dict[str, list[int]] = {}
+        named_all: dict[str, list[int]] = {}
         for position, rule in enumerate(self.rules):
             if rule.mode in _NAMED_MODES:
                 named.setdefault(rule.name, []).append(position)
+            if rule.mode != "always":
+                named_all.setdefault(rule.name, []).append(position)
         self._named = named
+        self._named_all = named_all
+        # Two tools' copies of one rule (a `.cursor/rules` file linked to its `.claude/rules`
+        # twin) both apply, but the same body is shown once: each position's earlier twins.
+        first_with_body: dict[str, list[int]] = {}
+        twins: dict[int, tuple[int, ...]] = {}
+        for position, rule in enumerate(self.rules):
+            if rule.body:
+                earlier = first_with_body.setdefault(rule.body, [])
+                if earlier:
+                    twins[position] = tuple(earlier)
+                earlier.append(position)
+        self._twins = twins
         self._memo: dict[str, frozenset[int]] = {}
         self._warned_long_key = False
 
@@ -273,11 +295,13 @@ class RuleSet:
         return found
 
     def _first_hits(
-        self, keys: Iterable[str], root: str
+        self, keys: Iterable[str], root: str, *, list_unmatched: bool = False
     ) -> tuple[list[str], dict[int, int], dict[int, int]]:
         """Distinct keys in order; for each matched glob id the position of its first key; for
-        each rule a key names (`requested`/`manual`), the position of the first such key."""
+        each rule a key names (`requested`/`manual`, and `paths` with `list_unmatched`), the
+        position of the first such key."""
         root = _normalize_root(root)
+        by_name = self._named_all if list_unmatched else self._named
         ordered: list[str] = []
         seen: set[str] = set()
         first: dict[int, int] = {}
@@ -291,9 +315,11 @@ class RuleSet:
             seen.add(key)
             position = len(ordered)
             ordered.append(key)
-            if self._named:
+            if by_name:
                 stripped = key.strip()
-                for rule_pos in self._named.get(stripped.removeprefix("@"), ()):
+                if stripped[:1] in _MENTION_MARKS:
+                    stripped = stripped[1:]
+                for rule_pos in by_name.get(stripped, ()):
                     named.setdefault(rule_pos, position)
             for form in _key_forms(key, root):
                 for glob_id in self._glob_ids(form):
@@ -319,67 +345,121 @@ class RuleSet:
                 best = (position, glob_index)
         return best
 
-    def match(self, keys: Iterable[str], *, root: str = "/") -> RuleMatch:
+    def _select(
+        self,
+        ordered: list[str],
+        first: dict[int, int],
+        named: dict[int, int],
+        list_unmatched: bool,
+    ) -> tuple[list[int], list[int], dict[int, RuleHit], dict[int, int]]:
+        """Positions applied and listed, the hit of each applied non-`always` rule, and each
+        applied or listed rule left out because an earlier twin with its body was shown."""
+        applied: list[int] = []
+        requested: list[int] = []
+        hits: dict[int, RuleHit] = {}
+        twins_shown: dict[int, int] = {}
+        shown: set[int] = set()
+        modes, twins = self._modes, self._twins
+        candidates: set[int] = set()
+        for glob_id in first:
+            candidates.update(self._rules_of_glob[glob_id])
+        for rule_pos, rule in enumerate(self.rules):
+            mode = modes[rule_pos]
+            hit: RuleHit | None = None
+            if mode == "always":
+                target = applied
+            elif rule_pos in named:
+                target = applied
+                hit = RuleHit(rule.name, rule.path, ordered[named[rule_pos]], None)
+            elif mode == "paths":
+                found = self._hit(rule_pos, first) if rule_pos in candidates else None
+                if found is not None:
+                    target = applied
+                    hit = RuleHit(rule.name, rule.path, ordered[found[0]], rule.paths[found[1]])
+                elif list_unmatched:
+                    target = requested
+                else:
+                    continue
+            elif mode == "requested":
+                target = requested
+            else:
+                continue
+            earlier = twins.get(rule_pos) if twins else None
+            if earlier is not None:
+                seen = next((twin for twin in earlier if twin in shown), None)
+                if seen is not None:
+                    twins_shown[rule_pos] = seen
+                    continue
+            if twins:
+                shown.add(rule_pos)
+            target.append(rule_pos)
+            if hit is not None:
+                hits[rule_pos] = hit
+        return applied, requested, hits, twins_shown
+
+    def match(
+        self, keys: Iterable[str], *, root: str = "/", list_unmatched: bool = False
+    ) -> RuleMatch:
         """Select the rules for a set of match keys.
 
         Args:
             keys: File paths the agent touched (absolute or relative) and context strings
                 (an entity name, a task tag). Each is tested as given (normalized) and, when it
                 is an absolute path under `root`, also relative to `root`; a key equal to the
-                name of a `requested` or `manual` rule (or `@` and the name) applies it.
+                name of a `requested` or `manual` rule (or `@` or `#` and the name) applies it.
             root: The project root that relative globs like `src/**` are anchored at.
+            list_unmatched: List the `paths` rules no key matched too (name, description,
+                path), as VS Code lists every instructions file, and let a key name them.
 
         Returns:
-            The applied rules, the listed `requested` rules, and the key behind each applied
-            rule that is not `always`.
+            The applied rules, the listed rules, and the key behind each applied rule that is
+            not `always`. A rule whose body an earlier applied or listed rule already has is
+            left out (shown once).
 
         Example:
             `rule_set.match(["/src/app.py", "acme_corp"]).applied`
         """
-        ordered, first, named = self._first_hits(keys, root)
-        applied: list[Rule] = []
-        requested: list[Rule] = []
-        hits: list[RuleHit] = []
-        modes = self._modes
-        candidates: set[int] = set()
-        for glob_id in first:
-            candidates.update(self._rules_of_glob[glob_id])
-        for rule_pos, rule in enumerate(self.rules):
-            mode = modes[rule_pos]
-            if mode == "always":
-                applied.append(rule)
-            elif mode == "paths":
-                hit = self._hit(rule_pos, first) if rule_pos in candidates else None
-                if hit is not None:
-                    applied.append(rule)
-                    key, glob = ordered[hit[0]], rule.paths[hit[1]]
-                    hits.append(RuleHit(rule.name, rule.path, key, glob))
-            elif rule_pos in named:
-                applied.append(rule)
-                hits.append(RuleHit(rule.name, rule.path, ordered[named[rule_pos]], None))
-            elif mode == "requested":
-                requested.append(rule)
-        return RuleMatch(tuple(applied), tuple(requested), tuple(hits))
+        ordered, first, named = self._first_hits(keys, root, list_unmatched=list_unmatched)
+        applied, requested, hits, _ = self._select(ordered, first, named, list_unmatched)
+        rules = self.rules
+        return RuleMatch(
+            tuple(map(rules.__getitem__, applied)),
+            tuple(map(rules.__getitem__, requested)),
+            tuple(hits[pos] for pos in applied if pos in hits),
+        )
 
-    def explain(self, keys: Iterable[str], *, root: str = "/") -> list[RuleDecision]:
+    def explain(
+        self, keys: Iterable[str], *, root: str = "/", list_unmatched: bool = False
+    ) -> list[RuleDecision]:
         """Say, for every rule file, whether it applies for these keys and why.
 
         Args:
             keys: As for `match`.
             root: As for `match`.
+            list_unmatched: As for `match`.
 
         Returns:
             One decision per active rule (in `rules` order), then per replaced rule, then per
             invalid file.
         """
-        ordered, first, named = self._first_hits(keys, root)
-        decisions = [
-            self._decide(rule_pos, rule, ordered, first, named)
-            for rule_pos, rule in enumerate(self.rules)
-        ]
+        ordered, first, named = self._first_hits(keys, root, list_unmatched=list_unmatched)
+        _, _, _, twins_shown = self._select(ordered, first, named, list_unmatched)
+        decisions = []
+        for rule_pos, rule in enumerate(self.rules):
+            decision = self._decide(
+                rule_pos, rule, ordered, first, named, list_unmatched=list_unmatched
+            )
+            twin = twins_shown.get(rule_pos)
+            if twin is not None:
+                shown_as = self.rules[twin].path
+                reason = f"{decision.reason}; the same body as {shown_as}: shown once"
+                decision = replace(decision, reason=reason)
+            decisions.append(decision)
         for loser, winner in self.replaced:
             others = sum(
-                rule.name == loser.name and rule.folder_index == winner.folder_index
+                rule.name == loser.name
+                and rule.dialect == winner.dialect
+                and rule.folder_index == winner.folder_index
                 for rule in self.rules
             )
             more = f" and {others - 1} more" if others > 1 else ""
@@ -404,6 +484,8 @@ class RuleSet:
         ordered: list[str],
         first: dict[int, int],
         named: dict[int, int],
+        *,
+        list_unmatched: bool = False,
     ) -> RuleDecision:
         mode, why = rule.mode, rule.why
         hit = self._hit(rule_pos, first) if mode == "paths" else None
@@ -425,6 +507,8 @@ class RuleSet:
             globs = ", ".join(repr(glob) for glob in rule.paths)
             what = "no key matched any of" if ordered else "no match keys for"
             status, reason, key = "skipped", f"{what} [{globs}]", None
+            if list_unmatched:
+                status, reason = "listed", f"{reason}: listed by name, description and path"
         else:
             key, glob, pattern = ordered[hit[0]], rule.paths[hit[1]], rule.patterns[hit[1]]
             read_as = f" (as {pattern!r})" if pattern != glob else ""
@@ -466,19 +550,27 @@ def build_rule_set(
                 invalid.setdefault(problem.path, []).append(problem.reason)
     candidates.sort(key=lambda r: (r.folder_index, r.path))
 
-    top_folder: dict[str, int] = {}
-    first_of: dict[tuple[str, int], Rule] = {}
+    # Precedence is between folders of one tool: each tool reads only its own folders, so a
+    # Cursor rule and a Claude Code rule of the same name both apply (`RuleSet` shows an
+    # identical body once). A rule in this package's own dialect is written for this package,
+    # whose precedence it asks for: it replaces the same-named rules of earlier folders of
+    # any tool.
+    top_folder: dict[tuple[str, Dialect], int] = {}
+    first_of: dict[tuple[str, Dialect, int], Rule] = {}
     for rule in candidates:  # folder order: the last folder seen for a name wins
-        top_folder[rule.name] = rule.folder_index
-        first_of.setdefault((rule.name, rule.folder_index), rule)
+        top_folder[(rule.name, rule.dialect)] = rule.folder_index
+        first_of.setdefault((rule.name, rule.dialect, rule.folder_index), rule)
     rules: list[Rule] = []
     replaced: list[tuple[Rule, Rule]] = []
     for rule in candidates:
-        winning_folder = top_folder[rule.name]
-        if rule.folder_index == winning_folder:
+        own = top_folder.get((rule.name, "layered-memory"), -1)
+        same = top_folder[(rule.name, rule.dialect)]
+        if max(own, same) <= rule.folder_index:
             rules.append(rule)
+        elif same >= own:
+            replaced.append((rule, first_of[(rule.name, rule.dialect, same)]))
         else:
-            replaced.append((rule, first_of[(rule.name, winning_folder)]))
+            replaced.append((rule, first_of[(rule.name, "layered-memory", own)]))
 
     problems.sort(key=lambda p: p.path)
     if log:
@@ -519,11 +611,19 @@ def _collect(
             why = result.truncation_reason or "unknown reason"
             reason = f"rule folder listing truncated ({why}); some rule files may be missing"
             problems.append(RuleProblem(folder, reason, "warning"))
-        for info in result.matches or ():
+        matches = result.matches or ()
+        if not matches and not result.error and posixpath.basename(folder) in LEGACY_RULE_FILES:
+            # `.windsurfrules` / `.clinerules` named as a folder: the file itself, if there is
+            # one (an absent or empty one is no problem, as an absent folder is none).
+            best[folder] = max(folder_index, best.get(folder, folder_index))
+        for info in matches:
             path = info.get("path", "")
             if info.get("is_dir"):
                 continue
             if not is_rule_file(path):
+                unread = unread_reason(path)
+                if unread is not None:
+                    problems.append(RuleProblem(path, unread, "warning"))
                 if others is not None:
                     others.append(path)
                 continue
@@ -607,6 +707,10 @@ def parse_loaded(
                 else parse_rule_file(path, text, folder_index=folder_index)
             )
             parsed.append((rule, list(problems)))
+        elif posixpath.basename(path) in LEGACY_RULE_FILES and (
+            path in loaded.missing or why.get(path) == "is a directory"
+        ):
+            continue  # a legacy file name given as a folder: none there, or an empty folder
         elif path in loaded.missing:
             reason = "cannot read: file not found (deleted after it was listed?)"
             parsed.append((None, [RuleProblem(path, reason)]))

@@ -503,6 +503,38 @@ def parser_direct(root: Path) -> dict[str, Any]:
 
 
 @case
+def tool_dialect_frontmatter(root: Path) -> dict[str, Any]:
+    """Issue 39's readers on hostile frontmatter: Cursor's field-by-field fallback, its
+    `---# Title` and never-closed frontmatter, Windsurf, Kiro and Cline. Each never raises and
+    reads every line once."""
+    del root
+    colon_lines = "description: a: b\n" * 900
+    texts = {
+        "/.cursor/rules/colons.mdc": "---\n" + colon_lines + "globs: '*.py'\n---\nBody\n",
+        "/.cursor/rules/block.mdc": "---\ndescription: a: b\nglobs:\n"
+        + "  - x: y: z\n" * 1300
+        + "---\nBody\n",
+        "/.cursor/rules/deep.mdc": "---\ndescription: a: b\nglobs: " + "[" * 8000 + "\n---\nB\n",
+        "/.cursor/rules/unclosed.mdc": "---\n" + "a: b\n" * 190_000,
+        "/.cursor/rules/dashes.mdc": "---\n" + "---x\n" * 190_000,
+        "/.github/instructions/c.instructions.md": "---\n" + colon_lines + "---\nBody\n",
+        "/.windsurf/rules/w.md": "---\ntrigger: " + "[" * 8000 + "\n---\n" + "x" * 900_000,
+        "/.kiro/steering/k.md": "---\ninclusion: fileMatch\nfileMatchPattern: "
+        + "{a," * 5000
+        + "\n---\nB\n",
+        "/.clinerules/c.md": "---\npaths: " + "[" * 8000 + "\n---\nBody\n",
+    }
+    out: dict[str, Any] = {}
+    for path, text in texts.items():
+        rule, problems = parse_rule_file(path, text, folder_index=0)
+        out[path] = {
+            "mode": None if rule is None else rule.mode,
+            "errors": len([p for p in problems if p.severity == "error"]),
+        }
+    return out
+
+
+@case
 def hostile_consolidation(folder: Path) -> dict[str, Any]:
     """A consolidation on a hostile memory file, queue and model answer: it finishes, every
     bad piece rejected or left out, nothing of it stored."""

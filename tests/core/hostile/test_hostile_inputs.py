@@ -210,6 +210,19 @@ def test_parsers_called_directly_never_raise(outcomes: dict[str, Any]) -> None:
     assert not any(result[f"{name}_rule"] for name in ("deep_flow", "deep_map", "alias_bomb"))
 
 
+def test_tool_dialects_read_hostile_frontmatter_and_go_on(outcomes: dict[str, Any]) -> None:
+    found = outcome(outcomes, "tool_dialect_frontmatter")
+    assert found["/.cursor/rules/colons.mdc"] == {"mode": "paths", "errors": 0}
+    assert found["/.cursor/rules/block.mdc"]["mode"] == "requested"
+    assert found["/.cursor/rules/deep.mdc"] == {"mode": None, "errors": 1}  # too deep: refused
+    assert found["/.cursor/rules/unclosed.mdc"] == {"mode": "manual", "errors": 0}
+    assert found["/.cursor/rules/dashes.mdc"]["mode"] is not None
+    assert found["/.github/instructions/c.instructions.md"] == {"mode": "requested", "errors": 0}
+    assert found["/.windsurf/rules/w.md"]["mode"] is None  # too deep: refused, named
+    assert found["/.kiro/steering/k.md"]["errors"] >= 1
+    assert found["/.clinerules/c.md"] == {"mode": "always", "errors": 0}  # Cline fails open
+
+
 def test_a_hostile_consolidation_finishes_and_stores_nothing_bad(outcomes: dict[str, Any]) -> None:
     found = outcome(outcomes, "hostile_consolidation")
     assert found["applied"] == 1  # the secret, redacted and cut; everything else refused

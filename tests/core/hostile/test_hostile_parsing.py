@@ -20,7 +20,7 @@ from layered_memory.core.layers import Layer, normalize_backend_path
 from layered_memory.core.loading import strip_html_comments
 from layered_memory.core.render import cap_lines
 from layered_memory.core.validation import invalid_path_reason
-from layered_memory.rules._parse import MAX_FRONTMATTER_DEPTH, _flow_too_deep, _too_deep
+from layered_memory.rules._frontmatter import MAX_FRONTMATTER_DEPTH, flow_too_deep, too_deep
 from layered_memory.writeback.sections import Insight, find_section, plan_insight, split_lines
 
 _OLD_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -81,13 +81,13 @@ def _token_depth(text: str) -> int:
     ],
 )
 def test_ordinary_frontmatter_is_never_called_too_deep(frontmatter: str) -> None:
-    assert not _too_deep(frontmatter)
+    assert not too_deep(frontmatter)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="[]{}ab,: -\n'\"#", max_size=60))
 def test_the_quick_bracket_scan_only_flags_what_is_really_deep(text: str) -> None:
-    if not _flow_too_deep(text):
+    if not flow_too_deep(text):
         return
     try:
         depth = _token_depth(text)
