@@ -198,6 +198,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             refusing every change to read-only memory for every tool, subagent and shell
             command (see `layered_memory.core.guard`).
         protected_paths: What the agent may not change.
+        permissions: The read-only memory as deepagents `FilesystemPermission` deny rules
+            (`create_deep_agent(..., permissions=memory.permissions)`).
+        end_of_run: The `EndOfRun` fired after each run (with `hooks`, `write_back` or a
+            `consolidator`), or None; the instance is then a `MemoryMiddlewareWithEndOfRun`.
 
     Example:
         MemoryMiddleware(backend=FilesystemBackend(root_dir="."), layers=[
