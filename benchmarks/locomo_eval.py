@@ -16,7 +16,16 @@ the rendered context. Baselines fill the same character budget:
 - BM25 over turns (`bm25s`, the package's tokenizer), best first, until the budget is full;
 - BM25 over pages, the same over the pages the tiers get (the strongest plain baseline);
 - flat dense over pages: cosine of the question with every page (the same embedding as the
-  tiers), best first, until the budget is full.
+  tiers), best first, until the budget is full;
+- RRF hybrid over pages / over turns: reciprocal rank fusion (k = 60) of the BM25 and the dense
+  rankings, best first;
+- flat recipe over pages: the tiers' own scoring (0.6 · BM25 / best + 0.4 · calibrated dense +
+  0.6 · best neighbouring page, the time bonus) over one flat index of every page, no tiers,
+  no headers: what the tiers add beyond their search.
+
+Next to recall, **evidence share**: the share of the injected characters (the whole rendered
+context, headers and dates included) that are the text of turns from the evidence's sessions,
+pooled over the questions: what the budget is spent on.
 
 The data set is not in the repository: get `data/locomo10.zip` from the `snap-research/locomo`
 repository (or a `locomo10.json`, the list of the 10 samples) and point `LOCOMO_PATH` at it.
@@ -36,6 +45,7 @@ import re
 import sys
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,9 +59,12 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.memory import InMemoryStore
 
+from layered_memory.recall.index import RecallIndex
+from layered_memory.recall.periods import time_hint
+from layered_memory.recall.ranking import DEFAULT_FLOOR_Z, rank
+from layered_memory.recall.text import tokens
 from layered_memory.testing import LexicalEmbeddings
 from layered_memory.tiers import TieredMemory, render_retrieval
-from layered_memory.tiers.search import tokens
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BUDGETS = (2000, 4000)
@@ -111,6 +124,7 @@ class Question:
     text: str
     category: int
     evidence: tuple[str, ...]  # turn texts
+    sessions: tuple[str, ...] = ()  # every turn text of the evidence's sessions
 
 
 @dataclass(slots=True)
@@ -120,6 +134,11 @@ class Conversation:
     pages: list[PageIn]
     questions: list[Question]
     end: float
+
+
+def _session_of(dia_id: str) -> str:
+    """The session of a turn id ("D3:5": "D3")."""
+    return dia_id.split(":", 1)[0]
 
 
 def _session_time(text: str) -> float:
@@ -201,8 +220,10 @@ def load(path: str | os.PathLike[str] | None = None) -> list[Conversation]:
                 continue
             ids = [e for x in qa.get("evidence", []) for e in re.split(r"[;,\s]+", x) if e]
             evidence = tuple(dict.fromkeys(by_id[e].text for e in ids if e in by_id))
+            wanted = {_session_of(e) for e in ids if e in by_id}
+            around = tuple(dict.fromkeys(t.text for t in turns if _session_of(t.dia_id) in wanted))
             if evidence:
-                questions.append(Question(qa["question"], qa["category"], evidence))
+                questions.append(Question(qa["question"], qa["category"], evidence, around))
         conversations.append(
             Conversation(sample["sample_id"], turns, pages, questions, turns[-1].timestamp)
         )
@@ -328,17 +349,81 @@ def bm25_pages(conv: Conversation, budget: int) -> Callable[[Question], str]:
     return context
 
 
-def dense_pages(conv: Conversation, budget: int, emb: Embeddings) -> Callable[[Question], str]:
-    matrix = np.asarray(emb.embed_documents([page_text(p) for p in conv.pages]), np.float32)
+def _unit_rows(emb: Embeddings, texts: list[str]) -> np.ndarray:
+    matrix = np.asarray(emb.embed_documents(texts), np.float32)
     norms = np.linalg.norm(matrix, axis=1)
     norms[norms == 0] = 1.0
-    matrix = matrix / norms[:, None]
+    return matrix / norms[:, None]
+
+
+def _unit_query(emb: Embeddings, text: str) -> np.ndarray:
+    q = np.asarray(emb.embed_query(text), np.float32)
+    return q / (np.linalg.norm(q) or 1.0)
+
+
+def dense_pages(conv: Conversation, budget: int, emb: Embeddings) -> Callable[[Question], str]:
+    matrix = _unit_rows(emb, [page_text(p) for p in conv.pages])
 
     def context(question: Question) -> str:
-        q = np.asarray(emb.embed_query(question.text), np.float32)
-        q = q / (np.linalg.norm(q) or 1.0)
-        order = np.argsort(-(matrix @ q), kind="stable")
+        order = np.argsort(-(matrix @ _unit_query(emb, question.text)), kind="stable")
         return _fill((page_text(conv.pages[i]) for i in order), budget)
+
+    return context
+
+
+RRF_K = 60
+
+
+def rrf(texts: list[str], budget: int, emb: Embeddings) -> Callable[[Question], str]:
+    """Reciprocal rank fusion of BM25 and dense over `texts` (k = 60; a text matching
+    neither ranking is not fused in)."""
+    retriever = bm25s.BM25()
+    retriever.index([tokens(t) for t in texts], show_progress=False)
+    matrix = _unit_rows(emb, texts)
+
+    def context(question: Question) -> str:
+        lexical = retriever.get_scores(tokens(question.text))
+        dense = matrix @ _unit_query(emb, question.text)
+        fused = np.zeros(len(texts))
+        for scores in (lexical, dense):
+            order = np.argsort(-scores, kind="stable")
+            ranks = np.empty(len(texts))
+            ranks[order] = np.arange(1, len(texts) + 1)
+            fused += np.where(scores > 0, 1.0 / (RRF_K + ranks), 0.0)
+        order = np.argsort(-fused, kind="stable")
+        return _fill((texts[i] for i in order if fused[i] > 0), budget)
+
+    return context
+
+
+def flat_recipe(
+    conv: Conversation, budget: int, emb: Embeddings, settings: dict[str, Any]
+) -> Callable[[Question], str]:
+    """The tiers' scoring over one flat index of every page (`layered_memory.recall`)."""
+    relevance_z = float(settings.get("relevance_z", 1.0))
+    floor_z = float(settings.get("floor_z", DEFAULT_FLOOR_Z))
+    texts = [page_text(p) for p in conv.pages]
+    matrix = _unit_rows(emb, texts)
+    index = RecallIndex(matrix.shape[1])
+    index.append(
+        [str(i) for i in range(len(texts))],
+        [p.timestamp for p in conv.pages],
+        [Counter(tokens(t)) for t in texts],
+        matrix,
+    )
+    now = conv.end + 3600.0
+
+    def context(question: Question) -> str:
+        found = rank(
+            index,
+            tokens(question.text),
+            _unit_query(emb, question.text),
+            top_k=len(texts),
+            relevance_z=relevance_z,
+            hint=time_hint(question.text, now),
+            floor_z=floor_z,
+        )
+        return _fill((texts[int(pid)] for pid, _ in found.ranked), budget)
 
     return context
 
@@ -383,9 +468,15 @@ class Score:
     total: dict[int, int] = field(default_factory=dict)
     questions: dict[int, int] = field(default_factory=dict)
     shares: dict[int, float] = field(default_factory=dict)
+    chars: int = 0
+    evidence_chars: int = 0
+    seconds: float = 0.0
+    asked: int = 0
 
     def add(self, question: Question, context: str) -> None:
         c = question.category
+        self.chars += len(context)
+        self.evidence_chars += sum(len(text) for text in question.sessions if text in context)
         self.total[c] = self.total.get(c, 0) + len(question.evidence)
         found = sum(text in context for text in question.evidence)
         self.hits[c] = self.hits.get(c, 0) + found
@@ -398,6 +489,18 @@ class Score:
             self.hits[c] = self.hits.get(c, 0) + other.hits.get(c, 0)
             self.questions[c] = self.questions.get(c, 0) + other.questions.get(c, 0)
             self.shares[c] = self.shares.get(c, 0.0) + other.shares.get(c, 0.0)
+        self.chars += other.chars
+        self.evidence_chars += other.evidence_chars
+        self.seconds += other.seconds
+        self.asked += other.asked
+
+    def evidence_share(self) -> float:
+        """Per cent of the injected characters that are turns of the evidence's sessions."""
+        return 100.0 * self.evidence_chars / self.chars if self.chars else 0.0
+
+    def per_question_of(self, category: int) -> float:
+        n = self.questions.get(category, 0)
+        return 100.0 * self.shares.get(category, 0.0) / n if n else 0.0
 
     def per_question(self) -> float:
         n = sum(self.questions.values())
@@ -411,7 +514,16 @@ class Score:
         return 100.0 * self.hits.get(category, 0) / n if n else 0.0
 
 
-METHODS = ("last-N turns", "BM25 over turns", "BM25 over pages", "flat dense over pages", "tiers")
+METHODS = (
+    "last-N turns",
+    "BM25 over turns",
+    "BM25 over pages",
+    "flat dense over pages",
+    "RRF hybrid over turns",
+    "RRF hybrid over pages",
+    "flat recipe over pages",
+    "tiers",
+)
 
 
 def evaluate(
@@ -422,8 +534,10 @@ def evaluate(
     settings: dict[str, Any] | None = None,
     methods: Sequence[str] = METHODS,
     progress: Callable[[str], None] | None = None,
+    per_conversation: dict[tuple[str, str, int], Score] | None = None,
 ) -> dict[tuple[str, int], Score]:
-    """Evidence recall of every method at every budget, pooled over the conversations."""
+    """Evidence recall of every method at every budget, pooled over the conversations
+    (`per_conversation`, if given, receives each conversation's scores too)."""
     scores = {(m, b): Score() for m in methods for b in budgets}
     for conv in conversations:
         emb = make_embeddings(embedding, conv)
@@ -443,27 +557,69 @@ def evaluate(
                 builders["BM25 over pages"] = bm25_pages(conv, budget)
             if "flat dense over pages" in methods:
                 builders["flat dense over pages"] = dense_pages(conv, budget, emb)
+            if "RRF hybrid over turns" in methods:
+                builders["RRF hybrid over turns"] = rrf([t.line for t in conv.turns], budget, emb)
+            if "RRF hybrid over pages" in methods:
+                texts = [page_text(p) for p in conv.pages]
+                builders["RRF hybrid over pages"] = rrf(texts, budget, emb)
+            if "flat recipe over pages" in methods:
+                builders["flat recipe over pages"] = flat_recipe(conv, budget, emb, settings or {})
             if run is not None:
                 builders["tiers"] = tiers(run, budget)
             for method, build in builders.items():
                 score = Score()
                 for question in conv.questions:
-                    score.add(question, build(question))
+                    started = time.perf_counter()
+                    context = build(question)
+                    score.seconds += time.perf_counter() - started
+                    score.asked += 1
+                    score.add(question, context)
                 scores[method, budget].merge(score)
+                if per_conversation is not None:
+                    per_conversation[method, conv.sample_id, budget] = score
     return scores
 
 
 def table(scores: dict[tuple[str, int], Score], budgets: Sequence[int]) -> str:
+    """Per question (the mean of each question's share of its evidence found) overall and
+    per category, pooled (evidence turns found over all evidence turns), the evidence share
+    of the injected characters, and ms per question."""
     methods = list(dict.fromkeys(m for m, _ in scores))
-    head = ["method", "budget", *CATEGORIES.values(), "overall", "per question"]
+    head = [
+        "method",
+        "budget",
+        "per question",
+        *CATEGORIES.values(),
+        "pooled",
+        "evidence share",
+        "ms/question",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for method in methods:
         for budget in budgets:
             s = scores[method, budget]
-            cells = [f"{s.recall(c):.1f}" for c in CATEGORIES] + [
-                f"**{s.recall():.1f}**",
-                f"{s.per_question():.1f}",
+            cells = [
+                f"**{s.per_question():.1f}**",
+                *(f"{s.per_question_of(c):.1f}" for c in CATEGORIES),
+                f"{s.recall():.1f}",
+                f"{s.evidence_share():.1f}",
+                f"{1000 * s.seconds / max(s.asked, 1):.2f}",
             ]
+            lines.append(f"| {method} | {budget:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def conversation_table(
+    per_conversation: dict[tuple[str, str, int], Score], budgets: Sequence[int]
+) -> str:
+    """Per question recall of every method in every conversation."""
+    methods = list(dict.fromkeys(m for m, _, _ in per_conversation))
+    convs = list(dict.fromkeys(c for _, c, _ in per_conversation))
+    head = ["method", "budget", *convs]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method in methods:
+        for budget in budgets:
+            cells = [f"{per_conversation[method, c, budget].per_question():.1f}" for c in convs]
             lines.append(f"| {method} | {budget:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -476,6 +632,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--joined", action="store_true", help="all conversations as one history")
     parser.add_argument("--only", default=None, help="conversation ids, comma-separated")
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument(
+        "--per-conversation", action="store_true", help="also each conversation's figures"
+    )
     parser.add_argument(
         "--set", action="append", default=[], help="a TieredMemory setting, NAME=VALUE"
     )
@@ -492,6 +651,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings[name] = json.loads(value)
     budgets = [int(b) for b in args.budgets.split(",")]
     started = time.perf_counter()
+    per_conversation: dict[tuple[str, str, int], Score] = {}
     scores = evaluate(
         conversations,
         embedding=args.embedding,
@@ -499,6 +659,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings=settings,
         methods=args.methods.split(","),
         progress=lambda line: print(line, file=sys.stderr),
+        per_conversation=per_conversation,
     )
     questions = sum(len(c.questions) for c in conversations)
     turns = sum(len(c.turns) for c in conversations)
@@ -508,6 +669,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"settings {settings or 'package defaults'}; {time.perf_counter() - started:.0f} s"
     )
     print(table(scores, budgets))
+    if args.per_conversation:
+        print()
+        print(conversation_table(per_conversation, budgets))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from benchmarks.scenarios import (
     mcp,
     nested,
     per_call,
+    recall_layer,
     redaction,
     rule_matching,
     scale,
@@ -63,6 +64,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "consolidation": ("14. Consolidation", consolidation.run),
     "mcp": ("15. MCP read_graph", mcp.run),
     "folder_layer": ("16. Folder layer", folder_layer.run),
+    "recall_layer": ("17. Memory file over its share (recall)", recall_layer.run),
 }
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -203,7 +203,7 @@ def bm25_pages(conv: Conversation, budget: int) -> Callable[[Question], str]:
     import bm25s
     import numpy as np
 
-    from layered_memory.tiers.search import tokens
+    from layered_memory.recall.text import tokens
 
     retriever = bm25s.BM25()
     retriever.index([tokens(p.text) for p in conv.pages], show_progress=False)

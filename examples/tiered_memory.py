@@ -61,7 +61,7 @@ def scripted_answer(messages: list[BaseMessage]) -> str:
     if "<tiered_memory>" not in prompt:
         return "I don't remember anything about you yet."
     words = set(tokens(question))
-    lines = [line for line in prompt.splitlines() if line.startswith(("[", "- "))]
+    lines = [line for line in prompt.splitlines() if line.startswith(("User: ", "- "))]
     best = max(lines, key=lambda line: len(words & set(tokens(line))), default="")
     if not words & set(tokens(best)):
         return "Noted."

@@ -47,6 +47,9 @@ def test_every_scenario_runs_and_reports_numbers() -> None:
     if write_back[0].verdict != "unavailable":
         assert write_back[-1].facts["lost"] == 0
 
+    recall = results["recall_layer"].rows
+    assert recall[0].facts["asked_lesson_shown"]  # recall=True: the lesson asked about
+
     consolidation = results["consolidation"].rows
     assert consolidation[-1].verdict == "PASS", consolidation[-1].facts  # the oracle's history
     assert consolidation[-1].facts["stored_injections"] == 0

@@ -31,6 +31,7 @@ PUBLIC_HOMES = {
     "layered_memory.views": "views",
     "layered_memory.graph": "graph",
     "layered_memory.tiers": "tiers",
+    "layered_memory.recall": "recall",
     "layered_memory.checkpoint": "checkpoint",
     "layered_memory.testing": "testing",
     "layered_memory.errors": "errors",

@@ -99,6 +99,13 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "StoredSession",
     ],
     "layered_memory.checkpoint": ["DEFAULT_PREFIX", "CachedCheckpointSaver"],
+    "layered_memory.recall": [
+        "Entry",
+        "RecallQuery",
+        "choose_entries",
+        "split_entries",
+        "tokens",
+    ],
 }
 
 

@@ -96,6 +96,7 @@ from layered_memory.core.snapshot import (
 from layered_memory.core.state import (
     LayeredMemoryState,
     extras_of,
+    latest_user_text,
     loaded,
     match_keys_of,
     merge_paths,
@@ -131,6 +132,7 @@ from layered_memory.core.validation import (
     describe,
     is_backend,
 )
+from layered_memory.recall.entries import RecallQuery
 from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
 from layered_memory.writeback.hooks import (
@@ -140,6 +142,7 @@ from layered_memory.writeback.hooks import (
     take_unfired_write_backs,
 )
 from layered_memory.writeback.insights import MemoryWriter, register_write_back
+from layered_memory.writeback.review_queue import QUEUE_OWNER
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -212,7 +215,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _plain_class: type[Any] | None = None
     """On a class `__new__` chose for its end of run: the class the user called."""
-    _last_block: tuple[str, list[str], list[str], str] | None = None
+    _last_block: tuple[str, list[str], list[str], str, str | None] | None = None
 
     def __new__(cls, *_args: Any, **kwargs: Any) -> Self:
         """The class LangChain will read the hooks from, chosen once: with an end of run
@@ -290,6 +293,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             )
             raise TypeError(msg)
         super().__init__()
+        self._consolidator = consolidator  # the guard asks for its review queue
         self.sources = source_list
         self.system_prompt = system_prompt
         self.rules_writable = rules_writable
@@ -304,6 +308,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         self._check_tools = not self.assembler.compat and any(
             layer.writable for layer in self.assembler.layers
         )
+        self._parent_queues: tuple[str, ...] = ()
         self._unreachable_warnings = _WarnOnce()
         self._read_only_layer_paths = frozenset(
             path for layer in self.assembler.layers if not layer.writable for path in layer.files
@@ -320,7 +325,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
                 if nested_writable
                 else dict.fromkeys(self.assembler.nested, "nested memory (read-only)")
             ),
-            discovered=self._found_read_only.get,
+            discovered=self._read_only_found,
             redacted_names=frozenset(self.assembler.nested if nested_writable else ()),
             redacted_folders=configured.redacted_folders  # writable folder layers
             | frozenset(self.assembler.rule_folders if rules_writable else ()),
@@ -335,7 +340,6 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             hooks = hooks or HookRegistry()
             register_write_back(hooks, self._writer(write_back))
         self._hooks = hooks
-        self._consolidator = consolidator
         self.end_of_run = (
             None
             if hooks is None and consolidator is None
@@ -357,8 +361,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         Returns:
             A new list (empty when nothing is read-only), to pass as `permissions=`.
         """
-        queue = () if self._consolidator is None else (self._consolidator.pending_path,)
-        return deny_writes(self.protected_paths, queue)
+        # The review queues are among the files `protected_paths.discovered` names.
+        return deny_writes(self.protected_paths)
 
     @property
     def layers(self) -> tuple[Layer, ...]:
@@ -391,6 +395,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         )
         # The twin is built from layers, but must keep the flat layout a `sources=` parent uses.
         twin.assembler.compat = self.assembler.compat
+        twin._parent_queues = self._review_queues()  # a subagent never decides the parent's queue
         return twin
 
     # -- before_agent ---------------------------------------------------------------------------
@@ -592,6 +597,19 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         )
         raise AttributeError(msg)
 
+    def _read_only_found(self) -> dict[str, str]:
+        """Read-only files beyond the configured ones, asked at each guard check: those a load
+        found, and the consolidator's review queue (only `layered-memory review` decides it,
+        see `writeback.review_queue`)."""
+        found = dict(self._found_read_only.get())
+        found.update(dict.fromkeys(self._review_queues(), QUEUE_OWNER))
+        return found
+
+    def _review_queues(self) -> tuple[str, ...]:
+        """The review queues this agent (or, in a `read_only` twin, its parent) must not touch."""
+        own = (self._consolidator.pending_path,) if self._consolidator is not None else ()
+        return own + self._parent_queues
+
     @property
     def consolidator(self) -> MemoryConsolidator | None:
         """The consolidator run at the end of each run, or None."""
@@ -686,8 +704,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         digest = memory.get("digest")
         touched = state.get("memory_touched_paths") or []
         context = memory.get("match_context") or []
+        # A recall layer's choice follows the latest user message: part of the key then only.
+        message = latest_user_text(state) if self.assembler.recalls else None
         last = self._last_block
-        if last is not None and last[0] == digest and last[1] == touched and last[2] == context:
+        if (
+            last is not None
+            and last[0] == digest
+            and last[1] == touched
+            and last[2] == context
+            and last[4] == message
+        ):
             return last[3]
         block = self.assembler.render_parts(
             state.get("memory_contents") or {},
@@ -697,11 +723,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             digest=digest,
             unreadable=memory.get("unreadable"),
             extras=extras_of(state),
+            query=None if message is None else RecallQuery(message, tuple(touched)),
         )
         if digest is not None:
             # Copies: a list changed in place must not look unchanged. One tuple, replaced
             # whole, so threads sharing this middleware read a consistent entry.
-            self._last_block = (digest, list(touched), list(context), block)
+            self._last_block = (digest, list(touched), list(context), block, message)
         return block
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:

@@ -168,7 +168,7 @@ class LexicalEmbeddings(Embeddings):
             raise ValueError(msg)
         self.dimensions = dimensions
         # Imported here so that `layered_memory.testing` loads without the `tiers` extra.
-        from layered_memory.tiers.search import tokens
+        from layered_memory.recall.text import tokens
 
         self._tokens = tokens
 

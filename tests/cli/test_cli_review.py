@@ -65,8 +65,8 @@ def test_review_lists_what_waits_with_its_reason_and_origin(
     )
     assert lines[3:6] == [
         f"  text:  {HELD}",
-        "  why:   held for review: reads as an instruction aimed at the agent "
-        "(sends data to an address)",
+        "  why:   held for review: it would make the agent send data off the machine "
+        "[exfiltration: email … evil.example]",
         "  from:  thread t1, model layered-memory-scripted, 2025-06-01",
     ]
     assert lines[2].endswith("  add")
@@ -87,6 +87,7 @@ def test_review_lists_what_waits_with_its_reason_and_origin(
         "model",
         "date",
         "entry_text",
+        "untrusted",
     }
 
 
@@ -100,9 +101,10 @@ def test_review_approves_and_rejects_by_id(
 
     status, out, _ = run(capsys, "review", "approve", lesson.id, more.id, "--root", str(folder))
     assert status == 0
+    entries = learned_entries((folder / "MEMORY.md").read_text())
     assert out.splitlines()[:2] == [
-        f"{lesson.id}: approved [{learned_entries((folder / 'MEMORY.md').read_text())[1]['id']}]",
-        f"{more.id}: approved [{learned_entries((folder / 'MEMORY.md').read_text())[0]['id']}]",
+        f"{lesson.id[:12]}: approved [{entries[1]['id']}]",
+        f"{more.id[:12]}: approved [{entries[0]['id']}]",
     ]
     status, out, _ = run(capsys, "review", "reject", held.id, "--root", str(folder), "--json")
     data = json.loads(out)
@@ -149,7 +151,9 @@ def test_an_approval_the_rules_refuse_exits_1(
     status, out, _ = run(capsys, "review", "approve", waiting.id, "--root", str(folder))
 
     assert status == 1
-    assert out.splitlines()[0].startswith(f"{waiting.id}: approved, but not applied: already known")
+    assert out.splitlines()[0].startswith(
+        f"{waiting.id[:12]}: approved, but not applied: already known"
+    )
 
 
 def test_an_unreadable_queue_is_reported(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,10 +57,12 @@ def write_tree(root: Path, files: dict[str, bytes]) -> None:
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
+    """The folder's files, without the memory writers' lock files (`.NAME.lock`, empty): a
+    pull takes the lock every writer of a file takes, creating it on first use."""
     return {
         path.relative_to(root).as_posix(): path.read_bytes()
         for path in root.rglob("*")
-        if path.is_file()
+        if path.is_file() and not (path.name.startswith(".") and path.name.endswith(".lock"))
     }
 
 
@@ -417,7 +419,7 @@ def test_pull_never_overwrites_a_local_change_made_during_it(
     assert push(capsys, store_url, source)[0] == 0
     target = tmp_path / "target"
     # MEMORY.md was written by a memory writer before (its lock file is beside it): the pull
-    # takes that lock; AGENTS.md never was, and gets no lock file.
+    # takes that lock; AGENTS.md never was, and the pull creates its lock as a writer would.
     write_tree(target, {"MEMORY.md": b"# Memory\n", ".MEMORY.md.lock": b"", "AGENTS.md": b"old\n"})
     looked = sync_module.scan_folder
 
@@ -432,7 +434,7 @@ def test_pull_never_overwrites_a_local_change_made_during_it(
     assert any("/MEMORY.md" in line and "changed locally during the pull" in line for line in lines)
     assert (target / "MEMORY.md").read_bytes() == b"# Memory\n- the agent's note\n"
     assert (target / "AGENTS.md").read_bytes() == b"new\n"  # the unchanged file is pulled
-    assert not (target / ".AGENTS.md.lock").exists()
+    assert (target / ".AGENTS.md.lock").exists()  # the one lock every writer of it takes
 
     monkeypatch.setattr(sync_module, "scan_folder", looked)
     assert pull(capsys, store_url, target)[0] == 0  # a second pull compares afresh

@@ -100,6 +100,6 @@ def test_a_bad_namespace_is_a_one_line_usage_error(postgres_url, capsys, namespa
 def test_the_default_namespace_is_the_tiers_own() -> None:
     # The CLI spells it out so that declaring `--namespace` imports nothing of the tiers.
     from layered_memory.cli.tiers import DEFAULT_NAMESPACE
-    from layered_memory.tiers.records import DEFAULT_NAMESPACE as TIERS_DEFAULT
+    from layered_memory.tiers.namespaces import DEFAULT_NAMESPACE as TIERS_DEFAULT
 
     assert "/".join(TIERS_DEFAULT) == DEFAULT_NAMESPACE

@@ -13,7 +13,7 @@ import pytest
 from tiers_helpers import call
 
 from layered_memory.testing import LexicalEmbeddings
-from layered_memory.tiers.records import user_namespace
+from layered_memory.tiers.namespaces import user_namespace
 
 USER = "ada"
 

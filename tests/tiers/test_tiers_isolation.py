@@ -7,7 +7,7 @@ from langgraph.store.memory import InMemoryStore
 from tiers_helpers import call
 
 from layered_memory.errors import TierItemError, TierUserIdError
-from layered_memory.tiers.records import user_namespace
+from layered_memory.tiers.namespaces import user_namespace
 
 HOSTILE = [
     "ada",

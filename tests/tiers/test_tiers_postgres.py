@@ -19,7 +19,7 @@ from psycopg.conninfo import make_conninfo
 from layered_memory.errors import TierUserIdError
 from layered_memory.testing import LexicalEmbeddings, ScriptedChatModel
 from layered_memory.tiers import TieredMemory
-from layered_memory.tiers.records import user_namespace
+from layered_memory.tiers.namespaces import user_namespace
 
 HANG_GUARD_SECONDS = 300  # only stops a hung subprocess; nothing is timed
 

@@ -44,7 +44,10 @@ def test_the_tiers_find_more_evidence_than_bm25_on_the_same_budget(scores):
     # Dated events share no word with "What did I do on March 14, 2024?": only the date does.
     assert tiers["date"] >= 80 > bm25["date"]
     # The answer turn of a two-turn fact does not name its subject: the turn before does.
-    assert tiers["two-turn"] > bm25["two-turn"]
+    # With the lexical test embedding it shares nothing with the question (cosine 0): below
+    # the floor, so it never rides in on its neighbour (issue 37's precision rule; a real
+    # embedding relates "moved to Porto" to "where does she live", test_tiers_rules.py).
+    assert tiers["two-turn"] >= bm25["two-turn"]
     assert tiers["preference"] == 100
 
 

@@ -231,8 +231,34 @@ async def test_the_conversation_around_a_hit_comes_with_it(make_memory, clock, u
         "They gave me the sourdough recipe",
         "Guess what happened at the bakery today",
     }
-    assert "Rye starter fed twice a day" in queries  # the turn after: the answer is there
     assert "Unrelated chess talk" not in queries
+    # The turn after shares no word with the question and its (lexical) vector is no closer
+    # to it than the average page: below the floor, never shown, however close to the hit.
+    assert "Rye starter fed twice a day" not in queries
+
+
+async def test_the_turn_after_a_hit_comes_with_it_when_it_is_related(make_memory, clock, use_async):
+    # The turn after is close to the question in meaning (above the floor, below the cut
+    # that would make it a dense match by itself), and shares no word with it.
+    vectors = {"bakery": [1.0, 0.0, 0.0], "recipe": [1.0, 0.0, 0.0], "rye": [0.8, 0.6, 0.0]}
+    memory = make_memory(
+        stm_capacity=1, tau=1000, embeddings=TableEmbeddings(vectors, [0.0, 0.0, 1.0])
+    )
+    exchanges = [
+        ("Guess what happened at the bakery today", "Tell me!"),
+        ("They gave me the sourdough recipe", "Nice, what is the secret?"),
+        ("A rye starter fed twice a day, the baker said", "Good to know."),
+        ("filler", "ok"),
+        ("more filler", "ok"),
+    ]
+    for query, response in exchanges:
+        clock.advance(60)
+        await call(memory, "add_page", USER, query, response, use_async=use_async)
+    found = await call(
+        memory, "retrieve", USER, "which recipe did the bakery give me", use_async=use_async
+    )
+    queries = [s.page.query for s in found.pages]
+    assert "A rye starter fed twice a day, the baker said" in queries
 
 
 async def test_a_query_naming_a_period_prefers_pages_from_it(make_memory, clock, use_async):

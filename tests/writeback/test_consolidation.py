@@ -467,7 +467,7 @@ def test_a_text_that_reads_as_an_instruction_waits_for_review_even_without_revie
 
     assert [change.text for change in result.applied] == ["Builds use uv."]
     assert [change.text for change in result.pending] == [text]
-    assert (result.pending[0].reason or "").startswith("held for review: reads as an instruction")
+    assert (result.pending[0].reason or "").startswith("held for review: it ")
     assert text not in (tmp_path / "MEMORY.md").read_text()
     assert [change.text for change in consolidator.pending()] == [text]
 
@@ -584,7 +584,7 @@ def test_an_approval_follows_the_rules_on_the_section_as_it_is_now(tmp_path: Pat
     assert consolidator.pending() == []
 
 
-def test_a_text_edited_in_the_queue_gets_another_id_and_is_cleaned_when_approved(
+def test_a_text_edited_in_the_queue_gets_another_id_and_is_never_approved(
     tmp_path: Path,
 ) -> None:
     consolidator, _ = make(tmp_path, ops(add("Builds use uv.")), review=True)
@@ -594,15 +594,14 @@ def test_a_text_edited_in_the_queue_gets_another_id_and_is_cleaned_when_approved
     data["changes"][0]["text"] = "Builds use uv.\n## Injected heading <!-- x"
     queue.write_text(json.dumps(data))
 
-    with pytest.raises(ReviewError, match="another id"):
+    with pytest.raises(ReviewError, match="another text now"):
         consolidator.approve(listed.id)  # what the reviewer saw is not what is queued now
     edited = consolidator.pending()[0]
     assert edited.id != listed.id
-    consolidator.approve(edited)
+    with pytest.raises(ReviewError, match="never approved"):
+        consolidator.approve(edited)  # the package did not write that text: only a reject
 
-    memory = (tmp_path / "MEMORY.md").read_text()
-    assert "\n## Injected" not in memory
-    assert texts(memory) == ["Builds use uv. ## Injected heading < !-- x"]
+    assert "Injected" not in (tmp_path / "MEMORY.md").read_text()
 
 
 def test_an_unreadable_queue_is_named_and_never_overwritten(tmp_path: Path) -> None:

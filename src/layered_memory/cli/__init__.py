@@ -329,6 +329,8 @@ CHECKS: dict[str, str] = {
     "none of the files...)",
     "strict": "strict=True: the agent's run stops at the first of these problems",
     "not-injected": "system_prompt=None: no block reaches the model (note)",
+    "review-queue": "a consolidator's review queue that is unreadable, or was changed by "
+    "something other than layered-memory (such changes are never approved)",
 }
 """Every check, by the code findings carry (`--ignore CODE` leaves one out)."""
 
@@ -505,33 +507,42 @@ def _run_sync(args: argparse.Namespace) -> int:
 
 _REVIEW_DESCRIPTION = """\
 List, approve and reject the changes a MemoryConsolidator holds for review:
-every change with review=True, and always a lesson that reads as an
-instruction aimed at the agent (overriding its instructions, sending data
-somewhere, a URL carrying data). They wait in the review queue beside the
-memory file (MEMORY.pending.json), in the agent's own backend: a folder
-(--root DIR, default: this folder), a store namespace (--store URL
---namespace NS) or your agent's consolidator (--config module:attribute).
+every change with review=True, and always a lesson that would steer the
+agent (run code from the network, send data off the machine, touch
+credentials, widen its permissions, weaken checks, act behind the user's
+back, override its instructions or read-only memory) or whose text came from
+a tool result rather than from the user. Each shows why. They wait in the
+review queue beside the memory file (MEMORY.pending.json), in the agent's own
+backend: a folder (--root DIR, default: this folder), a store namespace
+(--store URL --namespace NS) or your agent's consolidator (--config
+module:attribute).
 
   layered-memory review                    list what waits (the default)
   layered-memory review approve ID [ID...] apply changes to the Learned section
   layered-memory review reject ID [ID...]  drop changes
-  (--all instead of IDs: every change that waits)
+  (--all instead of IDs: every change that waits; approve --all skips the
+  untrusted ones)
 
-An ID is a digest of what the change does: a text edited in the queue file
-gets another ID, so an approval applies exactly the text that was listed. An
-approved change still follows the rules on the section as it is now (an
-entry deleted since, a lesson already known: not applied, and dequeued).
+An ID is the SHA-256 of the exact text: the list shows its first 12 digits,
+and any unique prefix of 8 or more names it, as in git. A text edited in the
+queue file has another ID, so an approval applies exactly the text that was
+listed. Every change is sealed by layered-memory (a key in your state folder):
+one written or edited by anything else is listed as NOT TRUSTED, never
+approved, only rejected. An approved change still follows the rules on the
+section as it is now (an entry deleted since, a lesson already known: not
+applied, and dequeued).
 
 --json prints {"version": 1, "ok", "source", "memory", "queue", "section",
-"problem" (null, or why the queue is unreadable), "decisions": [{"id",
-"decision" ("approve" or "reject"), "outcome" ("applied", "rejected" or "not
-found"), "entry_id", "reason"}], "pending": [{"id", "op", "entry_id", "text",
-"reason", "thread_id", "model", "date", "entry_text"}]} ("pending": what still
-waits afterwards).
+"problem" (null, or why the queue is unreadable), "distrust" (what was changed
+outside layered-memory), "decisions": [{"id", "decision" ("approve" or
+"reject"), "outcome" ("applied", "rejected" or "not found"), "entry_id",
+"reason"}], "pending": [{"id", "op", "entry_id", "text", "reason",
+"thread_id", "model", "date", "entry_text", "untrusted"}]} ("pending": what
+still waits afterwards).
 
-Exit status: 0; 1 when an ID waits nowhere, an approval was not applied, or
-the queue is unreadable; 2 on a usage error, a --config that does not load or
-a store that does not answer."""
+Exit status: 0; 1 when an ID waits nowhere, an approval was not applied, the
+queue is unreadable or something in it is not trusted; 2 on a usage error, a
+--config that does not load or a store that does not answer."""
 
 
 def _add_review(subparsers: Subparsers) -> None:

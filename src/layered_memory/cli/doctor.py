@@ -45,7 +45,7 @@ from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_lab
 from layered_memory.core.imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
 from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.snapshot import LEFT_OUT_START
-from layered_memory.errors import CliStoreError
+from layered_memory.errors import CliStoreError, MemoryWriteError, ReviewError
 from layered_memory.rules import RuleSet
 from layered_memory.rules.dead_globs import dead_globs
 from layered_memory.safety.defuse import defuse_attribute, defuse_name
@@ -105,6 +105,7 @@ def diagnose(loaded: Loaded) -> tuple[list[Finding], list[dict[str, str]]]:
     else:
         reason = "session stores belong to a middleware's configuration: use --config"
         skipped.append({"check": "store-unreachable", "reason": reason})
+    findings.extend(review_queue_findings(loaded))
     if assembler.strict and any(f.severity == "error" for f in findings):
         message = (
             "strict=True: the agent's run stops with an error at the first of these problems "
@@ -250,6 +251,43 @@ class Finding:
     severity: Severity
     path: str | None
     message: str
+
+
+# -- the review queue ------------------------------------------------------------------------
+
+
+def review_queue_findings(loaded: Loaded) -> list[Finding]:
+    """Each review queue that cannot be trusted: the `--config` middleware's consolidator's,
+    else the one beside each writable memory file (`MEMORY.pending.json`), when it exists."""
+    from layered_memory.writeback.consolidation import MemoryConsolidator
+
+    middleware = loaded.middleware
+    consolidators: list[MemoryConsolidator] = []
+    if middleware is not None:
+        if middleware.consolidator is not None:
+            consolidators.append(middleware.consolidator)
+    else:
+        for layer in loaded.assembler.layers:
+            if not layer.writable:
+                continue
+            for path in layer.files:
+                try:
+                    consolidators.append(
+                        MemoryConsolidator(None, backend=loaded.backend, path=path)
+                    )
+                except (TypeError, ValueError):
+                    continue  # not a file a consolidator could manage
+    findings: list[Finding] = []
+    for consolidator in consolidators:
+        try:
+            problems = consolidator.queue_problems()
+        except (ReviewError, MemoryWriteError) as exc:
+            problems = [str(exc)]
+        findings.extend(
+            Finding("review-queue", "error", consolidator.pending_path, problem)
+            for problem in problems
+        )
+    return findings
 
 
 # -- what the load reported -----------------------------------------------------------------

@@ -21,6 +21,7 @@ from layered_memory.cli._store import open_store
 from layered_memory.errors import ReviewError, UsageError
 from layered_memory.sessions.stores.urls import redact_url, scrub
 from layered_memory.writeback.consolidation import Change, MemoryConsolidator
+from layered_memory.writeback.review_queue import SHOWN_ID_CHARS
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -108,23 +109,33 @@ def _check_ids(args: Any) -> None:
 def _review(consolidator: MemoryConsolidator, source: dict[str, Any], args: Any) -> int:
     decisions: list[_Decision] = []
     problem: str | None = None
+    distrust: list[str] = []
     try:
         with user_code():  # the user's backend runs here (--config): its prints go to stderr
             if args.action != "list":
-                ids = [change.id for change in consolidator.pending()] if args.all else args.ids
+                ids = args.ids
+                if args.all:  # `approve --all` approves what the package queued, nothing else
+                    ids = [
+                        change.id
+                        for change in consolidator.pending()
+                        if args.action == "reject" or change.untrusted is None
+                    ]
                 decisions = [_decide(consolidator, args.action, change_id) for change_id in ids]
             waiting = consolidator.pending()
+            distrust = consolidator.queue_problems()
     except ReviewError as exc:
         problem, waiting = exc.reason, []
-    ok = problem is None and all(decision.outcome != "not found" for decision in decisions)
+    ok = problem is None and not distrust
+    ok = ok and all(decision.outcome != "not found" for decision in decisions)
     ok = ok and not any(d.decision == "approve" and d.outcome == "rejected" for d in decisions)
     if args.json:
         data = _data(
             consolidator, source, waiting=waiting, decisions=decisions, problem=problem, ok=ok
         )
+        data["distrust"] = distrust
         print(dumps_json(data))
     else:
-        sys.stdout.write(_text(consolidator, waiting, decisions, problem))
+        sys.stdout.write(_text(consolidator, waiting, decisions, problem, distrust))
     return EXIT_OK if ok else EXIT_FINDINGS
 
 
@@ -172,6 +183,7 @@ def _text(
     waiting: Sequence[Change],
     decisions: Sequence[_Decision],
     problem: str | None,
+    distrust: Sequence[str] = (),
 ) -> str:
     queue, memory = printable(consolidator.pending_path), printable(consolidator.path)
     lines: list[str] = []
@@ -179,17 +191,22 @@ def _text(
         entry = f" [{printable(decision.entry_id)}]" if decision.entry_id else ""
         why = f": {printable(decision.reason)}" if decision.reason else ""
         verb = "approved" if decision.decision == "approve" else "rejected"
+        shown = printable(decision.id[:SHOWN_ID_CHARS])
         if decision.outcome == "not found":
-            lines.append(f"{printable(decision.id)}: not decided{why}")
+            lines.append(f"{shown}: not decided{why}")
         elif decision.decision == "approve" and decision.outcome == "rejected":
-            lines.append(f"{printable(decision.id)}: approved, but not applied{why}")
+            lines.append(f"{shown}: approved, but not applied{why}")
         else:
-            lines.append(f"{printable(decision.id)}: {verb}{entry}{why}")
+            lines.append(f"{shown}: {verb}{entry}{why}")
     if decisions:
         lines.append("")
     if problem is not None:
         lines.append(f"layered-memory review: {queue}: {printable(problem)}")
         return "\n".join(lines) + "\n"
+    for warning in distrust:
+        lines.append(f"warning: {printable(warning)}")
+    if distrust:
+        lines.append("")
     count = "1 change waits" if len(waiting) == 1 else f"{len(waiting)} changes wait"
     lines.append(
         f"{count} for review in {queue} (memory {memory}, section "
@@ -197,7 +214,9 @@ def _text(
     )
     for change in waiting:
         entry = f" [{printable(change.entry_id)}]" if change.entry_id else ""
-        lines += ["", f"{change.id}  {printable(change.op)}{entry}"]
+        lines += ["", f"{change.id[:SHOWN_ID_CHARS]}  {printable(change.op)}{entry}"]
+        if change.untrusted is not None:
+            lines.append(f"  NOT TRUSTED: {printable(change.untrusted)}; reject it")
         if change.entry_text is not None:
             lines.append(f"  entry: {printable(change.entry_text)}")
         if change.text is not None:

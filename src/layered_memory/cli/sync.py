@@ -21,6 +21,7 @@ a backslash, an empty segment) or that would land outside DIR through a symlink 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import sys
@@ -326,11 +327,33 @@ def _apply_pull(
 def _remove_empty_parents(folder: Path, root: Path) -> None:
     real_root = root.resolve()
     while folder.resolve() != real_root and folder.resolve().is_relative_to(real_root):
+        _drop_orphan_locks(folder)
         try:
             folder.rmdir()
         except OSError:  # not empty
             return
         folder = folder.parent
+
+
+def _drop_orphan_locks(folder: Path) -> None:
+    """Remove the writers' lock files (`.NAME.lock`) of files that are gone, when nothing else
+    is in the folder: a pull that deleted the folder's last file took its lock (created on
+    first use) and must not keep the folder alive with it. A writer of the deleted file that
+    comes later creates the lock again."""
+    try:
+        names = [entry.name for entry in os.scandir(folder)]
+    except OSError:
+        return
+    locks = [
+        name
+        for name in names
+        if name.startswith(".") and name.endswith(".lock") and name[1:-5] not in names
+    ]
+    if len(locks) != len(names):
+        return  # something else lives here: the folder stays, and so do its locks
+    for name in locks:
+        with contextlib.suppress(OSError):
+            (folder / name).unlink()
 
 
 def _existing_items(

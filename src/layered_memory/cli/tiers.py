@@ -29,7 +29,7 @@ if importlib.util.find_spec("numpy") is None:
     raise ImportError(msg)
 
 DEFAULT_NAMESPACE = "layered_memory/tiers"
-"""`tiers.records.DEFAULT_NAMESPACE` joined by '/' (pinned by `tests/tiers/test_tiers_cli.py`),
+"""`tiers.namespaces.DEFAULT_NAMESPACE` joined by '/' (pinned by `tests/tiers/test_tiers_cli.py`),
 spelled out so that declaring the option imports nothing of the tiers."""
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -114,7 +114,7 @@ def run_tiers(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit status."""
     from layered_memory.cli._store import open_store, parse_namespace
     from layered_memory.tiers.memory import TieredMemory
-    from layered_memory.tiers.records import check_prefix
+    from layered_memory.tiers.namespaces import check_prefix
 
     if args.purge and not args.forget:
         print("layered-memory tiers: --purge goes with --forget ITEM", file=sys.stderr)
@@ -154,7 +154,7 @@ def _edit(memory: TieredMemory, args: argparse.Namespace) -> int:
 
 
 def _show(memory: TieredMemory, user_id: str, *, as_json: bool) -> None:
-    from layered_memory.tiers.records import user_namespace
+    from layered_memory.tiers.namespaces import user_namespace
 
     stm = memory.short_term(user_id)
     every = memory.segments(user_id)

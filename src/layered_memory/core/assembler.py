@@ -84,6 +84,7 @@ from layered_memory.core.validation import (
     check_system_prompt,
 )
 from layered_memory.errors import SessionStoreError
+from layered_memory.recall.entries import RecallQuery
 from layered_memory.rules import (
     PARTIAL_LISTING,
     RuleMatch,
@@ -209,6 +210,9 @@ class MemoryAssembler:
         self.list_unmatched_rules = options.list_unmatched_rules
         self.system_prompt = template
         self.compat = compat
+        self.recalls = not compat and any(layer.recall for layer in self.layers)
+        """Whether a layer chooses its entries by relevance (`Layer(..., recall=True)`): only
+        then does the latest user message shape the block."""
         self.strict = strict
         self.nested = tuple(nested)
         """Names of nested memory files, in fallback order (`("AGENTS.md", "CLAUDE.md")`)."""
@@ -835,8 +839,15 @@ class MemoryAssembler:
 
     # -- rendering --------------------------------------------------------------------------
 
-    def render(self, snapshot: MemorySnapshot, *, keys: Iterable[str] = ()) -> str:
-        """The prompt block for `snapshot`, with the rules matching `keys` (cached)."""
+    def render(
+        self,
+        snapshot: MemorySnapshot,
+        *,
+        keys: Iterable[str] = (),
+        query: RecallQuery | None = None,
+    ) -> str:
+        """The prompt block for `snapshot`, with the rules matching `keys` (cached); `query`
+        chooses the entries of a `recall=True` layer's file over its share."""
         return self.render_parts(
             snapshot.files,
             snapshot.rule_files,
@@ -845,6 +856,7 @@ class MemoryAssembler:
             digest=snapshot.digest,
             unreadable=snapshot.unreadable,
             extras=snapshot.extras,
+            query=query,
         )
 
     def render_parts(
@@ -857,8 +869,9 @@ class MemoryAssembler:
         digest: str | None = None,
         unreadable: Mapping[str, str] | None = None,
         extras: MemoryExtras | None = None,
+        query: RecallQuery | None = None,
     ) -> str:
-        """`render` from the parts kept in agent state; cached on (digest, keys).
+        """`render` from the parts kept in agent state; cached on (digest, keys, query).
 
         Args:
             files: Layer path -> text.
@@ -869,7 +882,10 @@ class MemoryAssembler:
                 per load); without it, one is computed from every part.
             unreadable: Layer path -> reason, for files that could not be read.
             extras: Nested memory files and `@path` imports.
+            query: The latest user message and the paths touched (`recall=True` layers).
         """
+        # Without a recall layer the query cannot change the block: not part of the key.
+        query = query if self.recalls else None
         # Keys only select rules: without rule folders they cannot change the block.
         key_tuple = tuple(keys) if self.rule_folders else ()
         unreadable = unreadable or {}
@@ -883,11 +899,17 @@ class MemoryAssembler:
                 unreadable,
                 *extras.digest_parts(),
             )
-        cache_key = (digest, key_tuple)
+        cache_key = (digest, key_tuple, query)
         block = self._blocks.get(cache_key)
         if block is None:
             block = self._rendered(
-                files, rule_files, session, key_tuple, unreadable=unreadable, extras=extras
+                files,
+                rule_files,
+                session,
+                key_tuple,
+                unreadable=unreadable,
+                extras=extras,
+                query=query,
             ).block
             self._blocks.put(cache_key, block)
         return block
@@ -910,7 +932,11 @@ class MemoryAssembler:
         return rule_set
 
     def render_report(
-        self, snapshot: MemorySnapshot, *, keys: Iterable[str] = ()
+        self,
+        snapshot: MemorySnapshot,
+        *,
+        keys: Iterable[str] = (),
+        query: RecallQuery | None = None,
     ) -> RenderedMemory:
         """The block `render` gives, with what happened to each part of it (uncached; for
         `layered-memory inspect` and `doctor`, which show why a file is cut or left out)."""
@@ -921,6 +947,7 @@ class MemoryAssembler:
             tuple(keys) if self.rule_folders else (),
             unreadable=snapshot.unreadable,
             extras=snapshot.extras,
+            query=query,
         )
 
     def _rendered(
@@ -932,6 +959,7 @@ class MemoryAssembler:
         *,
         unreadable: Mapping[str, str],
         extras: MemoryExtras,
+        query: RecallQuery | None = None,
     ) -> RenderedMemory:
         match = self.match_rules(rule_files, keys)
         rules_renderer = None
@@ -950,6 +978,7 @@ class MemoryAssembler:
             session=session,
             unreadable=unreadable,
             extras=extras,
+            query=query,
         )
 
     def _report_rule_problems(self, rule_set: RuleSet) -> None:

@@ -636,8 +636,8 @@ def replace_unless_changed(
 
     For copies made from an earlier look at the file (`layered-memory sync pull`): an agent's
     edit or a write-back that landed since that look is never overwritten. False when the
-    file changed; nothing is written then. The cross-process lock is taken when the file has
-    one (every memory writer of this package leaves it beside the files it wrote).
+    file changed; nothing is written then. The cross-process lock is taken always, created
+    on first use as every memory writer of this package creates it.
 
     Raises:
         MemoryWriteError: The file cannot be locked, read or written (a symlink swapped in,
@@ -667,13 +667,10 @@ def replace_unless_changed(
             atomic_write(real, data)
         return {}, True
 
-    if target.lock_path.exists():
-        return strategy.transact_raw(swap)
-    # No memory writer of this package ever wrote the file (each leaves its lock file): no
-    # lock file is created for it, or a pull would leave one beside every file it copies.
-    # The comparison right before the replace still keeps a change made since the look.
-    with _lock_for_file(str(target.pinned)).hold():
-        return swap({})[1]
+    # Always the lock every memory writer of this file takes, created here when no writer has
+    # yet: a pull into a fresh checkout (no lock file) racing the first write-back would
+    # otherwise compare, then replace over the write-back that created the lock meanwhile.
+    return strategy.transact_raw(swap)
 
 
 # --- PostgreSQL store: an advisory lock in one SQL transaction ------------------------------

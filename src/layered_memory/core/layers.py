@@ -42,6 +42,10 @@ class Layer:
         writable: Whether the agent may edit these files with its file tools.
         max_lines: Lines shown per file (default: all, or 200 for a file named `MEMORY.md`).
         max_chars: Characters shown for the whole layer (default: limited by the total budget).
+        recall: When a file does not fit its share of the budget, show its entries (list
+            items, sections under headings) most relevant to the latest user message and the
+            paths the agent touched, in file order, with a marker counting those left out;
+            False: keep the file's head. No line cap applies (the choice is the cap).
 
     Example:
         Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True),
@@ -53,6 +57,7 @@ class Layer:
     writable: bool = field(default=False, kw_only=True)
     max_lines: int | None = field(default=None, kw_only=True)
     max_chars: int | None = field(default=None, kw_only=True)
+    recall: bool = field(default=False, kw_only=True)
 
     def __init__(
         self,
@@ -62,6 +67,7 @@ class Layer:
         writable: bool = False,
         max_lines: int | None = None,
         max_chars: int | None = None,
+        recall: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             msg = f"Layer name must be a non-empty string; got {name!r}"
@@ -79,6 +85,10 @@ class Layer:
         object.__setattr__(self, "writable", writable)
         object.__setattr__(self, "max_lines", max_lines)
         object.__setattr__(self, "max_chars", max_chars)
+        if not isinstance(recall, bool):
+            msg = f"Layer {name!r}: recall must be True or False, got {recall!r}"
+            raise TypeError(msg)
+        object.__setattr__(self, "recall", recall)
 
     @property
     def folders(self) -> tuple[str, ...]:
@@ -107,6 +117,8 @@ class Layer:
 
     def line_cap(self, path: str) -> int | None:
         """Lines of `path` that may be shown: the layer's cap, else 200 for `MEMORY.md`."""
+        if self.recall:
+            return None  # the entries chosen by relevance are the cap
         if self.max_lines is not None:
             return self.max_lines
         if PurePosixPath(path).name == MEMORY_FILE_NAME:

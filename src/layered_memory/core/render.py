@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from layered_memory.core.layers import Layer, in_folder
 from layered_memory.core.loading import MemoryExtras, strip_html_comments
+from layered_memory.recall.entries import RecallQuery, choose_entries
 from layered_memory.safety.defuse import (
     ascii_skeleton,
     defuse,
@@ -165,6 +166,7 @@ def render_memory(
     session: SessionEntry | None = None,
     unreadable: Mapping[str, str] | None = None,
     extras: MemoryExtras | None = None,
+    query: RecallQuery | None = None,
 ) -> str:
     """The memory block for one model call.
 
@@ -180,6 +182,8 @@ def render_memory(
             present-but-unreadable, never as empty (an empty writable file invites a rewrite).
         extras: Nested memory files (after the layers, shallow to deep; they give way to the
             budget first) and imported files (each right after the file that imports it).
+        query: The latest user message and the paths touched, by which a `recall=True`
+            layer's file over its share chooses its entries.
 
     Returns:
         The block to append to the system message.
@@ -194,6 +198,7 @@ def render_memory(
         session=session,
         unreadable=unreadable,
         extras=extras,
+        query=query,
     ).block
 
 
@@ -208,14 +213,17 @@ def render_memory_report(
     session: SessionEntry | None = None,
     unreadable: Mapping[str, str] | None = None,
     extras: MemoryExtras | None = None,
+    query: RecallQuery | None = None,
 ) -> RenderedMemory:
     """`render_memory`, with what happened to each part (the block is the same bytes)."""
     overhead = len(template.format(agent_memory=""))
     available = max_chars - overhead
     unreadable = unreadable or {}
     extras = extras or MemoryExtras()
-    build = compat_pieces if compat else layer_pieces
-    pieces = build(layers, files, unreadable, available, extras)
+    if compat:
+        pieces = compat_pieces(layers, files, unreadable, available, extras)
+    else:
+        pieces = layer_pieces(layers, files, unreadable, available, extras, query=query)
     if rules is not None:
         pieces.append(rules_piece(rules, available))
     if session is not None:
@@ -519,6 +527,8 @@ def layer_pieces(
     unreadable: Mapping[str, str],
     available: int,
     extras: MemoryExtras,
+    *,
+    query: RecallQuery | None = None,
 ) -> list[Piece]:
     """Every layer file in its element, each followed by what it imports; then nested files."""
     pieces: list[Piece] = []
@@ -545,7 +555,9 @@ def layer_pieces(
                     note = EMPTY_WRITABLE_NOTE.format(path=defuse_name(path))
                     pieces.append(element_piece(layer, path, note, shrinkable=False, kind="note"))
                 continue
-            piece, remaining = file_piece(layer, path, raw, available, remaining=remaining)
+            piece, remaining = file_piece(
+                layer, path, raw, available, remaining=remaining, query=query
+            )
             pieces.append(piece)
             pieces.extend(_imported(path, layer.name, extras, placed, available, rank=0))
     for path, text in extras.nested.items():
@@ -599,9 +611,13 @@ def file_piece(
     remaining: int | None = None,
     kind: PieceKind = "layer",
     rank: int = 0,
+    query: RecallQuery | None = None,
 ) -> tuple[Piece, int | None]:
     """A file's element, its text cut by the layer's line and character caps; returns the
     layer's remaining character cap too."""
+    if layer.recall:
+        query = query or RecallQuery()
+        return _recall_piece(layer, path, text, remaining, query=query, kind=kind, rank=rank)
     source_chars = len(text)
     capped: list[str] = []
     line_cap = layer.line_cap(path)
@@ -622,6 +638,47 @@ def file_piece(
     return replace(piece, source_chars=source_chars, capped=tuple(capped)), remaining
 
 
+def _recall_piece(
+    layer: Layer,
+    path: str,
+    text: str,
+    remaining: int | None,
+    *,
+    query: RecallQuery,
+    kind: PieceKind,
+    rank: int,
+) -> tuple[Piece, int | None]:
+    """A `recall=True` layer's file: cut to its entries most relevant to `query` (not to its
+    head) when it is over the layer's cap or the budget. The whole text is redacted and
+    defused (any entry may be shown), once per distinct text."""
+    body = _recall_body(text)
+
+    def marker(left_out: int, total: int) -> str:
+        shown = defuse_name(path)
+        return (
+            f"[... {left_out} of {total} entries of {shown} not shown (chosen by relevance to "
+            f"the latest message and the files touched); read_file {shown} to read it whole]"
+        )
+
+    def choose(limit: int) -> str:
+        return choose_entries(body, max(limit, 0), query, marker)
+
+    capped: tuple[str, ...] = ()
+    if remaining is not None:
+        cut = choose(remaining)
+        if cut != body:
+            capped = (f"over the layer's max_chars={layer.max_chars}; entries chosen by relevance",)
+            body = cut or omitted_marker(path, len(body))
+        remaining -= len(body)
+    piece = element_piece(layer, path, body, shrinkable=True, kind=kind, rank=rank, cut=choose)
+    return replace(piece, source_chars=len(text), capped=capped), remaining
+
+
+@functools.lru_cache(maxsize=32)
+def _recall_body(text: str) -> str:
+    return defuse(_redacted(text))
+
+
 def element_piece(
     layer: Layer,
     path: str,
@@ -630,8 +687,10 @@ def element_piece(
     shrinkable: bool,
     kind: PieceKind = "layer",
     rank: int = 0,
+    cut: Callable[[int], str] | None = None,
 ) -> Piece:
-    """A file (or a note standing for it) in its `<layer>` element."""
+    """A file (or a note standing for it) in its `<layer>` element (`cut(limit)`: the body
+    within `limit` chars, by default its head and a marker)."""
     access = "writable" if layer.writable else "read-only"
     shown = defuse_attribute(path)
     attributes = f'name="{defuse_attribute(layer.name)}" path="{shown}" access="{access}"'
@@ -645,7 +704,8 @@ def element_piece(
     frame = len(head) + len(tail)
 
     def shrink(limit: int) -> str:
-        kept = truncate_text(body, max(limit - frame, 0), path)
+        room = max(limit - frame, 0)
+        kept = cut(room) if cut is not None else truncate_text(body, room, path)
         return f"{head}{kept}{tail}" if kept else stub
 
     return Piece(full, shrink, len(stub), stub, **label)

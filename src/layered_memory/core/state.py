@@ -166,6 +166,23 @@ def extras_of(state: Mapping[str, Any]) -> MemoryExtras:
     return MemoryExtras.from_state(loaded(state).get("extras"))
 
 
+MAX_RECALL_QUERY_CHARS = 4000
+"""Characters of the latest user message a recall layer's choice reads (a pasted log must not
+make every model call score megabytes)."""
+
+
+def latest_user_text(state: Mapping[str, Any]) -> str:
+    """The latest user message's text (up to `MAX_RECALL_QUERY_CHARS`): what a `recall=True`
+    layer chooses its entries by, with the paths touched. On every model call of a run with a
+    recall layer: a scan back to the last human message, nothing else."""
+    for item in reversed(state.get("messages") or ()):
+        if getattr(item, "type", None) == "human":
+            content = item.content
+            text = content if isinstance(content, str) else getattr(item, "text", "")
+            return text[:MAX_RECALL_QUERY_CHARS] if isinstance(text, str) else ""
+    return ""
+
+
 def touched_of(state: Mapping[str, Any]) -> list[str]:
     """The paths the agent's tools named in this thread."""
     return list(state.get("memory_touched_paths") or ())

@@ -19,7 +19,8 @@ from layered_memory.tiers.middleware import (
     TieredMemoryState,
     render_retrieval,
 )
-from layered_memory.tiers.records import (
+from layered_memory.tiers.settings import TierSettings
+from layered_memory.tiers.values import (
     Consolidation,
     Fact,
     Forgotten,
@@ -28,7 +29,6 @@ from layered_memory.tiers.records import (
     ScoredFact,
     ScoredPage,
     Segment,
-    TierSettings,
 )
 
 __all__ = [

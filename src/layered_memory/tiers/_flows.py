@@ -22,6 +22,7 @@ the next one.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import uuid
 from collections.abc import Generator, Sequence
@@ -34,7 +35,11 @@ from langgraph.store.base import GetOp, Item, PutOp
 
 from layered_memory._logs import get_logger
 from layered_memory.errors import TierItemError, VectorError
-from layered_memory.tiers import search
+from layered_memory.recall import ranking
+from layered_memory.recall.periods import time_hint
+from layered_memory.recall.text import tokens, word_counts
+from layered_memory.tiers import summaries
+from layered_memory.tiers.page_index import INDEXES, PageIndex
 from layered_memory.tiers.records import (
     ARCHIVE,
     ARCHIVE_ROWS,
@@ -48,31 +53,31 @@ from layered_memory.tiers.records import (
     STATE_KEY,
     VISITS_KEY,
     ArchiveBlock,
-    Consolidation,
-    FactKind,
     FactRec,
-    Forgotten,
     IndexBlock,
     LongTerm,
     MidTerm,
-    Page,
     PageRec,
-    Retrieval,
-    ScoredFact,
-    ScoredPage,
-    Segment,
     SegRec,
-    TierSettings,
     UserState,
-    Vector,
-    as_matrix,
     dump_visits,
     id_number,
     load_visits,
     top_keywords,
-    unit,
     warn,
 )
+from layered_memory.tiers.settings import TierSettings
+from layered_memory.tiers.values import (
+    Consolidation,
+    FactKind,
+    Forgotten,
+    Page,
+    Retrieval,
+    ScoredFact,
+    ScoredPage,
+    Segment,
+)
+from layered_memory.tiers.vectors import Vector, as_matrix, unit
 
 logger = get_logger(__name__)
 
@@ -391,17 +396,17 @@ def _move_overflow(ctx: Context, loaded: Loaded, touched: set[str], report: _Rep
     for page, raw in zip(overflow, matrix, strict=True):
         vector = unit(raw)
         page.vector = vector
-        words = search.keywords(page_text(page))
-        summary = search.summary_line(page.query, page.response)
-        terms = search.tokens(page_text(page))
+        words = summaries.keywords(page_text(page))
+        summary = summaries.summary_line(page.query, page.response)
+        terms = tokens(page_text(page))
         if ctx.has_model and not page.forgotten:  # a forgotten page's text goes to no model
-            answer = yield Ask(tuple(search.page_messages(page.query, page.response)))
-            parsed = _parsed(answer, search.parse_summary, ctx, "page summary")
+            answer = yield Ask(tuple(summaries.page_messages(page.query, page.response)))
+            parsed = _parsed(answer, summaries.parse_summary, ctx, "page summary")
             if parsed is not None:
                 words, summary = parsed
                 # The model's words (synonyms, names it resolved) are searchable too.
-                terms += search.tokens(summary) + words
-        page.keywords, page.summary = words[: search.MAX_KEYWORDS], summary
+                terms += tokens(summary) + words
+        page.keywords, page.summary = words[: summaries.MAX_KEYWORDS], summary
         segment, score = _best_segment(mid, vector, page.keywords)
         if segment is not None and score >= ctx.settings.theta:
             if page.forgotten:
@@ -428,9 +433,9 @@ def _move_overflow(ctx: Context, loaded: Loaded, touched: set[str], report: _Rep
     if resummarized:
         # The paper embeds a segment's summary; without a usable answer the centroid stays.
         result = yield Embed(tuple(segment.summary for segment in resummarized))
-        summaries = _vectors(result, len(resummarized), state.dim, ctx, "segment summaries")
-        if summaries is not None:
-            for segment, vector in zip(resummarized, summaries, strict=True):
+        summary_vectors = _vectors(result, len(resummarized), state.dim, ctx, "segment summaries")
+        if summary_vectors is not None:
+            for segment, vector in zip(resummarized, summary_vectors, strict=True):
                 mid.vectors[segment.id] = unit(vector)
 
 
@@ -443,7 +448,7 @@ def _parsed(answer: object, parse: Any, ctx: Context, what: str) -> Any:
             type(answer.error).__name__,
         )
         return None
-    parsed = parse(search.answer_text(answer))
+    parsed = parse(summaries.answer_text(answer))
     if parsed is None:
         logger.warning(
             "tiered memory %s: unusable model answer for %s; lexical fallback", ctx.where, what
@@ -459,11 +464,11 @@ def _best_segment(
     candidates = [s for s in candidates if mid.vectors[s.id].shape == vector.shape]
     if not candidates:
         return None, 0.0
-    cos = search.cosines(np.stack([mid.vectors[s.id] for s in candidates]), vector)
+    cos = ranking.cosines(np.stack([mid.vectors[s.id] for s in candidates]), vector)
     best: SegRec | None = None
     best_score = float("-inf")
     for segment, similarity in zip(candidates, cos.tolist(), strict=True):
-        score = similarity + search.jaccard(segment.keywords, words)
+        score = similarity + summaries.jaccard(segment.keywords, words)
         if score > best_score:
             best, best_score = segment, score
     return best, best_score
@@ -484,19 +489,19 @@ def _join(ctx: Context, mid: MidTerm, segment: SegRec, page: PageRec) -> Flow[No
     if ctx.has_model:
         answer = yield Ask(
             tuple(
-                search.segment_messages(
+                summaries.segment_messages(
                     segment.summary, segment.keywords, page.summary, page.keywords
                 )
             )
         )
-        parsed = _parsed(answer, search.parse_summary, ctx, "segment summary")
+        parsed = _parsed(answer, summaries.parse_summary, ctx, "segment summary")
         if parsed is not None:
             words, segment.summary = parsed
             segment.keywords = words[:MAX_SEGMENT_KEYWORDS]
             lexical = False
     if lexical:
         segment.keywords = top_keywords(segment.counts)
-        segment.summary = search.segment_summary(segment.keywords, segment.lines)
+        segment.summary = summaries.segment_summary(segment.keywords, segment.lines)
 
 
 def _create(ctx: Context, state: UserState, mid: MidTerm, page: PageRec) -> SegRec:
@@ -523,7 +528,9 @@ def _create(ctx: Context, state: UserState, mid: MidTerm, page: PageRec) -> SegR
     segment.add_keywords(page.keywords)
     segment.keywords = list(page.keywords[:MAX_SEGMENT_KEYWORDS])
     segment.summary = (
-        page.summary if ctx.has_model else search.segment_summary(segment.keywords, segment.lines)
+        page.summary
+        if ctx.has_model
+        else summaries.segment_summary(segment.keywords, segment.lines)
     )
     mid.vectors[segment.id] = page.vector.copy()
     return segment
@@ -580,9 +587,9 @@ def _promote(ctx: Context, loaded: Loaded, report: _Report) -> Flow[bool]:
         entries = _lexical_promotion(visible)
         if ctx.has_model and visible:
             answer = yield Ask(
-                tuple(search.promotion_messages([(p.query, p.response) for p in visible]))
+                tuple(summaries.promotion_messages([(p.query, p.response) for p in visible]))
             )
-            parsed = _parsed(answer, search.parse_promotion, ctx, "promotion")
+            parsed = _parsed(answer, summaries.parse_promotion, ctx, "promotion")
             if parsed is not None:
                 profile, facts = parsed
                 ids = [page.id for page in visible]
@@ -637,8 +644,8 @@ def _lexical_promotion(pages: Sequence[PageRec]) -> list[Entry]:
     """
     entries: list[Entry] = []
     for page in pages:
-        line = page.summary or search.summary_line(page.query, page.response)
-        if line and not line.endswith("?") and len(search.tokens(line)) >= 3:
+        line = page.summary or summaries.summary_line(page.query, page.response)
+        if line and not line.endswith("?") and len(tokens(line)) >= 3:
             entries.append(("fact", line, [page.id]))
     return entries
 
@@ -662,7 +669,7 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
         return base
     index = yield from _current_index(ctx, state)
     q: Vector | None = None
-    if (index is not None and index.visible.any()) or facts:
+    if (index is not None and index.rows.visible.any()) or facts:
         result = yield Embed((query,), query=True)
         matrix = _vectors(result, 1, None, ctx, "the query")
         q = matrix[0] if matrix is not None else None  # None: the lexical search still runs
@@ -675,20 +682,21 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
         )
     dense = q if q is not None and (index is None or q.shape[0] == index.dim) else None
     stm_docs = [
-        search.ShortTermDoc(page.id, search.word_counts(page_text(page)), page.timestamp)
-        for page in short
+        ranking.LooseDoc(page.id, word_counts(page_text(page)), page.timestamp) for page in short
     ]
     s = ctx.settings
-    hint = search.time_hint(query, ctx.now)
-    words = search.tokens(query)
-    if index is not None:
-        with index.lock:
-            found = search.search(
-                index, words, dense, stm_docs, top_k=s.top_k, relevance_z=s.relevance_z, hint=hint
-            )
-    else:
-        found = search.search(
-            None, words, None, stm_docs, top_k=s.top_k, relevance_z=s.relevance_z, hint=hint
+    hint = time_hint(query, ctx.now)
+    words = tokens(query)
+    with index.lock if index is not None else contextlib.nullcontext():
+        found = ranking.rank(
+            index.rows if index is not None else None,
+            words,
+            dense if index is not None else None,
+            stm_docs,
+            top_k=s.top_k,
+            relevance_z=s.relevance_z,
+            hint=hint,
+            floor_z=s.floor_z,
         )
     by_id = {page.id: page for page in short}
     loaded = Loaded(state, MidTerm(), {}, lpm)
@@ -719,14 +727,14 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
     )
 
 
-def _current_index(ctx: Context, state: UserState) -> Flow[search.PageIndex | None]:
+def _current_index(ctx: Context, state: UserState) -> Flow[PageIndex | None]:
     """This process's copy of the user's index, brought up to the revisions `state` lists
     (reading only the blocks that changed since it was last brought up)."""
     if not state.dim or not state.index:
         return None
     revs = [rev for rev, _ in state.index]
     for _ in range(3):
-        stale = search.INDEXES.stale_blocks((ctx.store, ctx.namespace), revs, state.dim)
+        stale = INDEXES.stale_blocks((ctx.store, ctx.namespace), revs, state.dim)
         blocks: dict[int, IndexBlock] = {}
         if stale:
             items = yield StoreBatch(tuple(GetOp(ctx.index, str(n)) for n in stale))
@@ -734,14 +742,14 @@ def _current_index(ctx: Context, state: UserState) -> Flow[search.PageIndex | No
                 block = IndexBlock.load(_value(item), where=ctx.where, number=n)
                 blocks[n] = block
                 revs[n] = block.rev or revs[n]
-        index = search.INDEXES.current((ctx.store, ctx.namespace), revs, state.dim, blocks)
+        index = INDEXES.current((ctx.store, ctx.namespace), revs, state.dim, blocks)
         if index is not None:
             return index
     return None  # another thread kept changing it: this retrieval searches short-term only
 
 
 def _relevant_entries(
-    found: search.Found, facts: list[FactRec], lpm: LongTerm, q: Vector | None, top: int
+    found: ranking.Found, facts: list[FactRec], lpm: LongTerm, q: Vector | None, top: int
 ) -> list[tuple[float, FactRec]]:
     """Long-term entries that would rank among the returned pages (the same scores and the
     same relevance cut as the pages: no cosine cut of their own), best first."""
@@ -749,11 +757,11 @@ def _relevant_entries(
         return []
     cosines: dict[str, float] = {}
     if q is not None and lpm.matrix is not None and lpm.matrix.shape[1:] == q.shape:
-        every = search.cosines(lpm.matrix, q).tolist()
+        every = ranking.cosines(lpm.matrix, q).tolist()
         cosines = {fact.id: c for fact, c in zip(lpm.facts, every, strict=True)}
     scored = []
     for fact in facts:
-        score = search.score_extra(found, search.word_counts(fact.text), cosines.get(fact.id))
+        score = ranking.score_extra(found, word_counts(fact.text), cosines.get(fact.id))
         if score > 0 and score >= found.last_score:
             scored.append((score, fact))
     scored.sort(key=lambda pair: (-pair[0], -pair[1].timestamp))
@@ -918,7 +926,7 @@ def _rebuild(ctx: Context, loaded: Loaded, place: _Place) -> Flow[None]:
         segment.add_keywords(page.keywords)
     segment.keywords = top_keywords(segment.counts)
     segment.lines = [page.summary for page in pages if page.summary][-MAX_LINES:]
-    segment.summary = search.segment_summary(segment.keywords, segment.lines)
+    segment.summary = summaries.segment_summary(segment.keywords, segment.lines)
     if place.archive_block is not None:
         return  # an archived segment has no vector: its pages are searched one by one
     numbers = sorted({page.block for page in pages if page.block is not None})

@@ -24,19 +24,10 @@ from layered_memory._logs import get_logger
 from layered_memory.safety.redaction import redact
 from layered_memory.tiers import _flows
 from layered_memory.tiers._flows import Ask, Embed, Failed, Flow, Op, StoreBatch
-from layered_memory.tiers.records import (
-    DEFAULT_NAMESPACE,
-    Consolidation,
-    Fact,
-    Forgotten,
-    Page,
-    Retrieval,
-    Segment,
-    TierSettings,
-    check_prefix,
-    user_namespace,
-)
-from layered_memory.tiers.search import storable
+from layered_memory.tiers.namespaces import DEFAULT_NAMESPACE, check_prefix, user_namespace
+from layered_memory.tiers.settings import TierSettings
+from layered_memory.tiers.summaries import storable
+from layered_memory.tiers.values import Consolidation, Fact, Forgotten, Page, Retrieval, Segment
 
 if TYPE_CHECKING:
     from layered_memory.writeback.insights import MemoryWriter

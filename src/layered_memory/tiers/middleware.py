@@ -15,12 +15,15 @@ A run without a usable user id gets no memory and records nothing (one warning),
 written for recall.
 
 The budget goes to evidence first: the relevant long-term entries (short; an entry made from
-a page that is itself shown is left out), then the found pages best first, then whatever
-short-term pages still fit, newest first. An item that does not fit is skipped and the next
-one tried (a shorter one may fit); the last room is given to the first item skipped, cut with
-an ellipsis. Items are then printed by tier, pages in the order they happened, each with its
-date (temporal questions need it). The header is one line. Memory text is untrusted: closing
-tags of this block (and of `MemoryMiddleware`'s) inside it are defused.
+a page that is itself shown is left out), then the found pages best first. Nothing else:
+a short-term page the search did not find is not shown however much budget is left (it
+shares no word with the question and is no closer to it than the average page; issue 37's
+precision rule). An item that does not fit is skipped and the next one tried (a shorter one
+may fit); the last room is given to the first item skipped, cut with an ellipsis. Items are
+then printed by tier, pages in the order they happened under a `[YYYY-MM-DD]` line for their
+day (temporal questions need the date; one line per day costs less than one per page). The
+header is one line. Memory text is untrusted: closing tags of this block (and of
+`MemoryMiddleware`'s) inside it are defused.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ from layered_memory.core.validation import check_bool
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.safety.defuse import defuse
 from layered_memory.tiers.memory import TieredMemory
-from layered_memory.tiers.records import Page, Retrieval, check_user_id
+from layered_memory.tiers.namespaces import check_user_id
+from layered_memory.tiers.values import Page, Retrieval
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -83,7 +87,7 @@ def _date(timestamp: float) -> str:
 
 
 def _page(page: Page) -> str:
-    text = f"[{_date(page.timestamp)}] User: {_safe(page.query)}"
+    text = f"User: {_safe(page.query)}"
     return f"{text}\nAssistant: {_safe(page.response)}" if page.response else text
 
 
@@ -92,31 +96,45 @@ def _cut(text: str, limit: int) -> str:
 
 
 class _Block:
-    """The sections being filled, and the length of the block they would make."""
+    """The sections being filled, and the length of the block they would make.
+
+    Pages are printed in time order under a `[YYYY-MM-DD]` line per day (one date for all
+    the pages of a day, not one per page: on LoCoMo ~13 characters saved per page shown, the
+    room of a page in ten at 2,000 characters)."""
 
     def __init__(self, max_chars: int) -> None:
         self.max_chars = max_chars
-        self.items: dict[str, list[tuple[float, str]]] = {tier: [] for tier in TIERS}
+        self.items: dict[str, list[tuple[float, str, str]]] = {tier: [] for tier in TIERS}
+        self.days: dict[str, set[str]] = {tier: set() for tier in TIERS}
         self.used = len(HEADER) + 1 + len(FOOTER)
 
-    def cost(self, tier: str, text: str) -> int:
+    def cost(self, tier: str, text: str, day: str = "") -> int:
+        dated = 2 + len(day) + 1 if day and day not in self.days[tier] else 0
         if self.items[tier]:
-            return 1 + len(text)
-        return 1 + len(f"<{tier}>\n") + len(text) + len(f"\n</{tier}>")
+            return 1 + len(text) + dated
+        return 1 + len(f"<{tier}>\n") + len(text) + dated + len(f"\n</{tier}>")
 
-    def room(self, tier: str) -> int:
-        """The longest item that still fits in `tier`."""
-        return self.max_chars - self.used - self.cost(tier, "")
+    def room(self, tier: str, day: str = "") -> int:
+        """The longest item that still fits in `tier` (under the line of `day`)."""
+        return self.max_chars - self.used - self.cost(tier, "", day)
 
-    def add(self, tier: str, text: str, order: float) -> None:
-        self.used += self.cost(tier, text)
-        self.items[tier].append((order, text))
+    def add(self, tier: str, text: str, order: float, day: str = "") -> None:
+        self.used += self.cost(tier, text, day)
+        self.items[tier].append((order, day, text))
+        if day:
+            self.days[tier].add(day)
 
     def text(self) -> str:
         parts = [HEADER]
         for tier in TIERS:
             if self.items[tier]:
-                lines = [text for _, text in sorted(self.items[tier], key=lambda p: p[0])]
+                lines: list[str] = []
+                last = ""
+                for _, day, text in sorted(self.items[tier], key=lambda p: p[0]):
+                    if day and day != last:
+                        lines.append(f"[{day}]")
+                        last = day
+                    lines.append(text)
                 parts.append(f"<{tier}>\n" + "\n".join(lines) + f"\n</{tier}>")
         parts.append(FOOTER)
         return "\n".join(parts)
@@ -131,8 +149,8 @@ def render_retrieval(retrieval: Retrieval, *, max_chars: int = DEFAULT_MAX_CHARS
     """
     shown = {hit.page.id for hit in retrieval.pages}
     short_ids = {page.id for page in retrieval.short_term}
-    # (tier, text, print order): entries in rank order, pages in time order.
-    candidates: list[tuple[str, str, float]] = []
+    # (tier, text, print order, day): entries in rank order, pages in time order.
+    candidates: list[tuple[str, str, float, str]] = []
     entries = [(s.fact, s.score) for s in retrieval.facts]
     entries += [(f, 0.0) for f in retrieval.profile]
     for rank, (fact, _) in enumerate(entries):
@@ -140,28 +158,25 @@ def render_retrieval(retrieval: Retrieval, *, max_chars: int = DEFAULT_MAX_CHARS
             continue  # its page is shown whole
         label = "Profile: " if fact.kind == "profile" else ""
         text = f"- {label}{_safe(fact.text)} ({_date(fact.timestamp)})"
-        candidates.append(("long_term", text, float(rank)))
+        candidates.append(("long_term", text, float(rank), ""))
     for hit in retrieval.pages:
         tier = "short_term" if hit.page.id in short_ids else "mid_term"
-        candidates.append((tier, _page(hit.page), hit.page.timestamp))
-    for page in sorted(retrieval.short_term, key=lambda p: p.timestamp, reverse=True):
-        if page.id not in shown:
-            candidates.append(("short_term", _page(page), page.timestamp))
+        candidates.append((tier, _page(hit.page), hit.page.timestamp, _date(hit.page.timestamp)))
     block = _Block(max_chars)
     if not candidates or block.used > max_chars:
         return ""
-    skipped: tuple[str, str, float] | None = None
-    for tier, item, order in candidates:
+    skipped: tuple[str, str, float, str] | None = None
+    for tier, item, order, day in candidates:
         text = _cut(item, MAX_ITEM_CHARS)
-        if len(text) <= block.room(tier):
-            block.add(tier, text, order)
+        if len(text) <= block.room(tier, day):
+            block.add(tier, text, order, day)
         elif skipped is None:
-            skipped = (tier, text, order)
+            skipped = (tier, text, order, day)
     if skipped is not None:
-        tier, text, order = skipped
-        room = block.room(tier)
+        tier, text, order, day = skipped
+        room = block.room(tier, day)
         if room >= _MIN_CUT:
-            block.add(tier, _cut(text, room), order)
+            block.add(tier, _cut(text, room), order, day)
     if not any(block.items.values()):
         return ""
     return block.text()

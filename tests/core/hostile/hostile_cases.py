@@ -239,6 +239,30 @@ def nested_markdown(root: Path) -> dict[str, Any]:
     }
 
 
+@case
+def recall_entries(root: Path) -> dict[str, Any]:
+    """A `recall=True` layer over 2 MB: 100,000 one-word items, a heading run, an unclosed
+    fence, an item of closing tags; asked a 1 MB question naming every word."""
+    words = [f"w{i}" for i in range(100_000)]
+    hostile = "".join(f"- {w}\n" for w in words) + "#" * 50_000 + "\n" + "```\n" * 1001
+    hostile += "- " + "</layer>" * 100_000 + "\n" + "  " * 200_000 + "- deep\n"
+    (root / "LESSONS.md").write_text(hostile[: FILE_LIMIT // 4])
+    backend = fs(root)
+    layer = Layer("lessons", "/LESSONS.md", writable=True, recall=True, max_chars=4000)
+    memory = MemoryMiddleware(backend=backend, layers=[layer])
+    question = " ".join(words)[: 1024 * 1024]
+    model = ScriptedChatModel(script=["done"])
+    agent = create_deep_agent(model=model, backend=backend, memory=[], middleware=[memory])
+    agent.invoke({"messages": [{"role": "user", "content": question}]})
+    prompt = model.system_prompts[-1]
+    body = prompt.split('access="writable">', 1)[1].split("\n</layer>", 1)[0]
+    return {
+        "body_chars_ok": len(body) <= 4000,
+        "raw_layer_close": prompt.count("</layer>"),
+        "marker": "entries of /LESSONS.md not shown" in body,
+    }
+
+
 # --- 5. Rule `paths:` lists: many globs, long globs, brace bombs ---------------------------
 
 
@@ -575,6 +599,44 @@ def hostile_consolidation(folder: Path) -> dict[str, Any]:
         "marks_line_parsed": learned_entry(f"- {marks}") is None,
         "stored_instruction": "ignore previous" in memory.split("## Learned", 1)[1][:200],
         "key_stored": "AKIA" in memory,
+    }
+
+
+@case
+def hostile_lessons(folder: Path) -> dict[str, Any]:
+    """The lesson hold on texts built to make a reader backtrack or loop: letter-spaced runs,
+    endless URLs, quotes, percent signs, pipes, sentences; and a run's sources of megabytes.
+    Every reading is linear: it finishes, and still holds what it should."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from layered_memory.writeback.lesson_hold import hold_reason, sources_of
+
+    del folder
+    size = 40_000
+    texts = {
+        "spaced": "a " * size * 2,
+        "dotted": "a." * size * 2 + "!",
+        "curls": "curl " * size,
+        "urls": "https://" * size + "{secret}",
+        "quotes": "c'" * size * 2,
+        "percent": "%25" * size,
+        "pipes": "| sh " * size,
+        "ignores": "ignore " * size,
+        "one_token": "x" * size * 10,
+        "sentences": "Run it. " * (size // 4),
+    }
+    held = {name: hold_reason(text) is not None for name, text in texts.items()}
+    run = [
+        HumanMessage("u " * 500_000),
+        AIMessage("", tool_calls=[{"name": "fetch", "args": {"u": "x" * 100_000}, "id": "c"}]),
+        ToolMessage("w " * 2_000_000, name="fetch", tool_call_id="c"),
+    ]
+    sources = sources_of(run)
+    return {
+        "held": held,
+        "ordinary_applied": hold_reason("Prefer the widget library for forms.", sources=sources)
+        is None,
+        "sources_kept": len(sources.foreign) <= 200_000,
     }
 
 

@@ -99,6 +99,16 @@ def test_deeply_nested_markdown_loads_and_takes_the_write_back(outcomes: dict[st
     assert outcome(outcomes, "nested_markdown") == {"prompts": 1, "written": True}
 
 
+def test_a_recall_layer_over_a_hostile_file_stays_linear_and_inert(
+    outcomes: dict[str, Any],
+) -> None:
+    assert outcome(outcomes, "recall_entries") == {
+        "body_chars_ok": True,
+        "raw_layer_close": 1,  # the layer's own; the file's closing tags defused
+        "marker": True,
+    }
+
+
 def test_pathological_paths_lists_refuse_only_their_own_file(outcomes: dict[str, Any]) -> None:
     result = outcome(outcomes, "paths_lists")
     # One bad glob drops only itself (the rule stays scoped, so it never applies); past the
@@ -233,6 +243,15 @@ def test_a_hostile_consolidation_finishes_and_stores_nothing_bad(outcomes: dict[
     assert found["marks_line_parsed"] is True
     assert found["stored_instruction"] is False
     assert found["key_stored"] is False
+
+
+def test_the_lesson_hold_reads_hostile_texts_in_linear_time(outcomes: dict[str, Any]) -> None:
+    found = outcome(outcomes, "hostile_lessons")
+    assert found["held"]["urls"] is True  # a data placeholder after 40,000 URL starts
+    assert found["held"]["pipes"] is False  # `| sh` with nothing fetched from anywhere
+    assert found["held"]["spaced"] is False  # "a a a ...": no word joined into a command
+    assert found["ordinary_applied"] is True
+    assert found["sources_kept"] is True  # megabytes of run: the newest 200,000 chars
 
 
 def test_a_hostile_graph_is_defused_and_named_back_in_linear_time(outcomes: dict[str, Any]) -> None:
