@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from layered_memory.core.snapshot import STATE_DIR_ENV, ledger_path
+from layered_memory.core.unrestored import STATE_DIR_ENV, ledger_path
 
 
 @pytest.fixture(scope="module")

@@ -19,14 +19,18 @@ from deepagents.middleware.memory import MemoryMiddleware as DeepagentsMemoryMid
 from langgraph.checkpoint.memory import InMemorySaver
 
 import layered_memory.core.assembler as assembler_module
+import layered_memory.core.render_cache as render_cache_module
 from benchmarks._fixtures import CountingBackend, Project, build_project, counting_calls, ours
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, interleaved
 from layered_memory.testing import ScriptedChatModel
 
-COUNTED_STEPS = ("parse_rule_file", "build_rule_set", "render_memory_report", "render_rules")
-"""The assembler's parse and render steps; a warm invocation must call none of them."""
+PARSE_STEPS = ("parse_rule_file", "build_rule_set")
+"""The rule-set cache's parse steps (core/render_cache.py)."""
+RENDER_STEPS = ("render_memory_report", "render_rules")
+"""The assembler's render steps; a warm invocation must call none of these four."""
+COUNTED_STEPS = PARSE_STEPS + RENDER_STEPS
 
 _threads = itertools.count()
 _INPUT = {"messages": [{"role": "user", "content": "What is the test command?"}]}
@@ -81,13 +85,14 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
         config = _first_invocation(graph)
         backend.reset()
         with (
-            counting_calls(assembler_module, *COUNTED_STEPS) as steps,
+            counting_calls(render_cache_module, *PARSE_STEPS) as parses,
+            counting_calls(assembler_module, *RENDER_STEPS) as renders,
             counting_calls(DeepagentsMemoryMiddleware, "_format_agent_memory") as formats,
         ):
             graph.invoke(_INPUT, config)
         counted[name] = {
             "backend": dict(backend.calls),
-            "steps": {step: steps[step] for step in COUNTED_STEPS},
+            "steps": {step: (parses + renders)[step] for step in COUNTED_STEPS},
             "formats": formats["_format_agent_memory"],
         }
     ours_steps = sum(counted["ours"]["steps"].values())

@@ -73,6 +73,13 @@ from layered_memory.core.protection import (
     unreadable_message,
     writes_memory,
 )
+from layered_memory.core.put_back import (
+    Outcome,
+    during_run,
+    read_only_changes,
+    restore,
+    run_start_in_context,
+)
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     MEMORY_SYSTEM_PROMPT,
@@ -84,15 +91,7 @@ from layered_memory.core.run_data import (
     run_data,
     thread_id,
 )
-from layered_memory.core.snapshot import (
-    Outcome,
-    Pinned,
-    RunStart,
-    during_run,
-    read_only_changes,
-    restore,
-    run_start_in_context,
-)
+from layered_memory.core.snapshot import Pinned, RunStart
 from layered_memory.core.state import (
     LayeredMemoryState,
     extras_of,

@@ -330,7 +330,7 @@ def test_memory_an_agent_changed_and_the_guard_could_not_put_back(
     long as the file holds what the failed put-back left there."""
     from deepagents.backends import FilesystemBackend
 
-    from layered_memory.core.snapshot import Unrestored, fingerprint, place_of, record
+    from layered_memory.core.unrestored import Unrestored, fingerprint, place_of, record
 
     write(folder, {"AGENTS.md": "", ".claude/rules/style.md": "Be brief.\n"})
     backend = FilesystemBackend(root_dir=folder, virtual_mode=True)

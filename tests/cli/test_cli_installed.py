@@ -132,13 +132,21 @@ def test_graph(installed_cli: InstalledCli, bare_folder: Path) -> None:
 
 
 def test_review(installed_cli: InstalledCli, bare_folder: Path) -> None:
-    queue = {
-        "version": 1,
-        "changes": [
-            {"op": "add", "entry_id": None, "text": "Builds use uv.", "reason": "review=True"},
-        ],
-    }
-    write(bare_folder, {"MEMORY.md": "# Memory\n", "MEMORY.pending.json": json.dumps(queue)})
+    # Queued by the package (sealed with the key in this session's state folder, which the
+    # installed CLI shares through the environment): a hand-written queue is never trusted.
+    from deepagents.backends import FilesystemBackend
+
+    from layered_memory import MemoryConsolidator
+    from layered_memory.testing import ScriptedChatModel, tool_call
+
+    write(bare_folder, {"MEMORY.md": "# Memory\n"})
+    model = ScriptedChatModel(
+        script=[tool_call("update_memory", operations=[{"op": "add", "text": "Builds use uv."}])]
+    )
+    backend = FilesystemBackend(root_dir=bare_folder, virtual_mode=True)
+    MemoryConsolidator(model, backend=backend, review=True).consolidate(
+        [{"role": "user", "content": "a run"}], thread_id="t1"
+    )
     listed = installed_cli.run(["review", "--json"], cwd=bare_folder)
     assert listed.returncode == 0, listed.stderr
     (change,) = json.loads(listed.stdout)["pending"]

@@ -18,6 +18,7 @@ def test_graph_public_names_are_pinned() -> None:
         "KnowledgeGraphInputError",
         "KnowledgeGraphMiddleware",
         "KnowledgeGraphState",
+        "MAX_TEXT_CHARS",
         "ObservationAddition",
         "ObservationDeletion",
         "ObservationResult",

@@ -142,10 +142,10 @@ def shown_of(piece: PieceReport | None, *, unreadable: bool = False) -> tuple[Sh
     """The verdict on one file's part of the block, and whether its line cap cut it."""
     cut_by_lines = piece is not None and any("max_lines" in why for why in piece.why)
     shown: Shown
-    if piece is None or piece.outcome == "dropped":
+    if piece is None:
         shown = "absent"
-    elif piece.outcome == "stub":
-        shown = "omitted"
+    elif piece.outcome in ("stub", "dropped"):
+        shown = "omitted"  # left out by the budget (named in the block's note if dropped)
     elif piece.kind == "note" and not unreadable:
         shown = "empty"
     elif piece.outcome == "truncated" and not (cut_by_lines and len(piece.why) == 1):

@@ -44,7 +44,7 @@ from layered_memory.cli._source import (
 from layered_memory.core.assembler import SESSION_READ_FAILED, session_store_label
 from layered_memory.core.imports import MAX_IMPORT_DEPTH, TOO_DEEP_REASON
 from layered_memory.core.loading import MemoryExtras
-from layered_memory.core.snapshot import LEFT_OUT_START
+from layered_memory.core.unrestored import LEFT_OUT_START
 from layered_memory.errors import CliStoreError, MemoryWriteError, ReviewError
 from layered_memory.rules import RuleSet
 from layered_memory.rules.dead_globs import dead_globs

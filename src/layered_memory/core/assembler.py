@@ -66,14 +66,15 @@ from layered_memory.core.render_cache import LRU, clear_rule_sets, rule_set_for
 from layered_memory.core.snapshot import (
     Pinned,
     RunStart,
-    Unrestored,
+    disk_modes,
     folder_chains,
     identity_of,
-    left_out,
+    local_root,
     text_digest,
     walk_nested,
 )
-from layered_memory.core.snapshot import entries as recorded_unrestored
+from layered_memory.core.unrestored import Unrestored, left_out
+from layered_memory.core.unrestored import entries as recorded_unrestored
 from layered_memory.core.validation import (
     check_backend,
     check_bool,
@@ -389,7 +390,7 @@ class MemoryAssembler:
         """Async twin of `run_start` (the walk of the tree runs in a thread)."""
         io = backend if backend is not None else self.backend
         found = await self._anested_beyond(snapshot, io) if self.nested else (None, True)
-        if not (self.rule_folders or self.nested):
+        if not (self.rule_folders or self.nested or self._read_only_on_disk(io)):
             return self._run_start_data(snapshot, io, found)  # no file system work left
         return await asyncio.to_thread(self._run_start_data, snapshot, io, found)
 
@@ -492,6 +493,18 @@ class MemoryAssembler:
             data["layer_folders"] = list(self.read_only_folders)
         if self.nested:
             data["complete"] = complete
+        # Permission bits, put back like content (`chmod 000` hides a folder from later runs).
+        layer_files = [
+            path
+            for path in (*snapshot.files, *snapshot.unreadable)
+            if self.is_read_only_layer_file(path)
+        ]
+        if modes := disk_modes(io, layer_files, self.read_only_folders):
+            data["modes"] = modes
+        if self.rule_folders and (
+            rule_modes := disk_modes(io, snapshot.rule_files, self.rule_folders)
+        ):
+            data["rule_modes"] = rule_modes
         if self.rule_folders:
             data["others"] = list(snapshot.other_files)
             identities = {
@@ -502,6 +515,12 @@ class MemoryAssembler:
             if identities:
                 data["folders"] = identities
         return data
+
+    def _read_only_on_disk(self, io: Any) -> bool:
+        """Whether read-only layers live on local disk (their modes are read at run start)."""
+        return bool(self._read_only_paths or self.read_only_folders) and (
+            local_root(io) is not None
+        )
 
     def _folder_chains(self, io: Any) -> list[str]:
         """The rule folders on disk and the folders above them (worked out once per backend)."""
@@ -552,7 +571,9 @@ class MemoryAssembler:
             dict.fromkeys(
                 path
                 for layer in self.layers
-                for path in layer.files_of(found, taken=self._layer_set)
+                # Every file is loaded (and held by the run-start snapshot); the render
+                # shows at most `max_files` per folder and names the rest.
+                for path in layer.files_of(found, taken=self._layer_set, capped=False)
             )
         )
         access = dict(self._layer_access)

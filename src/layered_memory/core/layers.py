@@ -26,6 +26,10 @@ from layered_memory.core.validation import (
     invalid_path_reason,
 )
 
+DEFAULT_MAX_FOLDER_FILES = 100
+"""Files a folder layer shows by default (`Layer(max_files=)`): one command or a loop of
+`write_file` calls can fill a folder with thousands of files, and the cut names the rest."""
+
 MEMORY_FILE_NAME = "MEMORY.md"
 MEMORY_FILE_DEFAULT_MAX_LINES = 200
 """A `MEMORY.md` grows with every learned insight; by default only its head is injected."""
@@ -42,6 +46,9 @@ class Layer:
         writable: Whether the agent may edit these files with its file tools.
         max_lines: Lines shown per file (default: all, or 200 for a file named `MEMORY.md`).
         max_chars: Characters shown for the whole layer (default: limited by the total budget).
+        max_files: Files shown per folder of the layer, the first in name order (default
+            `DEFAULT_MAX_FOLDER_FILES`; None: no cap). The files past it are named in one
+            marker, so the agent can `read_file` them.
         recall: When a file does not fit its share of the budget, show its entries (list
             items, sections under headings) most relevant to the latest user message and the
             paths the agent touched, in file order, with a marker counting those left out;
@@ -57,6 +64,7 @@ class Layer:
     writable: bool = field(default=False, kw_only=True)
     max_lines: int | None = field(default=None, kw_only=True)
     max_chars: int | None = field(default=None, kw_only=True)
+    max_files: int | None = field(default=DEFAULT_MAX_FOLDER_FILES, kw_only=True)
     recall: bool = field(default=False, kw_only=True)
 
     def __init__(
@@ -67,6 +75,7 @@ class Layer:
         writable: bool = False,
         max_lines: int | None = None,
         max_chars: int | None = None,
+        max_files: int | None = DEFAULT_MAX_FOLDER_FILES,
         recall: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
@@ -74,7 +83,11 @@ class Layer:
             raise ValueError(msg)
         path_tuple = _layer_paths(name, paths)
         check_bool(writable, parameter=f"Layer {name.strip()!r}: writable")
-        for label, value in (("max_lines", max_lines), ("max_chars", max_chars)):
+        for label, value in (
+            ("max_lines", max_lines),
+            ("max_chars", max_chars),
+            ("max_files", max_files),
+        ):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
             ):
@@ -85,6 +98,7 @@ class Layer:
         object.__setattr__(self, "writable", writable)
         object.__setattr__(self, "max_lines", max_lines)
         object.__setattr__(self, "max_chars", max_chars)
+        object.__setattr__(self, "max_files", max_files)
         if not isinstance(recall, bool):
             msg = f"Layer {name!r}: recall must be True or False, got {recall!r}"
             raise TypeError(msg)
@@ -100,20 +114,38 @@ class Layer:
         """The layer's file paths (every path that is not a folder)."""
         return tuple(path for path in self.paths if not is_folder(path))
 
-    def files_of(self, found: Iterable[str], *, taken: Collection[str] = ()) -> list[str]:
+    def files_of(
+        self, found: Iterable[str], *, taken: Collection[str] = (), capped: bool = True
+    ) -> list[str]:
         """The layer's files in a load, in the order they are shown: each file path, and in
         place of each folder the paths of `found` that are `*.md` files directly in it, in
-        name order (`taken`: files another layer names, which it shows instead)."""
+        name order, at most `max_files` of them unless `capped` is false (`taken`: files
+        another layer names, which it shows instead)."""
         if not self.folders:
             return list(self.paths)
         listed = sorted(found)
         paths: list[str] = []
         for path in self.paths:
             if is_folder(path):
-                paths.extend(p for p in listed if in_folder(p, path) and p not in taken)
+                inside = [p for p in listed if in_folder(p, path) and p not in taken]
+                paths.extend(inside[: self.max_files] if capped else inside)
             else:
                 paths.append(path)
         return list(dict.fromkeys(paths))
+
+    def left_out_of(
+        self, found: Iterable[str], *, taken: Collection[str] = ()
+    ) -> dict[str, list[str]]:
+        """Per folder of the layer, its files past `max_files` (name order), when any."""
+        if not self.folders or self.max_files is None:
+            return {}
+        listed = sorted(found)
+        over: dict[str, list[str]] = {}
+        for folder in self.folders:
+            inside = [p for p in listed if in_folder(p, folder) and p not in taken]
+            if len(inside) > self.max_files:
+                over[folder] = inside[self.max_files :]
+        return over
 
     def line_cap(self, path: str) -> int | None:
         """Lines of `path` that may be shown: the layer's cap, else 200 for `MEMORY.md`."""

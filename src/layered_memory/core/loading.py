@@ -38,12 +38,14 @@ import hashlib
 import json
 import logging
 import posixpath
+import re
 from collections.abc import (
     Awaitable,
     Callable,
     Collection,
     Generator,
     Iterable,
+    Iterator,
     Mapping,
     Sequence,
 )
@@ -122,7 +124,24 @@ def strip_html_comments(text: str) -> str:
     Gives what `re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL)` gives (deepagents' own
     stripper), in time linear in the text: that regex rescans to the end from every unclosed
     `<!--`, so 64 KB of them took seconds. An unclosed `<!--` and everything after it are kept.
+    A comment inside a fenced code block is code (a Vue `<template>` example) and stays, and
+    no comment spans a fence: each stretch between fences is stripped on its own.
     """
+    if text.find("<!--") < 0:
+        return text
+    if "```" not in text and "~~~" not in text:
+        return _strip_comments(text)
+    kept: list[str] = []
+    position = 0
+    for start, end in _fenced_blocks(text):
+        kept.append(_strip_comments(text[position:start]))
+        kept.append(text[start:end])
+        position = end
+    kept.append(_strip_comments(text[position:]))
+    return "".join(kept)
+
+
+def _strip_comments(text: str) -> str:
     start = text.find("<!--")
     if start < 0:
         return text
@@ -137,6 +156,38 @@ def strip_html_comments(text: str) -> str:
         start = text.find("<!--", position)
     kept.append(text[position:])
     return "".join(kept)
+
+
+_FENCE_LINE = re.compile(r" {0,3}(?P<fence>`{3,}+|~{3,}+)")
+
+
+def _fenced_blocks(text: str) -> Iterator[tuple[int, int]]:
+    """The spans of CommonMark fenced code blocks (an opening fence of three or more backticks
+    or tildes, up to the closing fence of the same character at least as long, or the end),
+    read line by line once."""
+    opened: str | None = None
+    block_start = 0
+    position = 0
+    size = len(text)
+    while position < size:
+        line_end = text.find("\n", position)
+        line_end = size if line_end < 0 else line_end + 1
+        fence = _FENCE_LINE.match(text, position, line_end)
+        if fence is not None:
+            mark = fence["fence"]
+            if opened is None:
+                if not (mark[0] == "`" and "`" in text[fence.end() : line_end]):
+                    opened, block_start = mark, position
+            elif (
+                mark[0] == opened[0]
+                and len(mark) >= len(opened)
+                and not text[fence.end() : line_end].strip()
+            ):
+                yield block_start, line_end
+                opened = None
+        position = line_end
+    if opened is not None:
+        yield block_start, size
 
 
 def digest_texts(*parts: Mapping[str, str] | str | None) -> str:

@@ -273,41 +273,68 @@ def minimum_budget(template: str) -> int:
     return len(template.format(agent_memory="")) + notes + 200
 
 
+WRITABLE_SHARE = 0.25
+"""Share of the budget agent-writable memory keeps when memory is over budget. Past it,
+writable memory gives way before any read-only memory (a flood of `write_file` calls cannot
+push the user's memory out); within it, it gives way last (a huge read-only file cannot push
+the agent's own notes out either)."""
+
+
 def _fit(preamble: str, pieces: list[Piece], available: int) -> list[str]:
+    """What each piece shows within the budget, in three rounds, each cutting pieces, then
+    replacing them by their one-line stubs, then dropping them, in give-way order: first
+    agent-writable memory down to its share (`WRITABLE_SHARE`), then read-only memory, then
+    writable memory within its share."""
     texts = [piece.full for piece in pieces]
-    excess = _joined_length(preamble, texts) - available
-    # Lowest rank first (nested memory), then lowest precedence: the display order.
-    order = sorted(range(len(pieces)), key=lambda index: (pieces[index].rank, index))
-    for index in order:
+    order = _give_way_order(pieces)
+    writable = [index for index in order if pieces[index].writable]
+    share = int(max(available, 0) * WRITABLE_SHARE)
+
+    def excess() -> int:
+        return _joined_length(preamble, texts) - available
+
+    def over_share() -> int:
+        return min(excess(), sum(len(texts[index]) for index in writable) - share)
+
+    for group, over in (
+        (writable, over_share),
+        ([index for index in order if not pieces[index].writable], excess),
+        (writable, excess),
+    ):
+        _give_way(pieces, texts, group, over)
+    return texts
+
+
+def _give_way(
+    pieces: Sequence[Piece], texts: list[str], group: Sequence[int], over: Callable[[], int]
+) -> None:
+    """Cut the pieces of `group`, then replace them by stubs, then drop them, in order, while
+    `over()` is positive."""
+    for index in group:
+        needed = over()
+        if needed <= 0:
+            return
         piece = pieces[index]
-        if excess <= 0:
-            break
         reducible = len(texts[index]) - piece.min_len
-        if reducible <= 0:
-            continue
-        target = len(texts[index]) - min(reducible, excess)
-        texts[index] = piece.shrink(target)
-        excess = _joined_length(preamble, texts) - available
-    # Still over: replace whole pieces by their one-line stubs, then drop them, in that order.
+        if reducible > 0:
+            texts[index] = piece.shrink(len(texts[index]) - min(reducible, needed))
     for use_stub in (True, False):
-        for index in order:
-            piece = pieces[index]
-            if excess <= 0:
-                break
-            replacement = piece.stub if use_stub else ""
+        for index in group:
+            if over() <= 0:
+                return
+            replacement = pieces[index].stub if use_stub else ""
             if len(replacement) < len(texts[index]):
                 texts[index] = replacement
-                excess = _joined_length(preamble, texts) - available
-    return texts
 
 
 def _dropped_note(
     preamble: str, pieces: list[Piece], texts: list[str], available: int
 ) -> tuple[list[str], str]:
     """One line, after the body, for the files dropped whole (not even a stub fitted), so the
-    agent learns they exist: silence read as "no such memory". Room is made by dropping more
-    files if it must (lowest rank first; the line then counts them too)."""
-    order = sorted(range(len(pieces)), key=lambda index: (pieces[index].rank, index))
+    agent learns they exist: silence read as "no such memory". Room is made by cutting or
+    dropping more files if it must (in the order they give way; a file dropped whole is
+    then counted too)."""
+    order = _give_way_order(pieces)
     while True:
         paths = [pieces[i].path for i in range(len(pieces)) if not texts[i] and pieces[i].path]
         if not paths:
@@ -317,12 +344,25 @@ def _dropped_note(
         note = f"[{len(paths)} memory files left out by the budget: {named}{more}; read_file them]"
         if _joined_length(preamble, [*texts, note]) <= available:
             return texts, note
-        for index in order:  # no room: drop the next file still shown
-            if texts[index] and pieces[index].path:
-                texts[index] = ""
+        needed = _joined_length(preamble, [*texts, note]) - available
+        for index in order:  # no room: cut the next file still shown, or drop it
+            piece = pieces[index]
+            if texts[index] and piece.path:
+                target = len(texts[index]) - needed
+                cut = piece.shrink(target) if target >= piece.min_len else ""
+                texts[index] = cut if len(cut) <= target else ""
                 break
         else:
             return texts, ""
+
+
+def _give_way_order(pieces: Sequence[Piece]) -> list[int]:
+    """The order pieces give way to the budget: agent-writable memory first, then the lowest
+    rank (nested memory), then the lowest precedence (the display order)."""
+    return sorted(
+        range(len(pieces)),
+        key=lambda index: (not pieces[index].writable, pieces[index].rank, index),
+    )
 
 
 def _join(preamble: str, texts: Sequence[str]) -> str:
@@ -501,6 +541,9 @@ class Piece:
     """Caps applied before the budget was looked at (line cap, layer cap)."""
     rank: int = 0
     """Lower ranks give way to the budget first (then, within a rank, display order)."""
+    writable: bool = False
+    """Agent-writable memory gives way before any read-only memory, whatever its rank: the
+    agent can write as much as it likes, and must never push the user's memory out."""
 
 
 def fixed(text: str) -> Callable[[int], str]:
@@ -541,6 +584,7 @@ def layer_pieces(
             if not any(in_folder(path, folder) for path in paths):
                 note = EMPTY_FOLDER_NOTE.format(path=defuse_name(folder))
                 pieces.append(element_piece(layer, folder, note, shrinkable=False, kind="note"))
+        over = layer.left_out_of([*files, *unreadable], taken=taken)
         for path in paths:
             if path in unreadable:
                 note = unreadable_note(unreadable[path])
@@ -560,6 +604,9 @@ def layer_pieces(
             )
             pieces.append(piece)
             pieces.extend(_imported(path, layer.name, extras, placed, available, rank=0))
+        for folder, left in over.items():
+            note = folder_cap_note(layer, folder, left)
+            pieces.append(element_piece(layer, folder, note, shrinkable=False, kind="note"))
     for path, text in extras.nested.items():
         name = f"nested: {posixpath.dirname(path) or '/'}"
         layer = Layer(name, path, writable=extras.access.get(path) == "writable")
@@ -569,6 +616,20 @@ def layer_pieces(
             pieces.append(piece)
         pieces.extend(_imported(path, name, extras, placed, available, rank=-1))
     return pieces
+
+
+def folder_cap_note(layer: Layer, folder: str, left: Sequence[str]) -> str:
+    """The marker naming the files of a folder layer past its `max_files`."""
+    named = ", ".join(defuse_name(path) for path in left[:FOLDER_CAP_NAMED])
+    more = f" and {len(left) - FOLDER_CAP_NAMED:,} more" if len(left) > FOLDER_CAP_NAMED else ""
+    return (
+        f"[{len(left):,} more files in {defuse_name(folder)} left out (a folder layer shows "
+        f"at most {layer.max_files} files, max_files): {named}{more}; read_file them]"
+    )
+
+
+FOLDER_CAP_NAMED = 10
+"""Files a folder-cap marker names (then a count)."""
 
 
 def _named_files(layers: Sequence[Layer]) -> frozenset[str]:
@@ -698,7 +759,15 @@ def element_piece(
     tail = "\n</layer>"
     full = f"{head}{body}{tail}"
     stub = f'<layer {attributes} omitted="over the memory budget; read_file {shown}"/>'
-    label: dict[str, Any] = {"kind": kind, "layer": layer.name, "path": path, "rank": rank}
+    label: dict[str, Any] = {
+        "kind": kind,
+        "layer": layer.name,
+        "path": path,
+        "rank": rank,
+        # A note is the package's own text (where to write, an unreadable file, a cap): it
+        # gives way with read-only memory; only what the agent can write gives way first.
+        "writable": layer.writable and kind != "note",
+    }
     if not shrinkable:
         return Piece(full, fixed(full), len(full), stub, **label)
     frame = len(head) + len(tail)

@@ -242,4 +242,8 @@ def run_start_of(
         nested=tuple(nested),
         unlisted=frozenset(data.get("unlisted") or ()),
         layer_folders=frozenset(data.get("layer_folders") or ()),
+        modes={
+            **(data.get("modes") or {}),
+            **((data.get("rule_modes") or {}) if rule_folders else {}),
+        },
     )

@@ -26,6 +26,7 @@ from layered_memory.errors import (
     KnowledgeGraphInputError,
 )
 from layered_memory.graph._format import (
+    MAX_TEXT_CHARS,
     Entity,
     GraphData,
     ObservationAddition,
@@ -39,6 +40,7 @@ from layered_memory.graph.middleware import KnowledgeGraphMiddleware, KnowledgeG
 
 __all__ = [
     "DEFAULT_PATH",
+    "MAX_TEXT_CHARS",
     "Entity",
     "EntityNotFoundError",
     "GraphData",

@@ -87,6 +87,14 @@ class GraphData(TypedDict):
 
 RELATION_FIELDS = ("from", "to", "relationType")
 
+MAX_TEXT_CHARS = 65_536
+"""Characters of one entity name, entity type, relation field or observation a write may
+store, and a result may show. A longer one is refused at write with an error naming it; one
+already in a file (written by another server) comes back as a marker saying how long it is.
+Why: a graph is returned whole by `read_graph`, and MCP clients read a result as one line
+(the official SDK's stdio client rejoins its buffer at every chunk: a 20 MB observation took
+24 s to arrive)."""
+
 
 def _fail(path: str, parameter: str, reason: str) -> KnowledgeGraphInputError:
     return KnowledgeGraphInputError(path, parameter, reason)
@@ -104,9 +112,22 @@ def _string(path: str, parameter: str, value: Any) -> str:
     return value
 
 
-def _strings(path: str, parameter: str, value: Any) -> list[str]:
+def _strings(path: str, parameter: str, value: Any, *, capped: bool = False) -> list[str]:
     items = _items(path, parameter, value)
-    return [_string(path, f"{parameter}[{i}]", item) for i, item in enumerate(items)]
+    check = _text if capped else _string
+    return [check(path, f"{parameter}[{i}]", item) for i, item in enumerate(items)]
+
+
+def _text(path: str, parameter: str, value: Any) -> str:
+    """A string to store: at most `MAX_TEXT_CHARS` characters."""
+    text = _string(path, parameter, value)
+    if len(text) > MAX_TEXT_CHARS:
+        reason = (
+            f"{len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,} for one name, type "
+            "or observation: store it as several shorter observations"
+        )
+        raise _fail(path, parameter, reason)
+    return text
 
 
 def _record(path: str, parameter: str, value: Any) -> Mapping[str, Any]:
@@ -123,22 +144,26 @@ def check_entities(path: str, value: Any) -> list[Entity]:
         record = _record(path, where, item)
         checked.append(
             {
-                "name": _string(path, f"{where}.name", record.get("name")),
-                "entityType": _string(path, f"{where}.entityType", record.get("entityType")),
-                "observations": _strings(path, f"{where}.observations", record.get("observations")),
+                "name": _text(path, f"{where}.name", record.get("name")),
+                "entityType": _text(path, f"{where}.entityType", record.get("entityType")),
+                "observations": _strings(
+                    path, f"{where}.observations", record.get("observations"), capped=True
+                ),
             }
         )
     return checked
 
 
-def check_relations(path: str, value: Any) -> list[Relation]:
-    """`relations` of `create_relations` / `delete_relations`, checked and copied."""
+def check_relations(path: str, value: Any, *, capped: bool = True) -> list[Relation]:
+    """`relations` of `create_relations` / `delete_relations`, checked and copied (`capped`:
+    each field at most `MAX_TEXT_CHARS`, for what is stored; a deletion names what is there)."""
     checked: list[Relation] = []
+    check = _text if capped else _string
     for i, item in enumerate(_items(path, "relations", value)):
         where = f"relations[{i}]"
         record = _record(path, where, item)
         relation: dict[str, str] = {
-            key: _string(path, f"{where}.{key}", record.get(key)) for key in RELATION_FIELDS
+            key: check(path, f"{where}.{key}", record.get(key)) for key in RELATION_FIELDS
         }
         checked.append(relation)  # type: ignore[arg-type]
     return checked
@@ -153,7 +178,9 @@ def check_additions(path: str, value: Any) -> list[ObservationAddition]:
         checked.append(
             {
                 "entityName": _string(path, f"{where}.entityName", record.get("entityName")),
-                "contents": _strings(path, f"{where}.contents", record.get("contents")),
+                "contents": _strings(
+                    path, f"{where}.contents", record.get("contents"), capped=True
+                ),
             }
         )
     return checked

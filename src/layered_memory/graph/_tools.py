@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from layered_memory.errors import LayeredMemoryError
-from layered_memory.graph._format import dumps_pretty
+from layered_memory.graph._format import MAX_TEXT_CHARS, dumps_pretty
 from layered_memory.graph.knowledge_graph import KnowledgeGraph
 from layered_memory.safety.defuse import defuse
 
@@ -402,6 +402,26 @@ def _defused(value: Any) -> Any:
     return value
 
 
+def capped_result(value: Any) -> Any:
+    """`value` with every string longer than `MAX_TEXT_CHARS` replaced by a marker saying how
+    long it was (a file written by another server may hold one): a result stays small enough
+    for any client to read. Unchanged containers are returned as they are."""
+    if isinstance(value, str):
+        if len(value) <= MAX_TEXT_CHARS:
+            return value
+        return (
+            f"[{len(value):,} characters left out: over the {MAX_TEXT_CHARS:,}-character limit "
+            "of one name, type or observation; delete it and store it again in parts]"
+        )
+    if isinstance(value, list):
+        items = [capped_result(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        pairs = {key: capped_result(item) for key, item in value.items()}
+        return value if all(pairs[key] is value[key] for key in value) else pairs
+    return value
+
+
 def defused_result(result: Any) -> tuple[str, Any]:
     """The result's text and value as they may enter a prompt.
 
@@ -527,7 +547,7 @@ def mcp_server(graph: KnowledgeGraph, *, read_only: bool = False) -> Server[Any]
         with last_graph_lock:
             found = last_graph.get(snapshot.digest)
         if found is None:
-            found = defused_result(snapshot.data())
+            found = defused_result(capped_result(snapshot.data()))
             with last_graph_lock:
                 last_graph.clear()
                 last_graph[snapshot.digest] = found
@@ -539,7 +559,9 @@ def mcp_server(graph: KnowledgeGraph, *, read_only: bool = False) -> Server[Any]
                 text, value = whole_graph()
             else:
                 result = _call(graph, spec, _undefused_arguments(spec, arguments))
-                text, value = (spec.done, None) if spec.done else defused_result(result)
+                text, value = (
+                    (spec.done, None) if spec.done else defused_result(capped_result(result))
+                )
         except LayeredMemoryError as exc:
             return failure(_error_text(exc))
         # The result as the wire dict, which the SDK takes as it is (`HandlerResult`): a

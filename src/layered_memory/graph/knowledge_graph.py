@@ -534,12 +534,12 @@ class KnowledgeGraph:
 
     def delete_relations(self, relations: list[Relation]) -> None:
         """Remove relations (exact matches; unknown ones are ignored)."""
-        checked = self._lookup_relations(check_relations(self.path, relations))
+        checked = self._lookup_relations(check_relations(self.path, relations, capped=False))
         self._transact(lambda graph: (_delete_relations(graph, checked), None))
 
     async def adelete_relations(self, relations: list[Relation]) -> None:
         """Async twin of `delete_relations`."""
-        checked = self._lookup_relations(check_relations(self.path, relations))
+        checked = self._lookup_relations(check_relations(self.path, relations, capped=False))
         await self._atransact(lambda graph: (_delete_relations(graph, checked), None))
 
     # --- the transaction ----------------------------------------------------------------

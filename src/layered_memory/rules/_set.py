@@ -8,13 +8,18 @@ agent's match keys, `explain` says why for every file, `render_rules` writes the
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import heapq
+import os
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from layered_memory._logs import get_logger
+from layered_memory.core.disk_cache import disk_path
+from layered_memory.core.internals import final_route, is_backend_class
 from layered_memory.core.loading import DownloadResult, adownload_texts, download_texts
 from layered_memory.core.render import defuse_within, truncate_text
 from layered_memory.errors import RuleFileError
@@ -56,6 +61,15 @@ RuleFileList = list[tuple[int, str]]
 
 PARTIAL_LISTING = ("cannot list rule folder", "rule folder listing truncated")
 """How the problem of a folder listed only in part (or not at all) begins."""
+
+MAX_RULE_FILES_PER_FOLDER = 1_000
+"""Rule files read per rule folder. Past it, the files added last are left out with one
+warning naming them (a flood of 100,000 files must not cost a run its rules, nor its time):
+the files that were there first stay. A folder over the cap counts as listed in part, so the
+put-back removes nothing from it."""
+
+SHOWN_LEFT_OUT = 5
+"""Rule files a cap warning names (then a count)."""
 
 
 class RuleHit(NamedTuple):
@@ -616,30 +630,147 @@ def _collect(
             # `.windsurfrules` / `.clinerules` named as a folder: the file itself, if there is
             # one (an absent or empty one is no problem, as an absent folder is none).
             best[folder] = max(folder_index, best.get(folder, folder_index))
+        rules: list[tuple[int, str]] = []
         for info in matches:
             path = info.get("path", "")
             if info.get("is_dir"):
                 continue
-            if not is_rule_file(path):
+            rule = info.get(_RULE)
+            if not (is_rule_file(path) if rule is None else rule):
                 unread = unread_reason(path)
                 if unread is not None:
                     problems.append(RuleProblem(path, unread, "warning"))
                 if others is not None:
                     others.append(path)
                 continue
+            rules.append((info.get(_AGE, 0), path))
+        if len(rules) > MAX_RULE_FILES_PER_FOLDER:
+            # The oldest first (a local listing knows ages), then by path.
+            kept = heapq.nsmallest(MAX_RULE_FILES_PER_FOLDER, rules)
+            left_count = len(rules) - len(kept)
+            chosen = {path for _age, path in kept}
+            left = heapq.nsmallest(
+                SHOWN_LEFT_OUT, (path for _age, path in rules if path not in chosen)
+            )
+            rules = kept
+            problems.append(RuleProblem(folder, _over_cap(left_count, left), "warning"))
+        for _age, path in rules:
             # A file below two listed folders belongs to the higher one.
             best[path] = max(folder_index, best.get(path, folder_index))
     files = sorted(((index, path) for path, index in best.items()), key=lambda item: item)
     return files, problems
 
 
+def _over_cap(count: int, left: Sequence[str]) -> str:
+    named = ", ".join(left[:SHOWN_LEFT_OUT])
+    more = f" and {count - SHOWN_LEFT_OUT:,} more" if count > SHOWN_LEFT_OUT else ""
+    return (
+        f"rule folder listing truncated (more than {MAX_RULE_FILES_PER_FOLDER:,} rule files): "
+        f"the {count:,} added last are left out: {named}{more}; remove what does not belong "
+        "there, or split the folder"
+    )
+
+
+_AGE = "layered_memory_age"
+"""Key of a local listing's match: the file's status-change time (`st_ctime_ns`)."""
+_RULE = "layered_memory_rule"
+"""Key of a local listing's match: whether it is a rule file (decided once, by name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _LocalListing:
+    """The fields of deepagents' `GlobResult` that `_collect` reads."""
+
+    matches: list[dict[str, Any]]
+    error: str | None = None
+    truncated: bool = False
+    truncation_reason: str | None = None
+
+
+def _local_listing(backend: Any, folder: str) -> _LocalListing | None:
+    """A rule folder on local disk listed with `os.scandir`, as a virtual-mode
+    `FilesystemBackend.glob` lists it (no dot names, links to folders not followed, links to
+    files inside the root listed), with each file's status-change time; None when the folder
+    is not on a virtual-mode `FilesystemBackend` with deepagents' own `glob`, or its path goes
+    through a link (the backend's own glob lists those its way).
+
+    deepagents' glob stats and matches every path in Python and stops after 5 s: 100,000
+    files took 21.8 s with the reads and left the folder listed in part. Reading names costs
+    about 0.2 s per 100,000; only the first `MAX_RULE_FILES_PER_FOLDER` files are read.
+    The age is what the agent cannot forge: `touch -d` sets the modification time, while the
+    status-change time only moves forward.
+    """
+    target, key = final_route(backend, folder)
+    if not is_backend_class(target, "FilesystemBackend"):
+        return None
+    if not getattr(target, "virtual_mode", False):
+        return None
+    # Only for deepagents' own listing: a subclass with a glob of its own lists its way.
+    kind: Any = type(target)
+    stock: Any = next(c for c in kind.__mro__ if c.__name__ == "FilesystemBackend")
+    if kind.glob is not stock.glob or kind.aglob is not stock.aglob:
+        return None
+    root = os.path.realpath(str(target.cwd))
+    top = os.path.normpath(disk_path(root, key, virtual=True))
+    if os.path.realpath(top) != top or not top.startswith(root):
+        return None
+    inside = root.rstrip(os.sep) + os.sep
+    base = folder.rstrip("/") + "/"
+    matches: list[dict[str, Any]] = []
+    rules: list[tuple[os.DirEntry[str], dict[str, Any]]] = []
+    pending = [(top, base)]
+    while pending:
+        current, prefix = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = list(listing)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            name = entry.name
+            if name[0] == ".":
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                pending.append((entry.path, f"{prefix}{name}/"))
+                continue
+            path = prefix + name
+            try:
+                listed = entry.is_file()
+                if listed and entry.is_symlink():
+                    # The backend lists a link to a file inside the root under the path of
+                    # the file it names (a composite route would need its prefix: its glob).
+                    real = os.path.realpath(entry.path)
+                    if target is not backend:
+                        return None
+                    listed = real.startswith(inside)
+                    path = "/" + os.path.relpath(real, root).replace(os.sep, "/")
+            except OSError:
+                listed = False  # a link loop: not a file
+            if listed:
+                rule = is_rule_file(path)
+                match: dict[str, Any] = {"path": path, "is_dir": False, _RULE: rule}
+                matches.append(match)
+                if rule:
+                    rules.append((entry, match))
+    if len(rules) > MAX_RULE_FILES_PER_FOLDER:
+        # Over the cap: which files came first decides what stays (one `stat` each, only
+        # here; a folder within the cap costs none).
+        for entry, match in rules:
+            try:
+                match[_AGE] = entry.stat().st_ctime_ns
+            except OSError:
+                match[_AGE] = 0
+    return _LocalListing(matches)
+
+
 def list_rule_files(
     backend: BackendProtocol, folders: Sequence[str], *, others: list[str] | None = None
 ) -> tuple[RuleFileList, list[RuleProblem]]:
-    """List the rule files below each folder: one recursive `glob` call per folder.
+    """List the rule files below each folder: one recursive `glob` call per folder (on local
+    disk, one `os.scandir` walk), at most `MAX_RULE_FILES_PER_FOLDER` rule files each.
 
     A missing folder is not a problem (it lists nothing); a listing error is a `warning`
-    naming the folder. Nothing is downloaded.
+    naming the folder, and so is a folder over the cap. Nothing is downloaded.
 
     Args:
         backend: Any deepagents backend.
@@ -654,7 +785,8 @@ def list_rule_files(
     for folder_index, raw in enumerate(folders):
         folder = _folder(raw)
         try:
-            results.append((folder_index, folder, backend.glob(LISTING_PATTERN, path=folder)))
+            listing = _local_listing(backend, folder) or backend.glob(LISTING_PATTERN, path=folder)
+            results.append((folder_index, folder, listing))
         except Exception as exc:  # a backend is foreign code; one bad folder must not stop a run
             results.append((folder_index, folder, exc))
     return _collect(results, others)
@@ -668,9 +800,11 @@ async def alist_rule_files(
     for folder_index, raw in enumerate(folders):
         folder = _folder(raw)
         try:
-            results.append(
-                (folder_index, folder, await backend.aglob(LISTING_PATTERN, path=folder))
+            local = await asyncio.to_thread(_local_listing, backend, folder)
+            listing = (
+                local if local is not None else await backend.aglob(LISTING_PATTERN, path=folder)
             )
+            results.append((folder_index, folder, listing))
         except Exception as exc:  # see list_rule_files
             results.append((folder_index, folder, exc))
     return _collect(results, others)

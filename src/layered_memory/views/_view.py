@@ -53,9 +53,11 @@ tool calls it did not make), so another agent's AI message becomes a `HumanMessa
 names the speaker, with its tool calls folded into one line of text each; the results of its
 tool calls, when the view shows them, become human messages too. The label is a convention
 the model can read, not a proof of who spoke: an agent can write anything in its text, so
-trust decisions must not rest on it. Labels and relayed text go through the package's
-`drop_invisible`: another agent (prompt-injected, say) cannot pass on text that the person
-reading the conversation does not see.
+trust decisions must not rest on it. Labels and relayed text are defused like memory text
+(`safety.defuse`): another agent (prompt-injected, say) cannot pass on text that the person
+reading the conversation does not see, nor a chat-template token (`<|im_start|>system`,
+`[INST]`), a closing turn tag (`</system>`) or a tool-call tag that the model or its runtime
+would read as a turn or a call of its own.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from layered_memory.safety.defuse import drop_invisible
+from layered_memory.safety.defuse import defuse, drop_invisible
 from layered_memory.views._conversation import (
     AI,
     PLAIN_TYPES,
@@ -317,7 +319,7 @@ def _label(name: str) -> str:
     shown = drop_invisible(name)  # variation selectors and Hangul fillers are "printable"
     cleaned = "".join(" " if not ch.isprintable() or ch in "[]" else ch for ch in shown)
     cleaned = " ".join(cleaned.split())[:MAX_LABEL_CHARS]
-    return cleaned or "another agent"
+    return defuse(cleaned) or "another agent"
 
 
 def text_of(message: BaseMessage) -> str:
@@ -343,14 +345,14 @@ def _args_text(args: Any) -> str:
         text = repr(args)
     if len(text) > MAX_ARGS_CHARS:
         text = text[:MAX_ARGS_CHARS] + "…"
-    return drop_invisible(text)
+    return defuse(text)
 
 
 def as_speaker(message: AIMessage, speaker: str | None) -> HumanMessage | None:
     """Another agent's AI message as input naming the speaker (None: nothing to show)."""
     who = label(speaker)
     lines: list[str] = []
-    text = drop_invisible(text_of(message))
+    text = defuse(text_of(message))
     if text.strip():
         lines.append(SPEECH_FORMAT.format(speaker=who, text=text))
     for call in [*message.tool_calls, *message.invalid_tool_calls]:
@@ -369,7 +371,7 @@ def as_speaker(message: AIMessage, speaker: str | None) -> HumanMessage | None:
 
 def as_tool_report(message: ToolMessage, speaker: str | None, tool: str | None) -> HumanMessage:
     """The result of another agent's tool call as input naming whose call it was."""
-    text = drop_invisible(text_of(message))
+    text = defuse(text_of(message))
     if message.status == "error":
         text = f"(error) {text}"
     return HumanMessage(
@@ -393,7 +395,7 @@ def as_system_note(message: BaseMessage, sender: str | None) -> HumanMessage | N
     DiPeO, too, sends the system's messages to a person as user turns. So it goes out where
     it was said, labelled as other speakers are, in one form for every model.
     """
-    text = drop_invisible(text_of(message))
+    text = defuse(text_of(message))
     if not text.strip():
         return None
     speaker = SYSTEM_SPEAKER

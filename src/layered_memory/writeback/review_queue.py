@@ -45,7 +45,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from layered_memory.core.snapshot import state_dir
+from layered_memory.core.unrestored import state_dir
 
 __all__ = [
     "KEY_NAME",

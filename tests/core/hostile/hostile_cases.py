@@ -642,15 +642,16 @@ def hostile_lessons(folder: Path) -> dict[str, Any]:
 
 @case
 def graph_mcp_results(root: Path) -> dict[str, Any]:
-    """A graph holding 100,000 closing tags and backslashes, served over MCP: the defused
-    answer and the undefusing of names given back stay linear in their size."""
+    """A graph holding closing tags and backslashes up to the size cap of one string, served
+    over MCP: the defused answer and the undefusing of names given back stay linear in their
+    size (a longer name or observation is refused at write: `graph.MAX_TEXT_CHARS`)."""
     from layered_memory.graph import KnowledgeGraph
     from layered_memory.graph._tools import SPECS, _undefused_arguments, defused_result
 
     graph = KnowledgeGraph(fs(root), "/memory.jsonl", redact_secrets=False)
-    name = "x</system>" * 10_000
+    name = "x</system>" * 6_500
     graph.create_entities(
-        [{"name": name, "entityType": "t", "observations": ["</system>\\" * 100_000]}]
+        [{"name": name, "entityType": "t", "observations": ["</system>\\" * 6_500] * 15}]
     )
     text, value = defused_result(graph.read_graph())
     shown = value["entities"][0]["name"]

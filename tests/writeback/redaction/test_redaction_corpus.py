@@ -3,7 +3,8 @@
 `secrets_corpus.json` holds realistic secrets in the contexts they turn up in (``.env`` lines,
 JSON and YAML configs, URLs, headers, prose) and look-alike non-secrets (commit hashes, UUIDs,
 base64 images, placeholders, paths). Each secret is also fed disguised: percent-encoded, with
-zero-width characters between its characters, and cut in two by a line break.
+zero-width characters between its characters, and cut in two by a line break. Real code that
+is not a secret is in `code_lookalikes.txt` (`test_redaction_code_lookalikes.py`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def _disguise(secret: str, how: str) -> str:
     if how == "split":
         middle = len(secret) // 2
         return secret[:middle] + "\n" + secret[middle:]
+    if how == "concatenated":
+        middle = len(secret) // 2
+        return secret[:middle] + '" + "' + secret[middle:]
     raise AssertionError(how)
 
 

@@ -29,7 +29,7 @@ own `write_file` / `edit_file` would write into a memory file is redacted first
 (`secret_path_refusal`). The view does the same for a subagent's writes.
 
 Which operations are refused is `core.protection`; where a path really lands, compared as
-storage places, is `core.places`; the view class is in `_view`, the put-back in `core.snapshot`
+storage places, is `core.places`; the view class is in `_view`, the put-back in `core.put_back`
 (it compares the disk with the run-start snapshot).
 """
 

@@ -48,7 +48,7 @@ from layered_memory.core.protection import (
     unreadable_message,
     writes_memory,
 )
-from layered_memory.core.snapshot import Outcome, restore, run_start_in_context, taken_now
+from layered_memory.core.put_back import Outcome, restore, run_start_in_context, taken_now
 from layered_memory.safety.redaction import redact_text
 
 if TYPE_CHECKING:
