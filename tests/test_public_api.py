@@ -59,6 +59,9 @@ def test_all_is_pinned() -> None:
             "shared_memory_backend",
             "shared_memory_layers",
             "user_namespace",
+            # forgetting a subject everywhere (issue 38)
+            "ForgetReport",
+            "forget",
         ]
     )
 
@@ -99,6 +102,7 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "StoredSession",
     ],
     "layered_memory.checkpoint": ["DEFAULT_PREFIX", "CachedCheckpointSaver"],
+    "layered_memory.forgetting": ["ForgetReport", "SessionForgotten", "TierForgotten", "forget"],
     "layered_memory.recall": [
         "Entry",
         "RecallQuery",

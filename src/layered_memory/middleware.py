@@ -84,6 +84,7 @@ from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     MEMORY_SYSTEM_PROMPT,
 )
+from layered_memory.core.report import emit_memory_report
 from layered_memory.core.run_data import (
     MatchKeySource,
     context_strings,
@@ -173,6 +174,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         session_store: Store whose entry under the thread id is the top layer.
         hooks: Registry fired with `PIPELINE_START`/`PIPELINE_END` and the memory events.
         max_chars: Upper bound on the injected block, guidelines included.
+        max_tokens: Upper bound on the injected block in the model's tokens, beside
+            `max_chars` (both hold), counted with the model's own counter where its
+            integration has one, else `count_tokens_approximately`
+            (`layered_memory.core.tokens`). `Layer(max_tokens=...)` bounds one layer.
         strict: Raise on an unusable memory file instead of logging and skipping it.
         add_cache_control: Tag the last system block for Anthropic prompt caching.
         system_prompt: Template with an `{agent_memory}` slot, or `None` to inject nothing.
@@ -214,7 +219,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _plain_class: type[Any] | None = None
     """On a class `__new__` chose for its end of run: the class the user called."""
-    _last_block: tuple[str, list[str], list[str], str, str | None] | None = None
+    _last_block: (
+        tuple[str, list[str], list[str], str, dict[str, Any], object, str | None] | None
+    ) = None
 
     def __new__(cls, *_args: Any, **kwargs: Any) -> Self:
         """The class LangChain will read the hooks from, chosen once: with an end of run
@@ -237,6 +244,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         session_store: SessionStore | None = None,
         hooks: HookRegistry | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
+        max_tokens: int | None = None,
         strict: bool = False,
         add_cache_control: bool = False,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
@@ -258,6 +266,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             rules=() if rules is None else rules,
             session_store=session_store,
             max_chars=max_chars,
+            max_tokens=max_tokens,
             system_prompt=system_prompt,
             # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
             # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
@@ -381,6 +390,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             match_keys=self.match_keys,
             session_store=self.assembler.session_store,
             max_chars=self.assembler.max_chars,
+            max_tokens=self.assembler.max_tokens,
             strict=self.assembler.strict,
             add_cache_control=self._add_cache_control,
             system_prompt=self.system_prompt,
@@ -672,10 +682,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     def _inject(
         self, request: ModelRequest[ContextT], state: Mapping[str, Any]
     ) -> ModelRequest[ContextT]:
-        block = self._memory_block(state) if self.system_prompt is not None else None
         system_message = request.system_message
-        if block is not None:
+        if self.system_prompt is not None:
+            block, report = self._memory_call(state, request.model)
             system_message = append_block(system_message, block)
+            emit_memory_report(request.runtime, report)
         if (
             self._add_cache_control
             and system_message is not None
@@ -688,7 +699,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         return request.override(system_message=system_message)
 
     def _memory_block(self, state: Mapping[str, Any]) -> str:
-        """The block for `state`: the last one while its digest and match keys are unchanged.
+        """The block for `state` (see `_memory_call`)."""
+        return self._memory_call(state)[0]
+
+    def _memory_call(
+        self, state: Mapping[str, Any], model: object = None
+    ) -> tuple[str, dict[str, Any]]:
+        """The block for `state` and its record (`core.report`): the last ones while the
+        digest and match keys are unchanged.
 
         The block is a function of the load's digest (which covers every part: texts, rules,
         session, unreadable files, nested and imported memory) and the match keys; between
@@ -698,7 +716,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         59 -> 37 Python calls per model call; 1.69x -> 1.12x the time of an ideal middleware
         that appends one precomputed block (1.84x -> 1.15x for the `sources=` drop-in;
         `benchmarks/run.py --only per_call --quick`, scenario 1, issue 23).
+
+        With a budget in tokens the block depends on the model's counter too: the model is
+        passed on, and the last block is reused for the very same model object only.
         """
+        if not self.assembler.counts_tokens:
+            model = None
         memory = loaded(state)
         digest = memory.get("digest")
         touched = state.get("memory_touched_paths") or []
@@ -711,10 +734,11 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             and last[0] == digest
             and last[1] == touched
             and last[2] == context
-            and last[4] == message
+            and last[5] is model
+            and last[6] == message
         ):
-            return last[3]
-        block = self.assembler.render_parts(
+            return last[3], last[4]
+        block, report = self.assembler.render_call(
             state.get("memory_contents") or {},
             memory.get("rule_files") or {},
             session_of(state),
@@ -723,12 +747,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             unreadable=memory.get("unreadable"),
             extras=extras_of(state),
             query=None if message is None else RecallQuery(message, tuple(touched)),
+            model=model,
         )
         if digest is not None:
             # Copies: a list changed in place must not look unchanged. One tuple, replaced
             # whole, so threads sharing this middleware read a consistent entry.
-            self._last_block = (digest, list(touched), list(context), block, message)
-        return block
+            self._last_block = (digest, list(touched), list(context), block, report, model, message)
+        return block, report
 
     def _before_tool(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:
         """A refusal, or the state notes the call will add once it ran."""

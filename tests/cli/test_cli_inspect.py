@@ -205,7 +205,7 @@ def test_json_schema_is_stable(demo: Path, capsys: pytest.CaptureFixture[str]) -
     data = json.loads(out)
     assert list(data) == [
         "version", "source", "keys", "budget", "layers", "rules", "extras", "session",
-        "overhead", "problems", "learned", "block",
+        "overhead", "problems", "learned", "memory_report", "block",
     ]  # fmt: skip
     assert data["session"] is None  # no session store: no session layer
     assert data["learned"] == []  # no consolidation wrote here

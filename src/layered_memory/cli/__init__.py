@@ -325,6 +325,8 @@ CHECKS: dict[str, str] = {
     "store-unreachable": "a session store, or the --store, that does not answer",
     "import-too-deep": "@imports more than 5 hops from a configured file: not followed",
     "import-cycle": "memory files that import each other (harmless at run time, a mistake)",
+    "stale-lesson": "a memory entry whose cited file changed in the cited lines, moved or "
+    "vanished: shown marked stale; update or delete it",
     "memory-problem": "any other problem a load reports (a missing @import, a root holding "
     "none of the files...)",
     "strict": "strict=True: the agent's run stops at the first of these problems",
@@ -594,6 +596,12 @@ def _add_mcp(subparsers: Subparsers) -> None:
     add_mcp_parser(subparsers)
 
 
+def _add_forget(subparsers: Subparsers) -> None:
+    from layered_memory.cli.forget import add_forget_parser
+
+    add_forget_parser(subparsers)
+
+
 def _add_tiers(subparsers: Subparsers) -> None:
     try:
         from layered_memory.cli.tiers import add_parser
@@ -624,6 +632,7 @@ SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     _add_inspect,
     _add_lint,
     _add_review,
+    _add_forget,
     _add_sync,
     _add_graph,
     _add_mcp,

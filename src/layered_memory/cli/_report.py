@@ -114,6 +114,8 @@ class InspectReport:
     """Nested memory files and `@path` imports, as the renderer placed them."""
     learned: tuple[LearnedEntry, ...] = ()
     """Entries consolidation wrote into the layer files, with their provenance."""
+    memory_report: dict[str, Any] | None = None
+    """The record a model call streams (`core.report`); None when nothing is injected."""
 
     @property
     def extras_block_chars(self) -> int:
@@ -240,6 +242,7 @@ def report_from(
     keys: Sequence[str],
     source: dict[str, Any],
     block: str | None = None,
+    injected: bool = True,
 ) -> InspectReport:
     """Measure the block `assembler` rendered from `snapshot` (`render_report`) layer by layer,
     and explain the rules for `keys`.
@@ -253,6 +256,10 @@ def report_from(
         block: The block as the middleware injects it, when it was rendered through the
             middleware's own function (the same text as `rendered.block`); default
             `rendered.block`.
+        injected: Whether the block reaches the model (no record without it).
+
+    Returns:
+        The measured report.
     """
     rule_set = assembler.rule_set(snapshot.rule_files)
     decisions = (
@@ -280,4 +287,21 @@ def report_from(
         session_block_chars=_chars(rendered, "session"),
         extras=tuple(piece for piece in rendered.pieces if piece.kind in ("nested", "import")),
         learned=_learned(assembler, snapshot),
+        memory_report=_call_record(assembler, snapshot, keys) if injected else None,
     )
+
+
+def _call_record(
+    assembler: MemoryAssembler, snapshot: MemorySnapshot, keys: Sequence[str]
+) -> dict[str, Any]:
+    """The record a model call with these keys streams: the assembler's own (cached with the
+    block the middleware injects)."""
+    return assembler.render_call(
+        snapshot.files,
+        snapshot.rule_files,
+        snapshot.session,
+        keys,
+        digest=snapshot.digest,
+        unreadable=snapshot.unreadable,
+        extras=snapshot.extras,
+    )[1]

@@ -328,6 +328,7 @@ def _from_config(options: SourceOptions) -> Loaded:
             keys=seen.keys,
             source=source,
             block=seen.block,
+            injected=seen.injected,
         )
     return Loaded(
         assembler=assembler,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -62,7 +62,11 @@ def diagnose(loaded: Loaded) -> tuple[list[Finding], list[dict[str, str]]]:
     """Every finding about the loaded memory, and the checks that could not run (and why)."""
     assembler = loaded.assembler
     skipped: list[dict[str, str]] = []
-    findings = [*load_findings(loaded), *import_findings(loaded.snapshot.extras)]
+    findings = [
+        *load_findings(loaded),
+        *import_findings(loaded.snapshot.extras),
+        *stale_findings(loaded.snapshot.files),
+    ]
     if not assembler.layers and not assembler.rule_folders:
         message = "no memory file and no rule folder found: the agent gets no memory"
         if loaded.report.source.get("kind") == "folder":
@@ -330,6 +334,18 @@ def load_findings(loaded: Loaded) -> list[Finding]:
                 message = f"layer {layer.name!r}: no file yet; the agent creates it when it saves"
                 findings.append(Finding("layer-absent", "info", path, message))
     return findings
+
+
+def stale_findings(files: Mapping[str, str]) -> list[Finding]:
+    """Entries the load marked stale: a cited span changed, moved or vanished
+    (`core.staleness`)."""
+    from layered_memory.core.staleness import stale_entries
+
+    return [
+        Finding("stale-lesson", "warning", path, f"{entry}: update or delete the entry")
+        for path, text in files.items()
+        for entry in stale_entries(text)
+    ]
 
 
 def import_findings(extras: MemoryExtras) -> list[Finding]:

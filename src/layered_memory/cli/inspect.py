@@ -30,6 +30,9 @@ JSON (`--json`, `"version": 1`; keys are stable, new keys may be added):
 - `problems[]`: `{"path", "severity", "reason"}`
 - `learned[]`: entries a consolidator wrote into the layer files, with the provenance the block
   does not show: `{"path", "id", "text", "thread", "date", "model", "reviewed"}`
+- `memory_report`: the record each model call with this input streams
+  (`stream_mode="custom"`, `{"memory": ...}`; keys in `layered_memory.core.report`), or null
+  when the middleware injects nothing
 - `block`: the exact memory block, as a string
 
 Tokens are approximate: characters / 4, rounded up.
@@ -242,6 +245,42 @@ def _learned_section(report: InspectReport, paint: _Painter) -> list[str]:
     return [*lines, ""]
 
 
+_RULE_WHY = {
+    "always": "always applies",
+    "path": "a path matched",
+    "key": "a match key named it",
+}
+
+
+def _call_section(report: InspectReport, paint: _Painter) -> list[str]:
+    """The record a model call streams, in words: what it was given and why."""
+    record = report.memory_report
+    if record is None:
+        return []
+    lines = [
+        paint("WHAT A MODEL CALL REPORTS", "bold") + ' (stream_mode="custom", {"memory": ...})'
+    ]
+    for entry in record["files"]:
+        state = f"cut: {'; '.join(entry['why'])}" if entry["cut"] else "whole"
+        if entry["outcome"] in ("stub", "dropped"):
+            state = f"{entry['outcome']}: over the budget"
+        head = (
+            f"{printable(entry['path'])} ({printable(entry['layer'])}, {entry['access']}): "
+            f"{entry['chars']:,} {record['unit']} shown, {state}"
+        )
+        lines.extend(_wrap(head, 2, 4))
+    for rule in record["rules"]:
+        why = _RULE_WHY.get(rule["why"], rule["why"])
+        if rule["key"] is not None:
+            why += f" ({printable(repr(rule['key']))}"
+            why += f" ~ {printable(rule['glob'])})" if rule["glob"] else ")"
+        lines.extend(_wrap(f"rule {printable(rule['name'])}: {why}", 2, 4))
+    lines.append(
+        f"  total {record['total']:,} of {record['budget']:,} {record['unit']} (the budget)"
+    )
+    return [*lines, ""]
+
+
 def _config_lines(source: dict[str, Any]) -> list[str]:
     given = source["input"]
     found = f"{printable(source['middleware'])} found in {printable(source['found'])}"
@@ -296,6 +335,7 @@ def render_text(report: InspectReport, *, colour: bool) -> str:
         *_problems_section(report, paint),
         "",
         *_learned_section(report, paint),
+        *_call_section(report, paint),
         paint("MEMORY BLOCK", "bold") + " (exactly what the model receives)",
         paint("-" * 30 + " begin memory block " + "-" * 30, "dim"),
         # Escaped too (tabs and newlines kept): memory is data. --json gives the exact text.
@@ -404,6 +444,7 @@ def report_data(report: InspectReport) -> dict[str, Any]:
             }
             for entry in report.learned
         ],
+        "memory_report": report.memory_report,
         "block": report.block,
     }
 

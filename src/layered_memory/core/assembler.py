@@ -17,13 +17,13 @@ import json
 import logging
 import os
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from deepagents.backends.filesystem import FilesystemBackend
 
 from layered_memory._logs import get_logger
-from layered_memory.core import loading
+from layered_memory.core import loading, staleness
 from layered_memory.core.disk_cache import (
     DirSignatures,
     DiskReadCache,
@@ -63,6 +63,7 @@ from layered_memory.core.render import (
     render_memory_report,
 )
 from layered_memory.core.render_cache import LRU, clear_rule_sets, rule_set_for
+from layered_memory.core.report import build_memory_report
 from layered_memory.core.snapshot import (
     Pinned,
     RunStart,
@@ -73,12 +74,19 @@ from layered_memory.core.snapshot import (
     text_digest,
     walk_nested,
 )
+from layered_memory.core.tokens import (
+    TokenCounter,
+    fit_layers_to_tokens,
+    fit_to_tokens,
+    token_counter,
+)
 from layered_memory.core.unrestored import Unrestored, left_out
 from layered_memory.core.unrestored import entries as recorded_unrestored
 from layered_memory.core.validation import (
     check_backend,
     check_bool,
     check_budget,
+    check_int,
     check_layers,
     check_names,
     check_path_list,
@@ -164,6 +172,8 @@ class MemoryAssembler:
             `~/.deepagents/`); `"anywhere"`: any file the backend can read (a cloned
             repository's AGENTS.md could then import `@~/.aws/credentials`); `False`: none;
             `None`: `True`, or `False` with `compat=True` (deepagents reads no imports).
+        max_tokens: Upper bound on the rendered block in the model's tokens (`core.tokens`),
+            beside `max_chars`; both hold.
 
     Raises:
         TypeError: An argument of the wrong type (a path where a list goes, a `str` budget),
@@ -184,6 +194,7 @@ class MemoryAssembler:
         strict: bool = False,
         nested: Sequence[str] = (),
         options: MemoryOptions | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         # The one validation path of the options `MemoryMiddleware` shares (it hands them on
         # unchecked): a mistake fails here, named, not later with a raw error (issue 26:
@@ -197,8 +208,6 @@ class MemoryAssembler:
         rule_list = check_path_list(rules, parameter="rules") or []
         check_budget(max_chars, least=minimum_budget(template))
         nested = check_names(nested, parameter="nested")
-        check_bool(compat, parameter="compat")
-        check_bool(strict, parameter="strict")
         self.options = options = check_options(options)
         """The settings shared with `MemoryMiddleware` (`MemoryOptions`)."""
         check_unique_layer_names(layer_list)
@@ -208,13 +217,24 @@ class MemoryAssembler:
         self.session_store = session_store
         self.max_chars = max_chars
         self.max_rules_chars = options.max_rules_chars
+        # The block's bound in the model's tokens (None: characters only).
+        self.max_tokens = (
+            None
+            if max_tokens is None
+            else check_int(max_tokens, parameter="max_tokens", minimum=1, unit="a number of tokens")
+        )
         self.list_unmatched_rules = options.list_unmatched_rules
+        # Whether a budget is given in tokens (`max_tokens=` or a layer's): worked out once,
+        # as every model call asks.
+        self.counts_tokens = max_tokens is not None or any(
+            layer.max_tokens is not None for layer in self.layers
+        )
         self.system_prompt = template
-        self.compat = compat
+        self.compat = check_bool(compat, parameter="compat")
         self.recalls = not compat and any(layer.recall for layer in self.layers)
         """Whether a layer chooses its entries by relevance (`Layer(..., recall=True)`): only
         then does the latest user message shape the block."""
-        self.strict = strict
+        self.strict = check_bool(strict, parameter="strict")
         self.nested = tuple(nested)
         """Names of nested memory files, in fallback order (`("AGENTS.md", "CLAUDE.md")`)."""
         self.nested_writable = options.nested_writable
@@ -248,7 +268,7 @@ class MemoryAssembler:
             if self.follow_imports is True and self.rule_root != "/"
             else None
         )
-        self._blocks: LRU[tuple[Hashable, ...], str] = LRU(256)
+        self._blocks: LRU[tuple[Hashable, ...], tuple[str, dict[str, Any]]] = LRU(256)
         self._logged: set[tuple[str, str]] = set()
         self._last_load: tuple[tuple[Mapping[str, str] | str | None, ...], str] | None = None
         self._probed_folders: set[str] = set()
@@ -316,6 +336,9 @@ class MemoryAssembler:
         else:
             found = pinned.verified(loading.run(plan, pinned.download(download)))
             earlier = {}
+        citing, cited = staleness.citing_files(found.first.texts, _writable_in(access))
+        if cited:  # entries citing files (`core.staleness`): one more batched download
+            found = _with_stale_marked(found, citing, download(cited).texts)
         listing = (rule_paths, [*listing_problems, *folder_problems], other_files)
         return self._snapshot(
             found, listing, session, session_problem, earlier=earlier, layer_files=layer_files
@@ -367,6 +390,9 @@ class MemoryAssembler:
         else:
             found = pinned.verified(await loading.arun(plan, pinned.adownload(download)))
             earlier = {}
+        citing, cited = staleness.citing_files(found.first.texts, _writable_in(access))
+        if cited:
+            found = _with_stale_marked(found, citing, (await download(cited)).texts)
         listing = (rule_paths, [*listing_problems, *folder_problems], other_files)
         return self._snapshot(
             found, listing, session, session_problem, earlier=earlier, layer_files=layer_files
@@ -904,6 +930,51 @@ class MemoryAssembler:
             unreadable: Layer path -> reason, for files that could not be read.
             extras: Nested memory files and `@path` imports.
             query: The latest user message and the paths touched (`recall=True` layers).
+
+        Returns:
+            The block to append to the system message.
+        """
+        return self.render_call(
+            files,
+            rule_files,
+            session,
+            keys,
+            digest=digest,
+            unreadable=unreadable,
+            extras=extras,
+            query=query,
+        )[0]
+
+    def render_call(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: Iterable[str],
+        *,
+        digest: str | None = None,
+        unreadable: Mapping[str, str] | None = None,
+        extras: MemoryExtras | None = None,
+        query: RecallQuery | None = None,
+        model: object | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        """`render_parts`, with the record of what the block holds (`core.report`); both
+        cached together, so a call that reuses the block reuses the record too.
+
+        Args:
+            files: Layer path -> text.
+            rule_files: Rule file path -> text.
+            session: The session layer, if any.
+            keys: Rule match keys.
+            digest: As for `render_parts`.
+            unreadable: Layer path -> reason, for files that could not be read.
+            extras: Nested memory files and `@path` imports.
+            query: The latest user message and the paths touched (`recall=True` layers).
+            model: The call's chat model, whose counter measures a token budget
+                (`max_tokens=`, `Layer(max_tokens=...)`); unused without one.
+
+        Returns:
+            The block and its record (shared: never change it).
         """
         # Without a recall layer the query cannot change the block: not part of the key.
         query = query if self.recalls else None
@@ -920,10 +991,11 @@ class MemoryAssembler:
                 unreadable,
                 *extras.digest_parts(),
             )
-        cache_key = (digest, key_tuple, query)
-        block = self._blocks.get(cache_key)
-        if block is None:
-            block = self._rendered(
+        counter = token_counter(model) if self.counts_tokens else None
+        cache_key = (digest, key_tuple, query, counter.key if counter is not None else None)
+        rendered_call = self._blocks.get(cache_key)
+        if rendered_call is None:
+            rendered, report = self._rendered_call(
                 files,
                 rule_files,
                 session,
@@ -931,9 +1003,85 @@ class MemoryAssembler:
                 unreadable=unreadable,
                 extras=extras,
                 query=query,
-            ).block
-            self._blocks.put(cache_key, block)
-        return block
+                counter=counter,
+            )
+            rendered_call = (rendered.block, report)
+            self._blocks.put(cache_key, rendered_call)
+        return rendered_call
+
+    def _rendered_call(
+        self,
+        files: Mapping[str, str],
+        rule_files: Mapping[str, str],
+        session: SessionEntry | None,
+        keys: tuple[str, ...],
+        *,
+        unreadable: Mapping[str, str],
+        extras: MemoryExtras,
+        query: RecallQuery | None,
+        counter: TokenCounter | None,
+    ) -> tuple[RenderedMemory, dict[str, Any]]:
+        """The block and its record; with a token counter, the character budgets that meet
+        the token budgets (`core.tokens`)."""
+        if counter is None:
+            rendered, match = self._rendered_with_match(
+                files, rule_files, session, keys, unreadable=unreadable, extras=extras, query=query
+            )
+            report = build_memory_report(
+                rendered, match, layers=self.layers, extras=extras, budget=self.max_chars
+            )
+            return rendered, report
+        layers = fit_layers_to_tokens(self.layers, files, counter.count)
+        reworded = {
+            f"over the layer's max_chars={fitted.max_chars}": (
+                f"over the layer's max_tokens={layer.max_tokens} ({counter.name})"
+            )
+            for layer, fitted in zip(self.layers, layers, strict=True)
+            if fitted is not layer
+        }
+        found: list[RuleMatch | None] = [None]
+
+        def render_at(max_chars: int) -> RenderedMemory:
+            rendered, found[0] = self._rendered_with_match(
+                files,
+                rule_files,
+                session,
+                keys,
+                unreadable=unreadable,
+                extras=extras,
+                query=query,
+                layers=layers,
+                max_chars=max_chars,
+            )
+            return rendered
+
+        if self.max_tokens is None:
+            rendered = render_at(self.max_chars)
+            budget, unit, total = self.max_chars, "chars", len(rendered.block)
+        else:
+            rendered, tokens = fit_to_tokens(
+                render_at,
+                counter.count,
+                max_tokens=self.max_tokens,
+                max_chars=self.max_chars,
+                least=minimum_budget(self.system_prompt),
+            )
+            budget, unit, total = self.max_tokens, "tokens", tokens
+            reworded["over the total memory budget (max_chars)"] = (
+                f"over the total memory budget (max_tokens={self.max_tokens}, {counter.name})"
+            )
+        report = build_memory_report(
+            rendered,
+            found[0],
+            layers=self.layers,
+            extras=extras,
+            budget=budget,
+            unit=unit,
+            total=total,
+            counter=counter.name,
+            reworded=reworded,
+        )
+        return rendered, report
 
     def match_rules(self, rule_files: Mapping[str, str], keys: Iterable[str]) -> RuleMatch | None:
         """Which rules apply to `keys` (None when no rule folders are configured)."""
@@ -961,7 +1109,9 @@ class MemoryAssembler:
     ) -> RenderedMemory:
         """The block `render` gives, with what happened to each part of it (uncached; for
         `layered-memory inspect` and `doctor`, which show why a file is cut or left out)."""
-        return self._rendered(
+        # Without a model, a token budget is counted with LangChain's approximation.
+        counter = token_counter(None) if self.counts_tokens else None
+        return self._rendered_call(
             snapshot.files,
             snapshot.rule_files,
             snapshot.session,
@@ -969,9 +1119,10 @@ class MemoryAssembler:
             unreadable=snapshot.unreadable,
             extras=snapshot.extras,
             query=query,
-        )
+            counter=counter,
+        )[0]
 
-    def _rendered(
+    def _rendered_with_match(
         self,
         files: Mapping[str, str],
         rule_files: Mapping[str, str],
@@ -981,7 +1132,9 @@ class MemoryAssembler:
         unreadable: Mapping[str, str],
         extras: MemoryExtras,
         query: RecallQuery | None = None,
-    ) -> RenderedMemory:
+        layers: Sequence[Layer] | None = None,
+        max_chars: int | None = None,
+    ) -> tuple[RenderedMemory, RuleMatch | None]:
         match = self.match_rules(rule_files, keys)
         rules_renderer = None
         if match is not None and (match.applied or match.requested):
@@ -989,11 +1142,11 @@ class MemoryAssembler:
             def rules_renderer(limit: int) -> str:
                 return render_rules(match, max_chars=min(limit, self.max_rules_chars))
 
-        return render_memory_report(
-            self.layers,
+        rendered = render_memory_report(
+            self.layers if layers is None else layers,
             files,
             template=self.system_prompt,
-            max_chars=self.max_chars,
+            max_chars=self.max_chars if max_chars is None else max_chars,
             compat=self.compat,
             rules=rules_renderer,
             session=session,
@@ -1001,6 +1154,7 @@ class MemoryAssembler:
             extras=extras,
             query=query,
         )
+        return rendered, match
 
     def _report_rule_problems(self, rule_set: RuleSet) -> None:
         for problem in rule_set.problems:
@@ -1029,6 +1183,19 @@ class MemoryAssembler:
     def same_file(self, configured: str, tool_path: str) -> bool:
         """Whether a path named in a tool call is the configured layer path (any alias)."""
         return self._paths.same_file(configured, tool_path)
+
+
+def _writable_in(access: Mapping[str, loading.Access]) -> Callable[[str], bool]:
+    """Whether a loaded path is a writable layer file (its entries may be marked stale)."""
+    return lambda path: access.get(path) == "writable"
+
+
+def _with_stale_marked(
+    found: Discovered, citing: Mapping[str, str], current: Mapping[str, str]
+) -> Discovered:
+    """`found` with the stale entries of the citing files marked (`core.staleness`)."""
+    texts = staleness.marked_texts(found.first.texts, citing, current)
+    return replace(found, first=replace(found.first, texts=texts))
 
 
 def _session_text(session: SessionEntry | None) -> str | None:

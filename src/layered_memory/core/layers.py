@@ -49,6 +49,8 @@ class Layer:
         max_files: Files shown per folder of the layer, the first in name order (default
             `DEFAULT_MAX_FOLDER_FILES`; None: no cap). The files past it are named in one
             marker, so the agent can `read_file` them.
+        max_tokens: Tokens shown for the whole layer, counted with the model's own counter
+            (see `MemoryMiddleware(max_tokens=...)`); with `max_chars`, both hold.
         recall: When a file does not fit its share of the budget, show its entries (list
             items, sections under headings) most relevant to the latest user message and the
             paths the agent touched, in file order, with a marker counting those left out;
@@ -65,6 +67,7 @@ class Layer:
     max_lines: int | None = field(default=None, kw_only=True)
     max_chars: int | None = field(default=None, kw_only=True)
     max_files: int | None = field(default=DEFAULT_MAX_FOLDER_FILES, kw_only=True)
+    max_tokens: int | None = field(default=None, kw_only=True)
     recall: bool = field(default=False, kw_only=True)
 
     def __init__(
@@ -76,6 +79,7 @@ class Layer:
         max_lines: int | None = None,
         max_chars: int | None = None,
         max_files: int | None = DEFAULT_MAX_FOLDER_FILES,
+        max_tokens: int | None = None,
         recall: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
@@ -87,6 +91,7 @@ class Layer:
             ("max_lines", max_lines),
             ("max_chars", max_chars),
             ("max_files", max_files),
+            ("max_tokens", max_tokens),
         ):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
@@ -99,6 +104,7 @@ class Layer:
         object.__setattr__(self, "max_lines", max_lines)
         object.__setattr__(self, "max_chars", max_chars)
         object.__setattr__(self, "max_files", max_files)
+        object.__setattr__(self, "max_tokens", max_tokens)
         if not isinstance(recall, bool):
             msg = f"Layer {name!r}: recall must be True or False, got {recall!r}"
             raise TypeError(msg)

@@ -13,11 +13,12 @@ and serializes concurrent writers with every other route that writes the file (s
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import posixpath
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from langchain.tools import ToolRuntime
@@ -25,7 +26,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from layered_memory._logs import get_logger
 from layered_memory.core.files import Texts, strategy_for
+from layered_memory.core.loading import download_texts
 from layered_memory.core.run_data import is_dry_run, run_value, thread_id_of
+from layered_memory.core.staleness import Cite, cite_comment, parse_cite
 from layered_memory.writeback.hooks import HookEvent, HookRegistry, note_write_back
 from layered_memory.writeback.sections import (
     RESCAN_MARGIN,
@@ -132,39 +135,63 @@ class MemoryWriter:
         self._clock: Clock = clock or dt.date.today
         self._strategy = strategy_for(backend, [path, archive])
 
-    def add_insight(self, text: str, *, entity: str | None = None) -> bool:
+    def add_insight(
+        self, text: str, *, entity: str | None = None, cites: Sequence[str] = ()
+    ) -> bool:
         """Write one insight line at the top of the Recent Insights section.
 
         Args:
             text: What was learned; secrets are redacted and whitespace collapsed to one line.
             entity: Who or what it is about; one entry per entity per day.
+            cites: Files the lesson is about (`/src/app.py`, `/src/app.py#L10-24`): the digest
+                of each cited span is stored with the entry (in a comment the prompt never
+                shows), and a later load marks the entry stale when a span changed, moved or
+                vanished (`layered_memory.core.staleness`).
 
         Returns:
             True when written; False when the entity already has an entry today (for an insight
             without entity: the same text today), and nothing was written.
 
         Raises:
-            ValueError: `text` is empty once cleaned.
+            ValueError: `text` is empty once cleaned, or a cite is not a path with an
+                optional `#L<first>-<last>`.
             MemoryWriteError: The backend could not read or write the files; the memory file
                 is left as it was.
         """
-        return self._write(text, entity) is not None
+        return self._write(text, entity, cites) is not None
 
-    async def aadd_insight(self, text: str, *, entity: str | None = None) -> bool:
+    async def aadd_insight(
+        self, text: str, *, entity: str | None = None, cites: Sequence[str] = ()
+    ) -> bool:
         """The async form of `add_insight` (same arguments, result and errors)."""
-        return await self._awrite(text, entity) is not None
+        return await self._awrite(text, entity, cites) is not None
 
     # The `_write` pair also returns what the MEMORY_WRITTEN event needs.
 
-    def _write(self, text: str, entity: str | None) -> MemoryWrittenData | None:
+    def _write(
+        self, text: str, entity: str | None, cites: Sequence[str] = ()
+    ) -> MemoryWrittenData | None:
         insight, kinds = self._prepare(text, entity)
+        parsed = [parse_cite(cite) for cite in cites]
+        if parsed:
+            insight = _cited(insight, parsed, self._cited_texts(parsed))
         plan = self._strategy.transact(self._transform(insight))
         return self._outcome(insight, kinds, plan)
 
-    async def _awrite(self, text: str, entity: str | None) -> MemoryWrittenData | None:
+    async def _awrite(
+        self, text: str, entity: str | None, cites: Sequence[str] = ()
+    ) -> MemoryWrittenData | None:
         insight, kinds = self._prepare(text, entity)
+        parsed = [parse_cite(cite) for cite in cites]
+        if parsed:  # the cited files are read in a worker thread, never on the event loop
+            texts = await asyncio.to_thread(self._cited_texts, parsed)
+            insight = _cited(insight, parsed, texts)
         plan = await self._strategy.atransact(self._transform(insight))
         return self._outcome(insight, kinds, plan)
+
+    def _cited_texts(self, cites: Sequence[Cite]) -> Mapping[str, str | None]:
+        """The cited files' texts now (one batched download; a missing file is absent)."""
+        return download_texts(self.backend, list(dict.fromkeys(c.path for c in cites))).texts
 
     def _prepare(self, text: str, entity: str | None) -> tuple[Insight, list[str]]:
         if not isinstance(text, str):
@@ -233,6 +260,12 @@ class MemoryWriter:
             redacted=kinds,
             thread_id=None,
         )
+
+
+def _cited(insight: Insight, cites: Sequence[Cite], texts: Mapping[str, str | None]) -> Insight:
+    """The insight with the comment keeping its cites and their digests at its end."""
+    comment = cite_comment(cites, texts, insight.date.isoformat())
+    return dataclasses.replace(insight, text=f"{insight.text} {comment}")
 
 
 # --- PIPELINE_END data helpers ----------------------------------------------------------

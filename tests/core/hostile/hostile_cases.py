@@ -663,6 +663,29 @@ def graph_mcp_results(root: Path) -> dict[str, Any]:
     }
 
 
+@case
+def stale_cites(root: Path) -> dict[str, Any]:
+    """An 8 MB writable MEMORY.md of cite comments: thousands of cites, ones naming paths out
+    of the root, ones whose ranges are huge or malformed, and `cites=` with no comment."""
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("a\nb\n")
+    digest = "0" * 12
+    line = (
+        f"- x <!-- cites=/src/app.py#L1-9999999@{digest},/../../etc/passwd@{digest},"
+        f"/src/app.py#L5-2@{digest},{'/a,' * 50}/b@{digest} date=2026-12-07 -->\n"
+    )
+    bare = "- y cites=" + "/z@" * 1000 + "\n"
+    text = (line + bare) * (FILE_LIMIT // (len(line) + len(bare)) - 1)
+    (root / "MEMORY.md").write_text(text)
+    backend = fs(root)
+    memory = MemoryAssembler(backend=backend, layers=[Layer("notes", "/MEMORY.md", writable=True)])
+    block = memory.render(memory.load())
+    return {
+        "block_chars": len(block),
+        "stale_shown": "[stale: /src/app.py lines 1-9999999" in block,
+    }
+
+
 def main(argv: list[str]) -> int:
     workdir = Path(argv[0])
     names = argv[1:] or list(CASES)

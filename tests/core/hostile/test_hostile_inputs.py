@@ -257,3 +257,10 @@ def test_the_lesson_hold_reads_hostile_texts_in_linear_time(outcomes: dict[str, 
 def test_a_hostile_graph_is_defused_and_named_back_in_linear_time(outcomes: dict[str, Any]) -> None:
     result = outcome(outcomes, "graph_mcp_results")
     assert result == {"defused": True, "deleted": True}
+
+
+@pytest.mark.slow
+def test_hostile_cites_are_checked_in_bounded_time(outcomes: dict[str, Any]) -> None:
+    result = outcome(outcomes, "stale_cites")
+    assert result["block_chars"] <= 48_000
+    assert result["stale_shown"]  # the first entry's range runs past the file: marked
