@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytest_markdown_docs.plugin import MarkdownDocstringCodeModule, MarkdownTextFile
@@ -68,6 +69,16 @@ def postgres_url() -> str:
     except psycopg.Error as exc:
         _service_unavailable("PostgreSQL", str(exc).splitlines()[0] if str(exc) else repr(exc))
     return POSTGRES_URL
+
+
+@pytest.fixture
+def postgres_schema(postgres_url: str) -> Iterator[Any]:
+    """A new, empty PostgreSQL schema for this test, dropped afterwards (`.name`, `.url`: a
+    connection string whose `search_path` is the schema); tests/postgres_schema.py."""
+    from postgres_schema import throwaway_schema
+
+    with throwaway_schema(postgres_url) as schema:
+        yield schema
 
 
 @pytest.fixture

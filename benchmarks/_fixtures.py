@@ -29,7 +29,7 @@ TOTAL_SOURCE_BYTES = 40_000
 
 RULES_FOLDER = "/rules"
 RUNTIME = SimpleNamespace(context=None)
-"""What a hook called outside a graph gets as `runtime` (as in tests/test_compat.py)."""
+"""What a hook called outside a graph gets as `runtime` (as in tests/middleware/test_compat.py)."""
 
 # Six sources as a real layered setup would name them: lowest precedence first.
 SIX_SOURCES = (

@@ -5,6 +5,12 @@ MEMORY.md): the model reads a file, edits MEMORY.md, answers. A profile hook rec
 function entered during the turn (the agent is built and warmed up first, so imports and
 construction are not counted); the figure is the number of distinct `layered_memory` modules.
 
+The second figure follows one model call: the call right after the agent edited MEMORY.md
+(the middleware reloads memory, renders it and hands the request on). It counts the distinct
+modules that call enters and how often it comes back to a module it had already left (the
+modules of the call in the order entered, a run of calls in one module counted once: A B A is
+one return). Fewer returns: a reader follows the call down, not back and forth.
+
 Run: .venv/bin/python benchmarks/modules_per_turn.py [--list]
 """
 
@@ -18,6 +24,7 @@ from typing import Any
 
 from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
+from langchain.agents.middleware import AgentMiddleware
 from langgraph.checkpoint.memory import InMemorySaver
 
 import layered_memory
@@ -40,7 +47,36 @@ def script() -> list[Any]:
     ]
 
 
-def one_turn(root: Path) -> set[str]:
+class _AfterEdit(AgentMiddleware):  # type: ignore[type-arg]
+    """The outermost middleware: records the modules entered by the model call it is told to."""
+
+    def __init__(self, call_number: int) -> None:
+        super().__init__()
+        self.call_number = call_number
+        self.calls = 0
+        self.armed = False
+        self.sequence: list[str] = []
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.calls += 1
+        if not (self.armed and self.calls == self.call_number):
+            return handler(request)
+        sequence = self.sequence
+
+        def profile(frame: Any, event: str, _arg: Any) -> None:
+            name = frame.f_code.co_filename
+            ours = name.startswith(PACKAGE) and not name.endswith("testing.py")
+            if event == "call" and ours and (not sequence or sequence[-1] != name):
+                sequence.append(name)
+
+        sys.setprofile(profile)
+        try:
+            return handler(request)
+        finally:
+            sys.setprofile(None)
+
+
+def one_turn(root: Path, after_edit: _AfterEdit | None = None) -> set[str]:
     (root / "AGENTS.md").write_text("# Project\n\n- Be brief.\n", encoding="utf-8")
     (root / "MEMORY.md").write_text("# Memory\n", encoding="utf-8")
     (root / "notes.txt").write_text("hello\n", encoding="utf-8")
@@ -53,7 +89,7 @@ def one_turn(root: Path) -> set[str]:
     agent = create_deep_agent(
         model=model,
         memory=[],
-        middleware=[memory],
+        middleware=[after_edit, memory] if after_edit is not None else [memory],
         backend=memory.protected_backend,
         checkpointer=InMemorySaver(),
     )
@@ -61,6 +97,9 @@ def one_turn(root: Path) -> set[str]:
     agent.invoke({"messages": [{"role": "user", "content": "warm up"}]}, config)
     (root / "MEMORY.md").write_text("# Memory\n", encoding="utf-8")
     entered: set[str] = set()
+    if after_edit is not None:
+        after_edit.calls = 0
+        after_edit.armed = True
 
     def profile(frame: Any, event: str, _arg: Any) -> None:
         if event == "call" and frame.f_code.co_filename.startswith(PACKAGE):
@@ -83,6 +122,16 @@ def one_turn(root: Path) -> set[str]:
     return {str(Path(name).relative_to(PACKAGE)) for name in entered}
 
 
+def after_edit_call() -> tuple[list[str], int]:
+    """The modules the model call after the memory edit enters, in order, and its returns."""
+    watcher = _AfterEdit(call_number=3)  # read_file, edit_file, then the call after the edit
+    with tempfile.TemporaryDirectory() as folder:
+        one_turn(Path(folder), watcher)
+    order = [str(Path(name).relative_to(PACKAGE)) for name in watcher.sequence]
+    returns = len(order) - len(set(order))
+    return order, returns
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         modules = one_turn(Path(folder))
@@ -90,6 +139,13 @@ def main() -> None:
     print(f"modules entered in one turn: {len(modules)} of {total}")
     if "--list" in sys.argv:
         print("\n".join(sorted(modules)))
+    order, returns = after_edit_call()
+    print(
+        f"the model call after a memory edit: {len(set(order))} modules, "
+        f"{returns} returns to a module already left"
+    )
+    if "--list" in sys.argv:
+        print(" -> ".join(order))
 
 
 if __name__ == "__main__":

@@ -1,33 +1,12 @@
-"""A PostgreSQL schema of its own for each CLI test, and memory files written the backend's way.
-
-Each test gets a fresh schema (the store's tables live there through `search_path`), so tests
-never see each other's items, and the schema is dropped afterwards.
-"""
+"""Memory files written and read the backend's way, in a PostgreSQL store (each test's store
+lives in a throwaway schema: tests/postgres_schema.py)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 
-import psycopg
 from deepagents.backends import StoreBackend
 from langgraph.store.postgres import PostgresStore
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
-
-
-@contextmanager
-def schema_url(base_url: str) -> Iterator[str]:
-    """A connection string whose `search_path` is a new, empty schema (dropped on exit)."""
-    schema = f"lm_cli_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    try:
-        yield make_conninfo(base_url, options=f"-csearch_path={schema}")
-    finally:
-        with psycopg.connect(base_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 def upload(url: str, namespace: tuple[str, ...], files: Mapping[str, bytes]) -> None:

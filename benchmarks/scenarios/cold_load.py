@@ -25,7 +25,7 @@ from benchmarks._fixtures import (
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, interleaved
-from layered_memory.core.assembler import clear_process_caches
+from layered_memory.process_state import clear_process_caches
 
 
 def _cold(make: Callable[[], Any]) -> Any:

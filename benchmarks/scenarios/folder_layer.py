@@ -14,12 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import layered_memory.core.assembler as assembler_module
 from benchmarks._fixtures import RUNTIME, CountingBackend, model_request
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, fmt_ns, interleaved
 from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
+from layered_memory.process_state import clear_process_caches
 
 TARGET_RATIO = 1.1
 FILES = 20
@@ -46,7 +46,7 @@ def _layers(folder: bool, paths: list[str]) -> list[Layer]:
 
 
 def _cold_calls(root: Path, layers: list[Layer]) -> dict[str, int]:
-    assembler_module.clear_process_caches()
+    clear_process_caches()
     backend = CountingBackend(root)
     MemoryAssembler(backend=backend, layers=layers).load()
     return dict(backend.calls)

@@ -35,6 +35,7 @@ from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, interleaved
 from layered_memory import Layer, MemoryAssembler, MemoryMiddleware, MemoryOptions
 from layered_memory.core.state import snapshot_update
+from layered_memory.process_state import clear_process_caches
 
 SIZES = {"full": (6, 4, 9), "quick": (4, 3, 3), "tiny": (3, 2, 1)}
 """(folder depth, folders per level, rounds)."""
@@ -94,7 +95,7 @@ def build_snapshot_project(root: Path, n_rules: int, n_nested: int) -> None:
 
 def _snapshot_middleware(root: Path) -> MemoryMiddleware:
     """A fresh middleware in a cold process: nested memory on, rules read-only."""
-    assembler_module.clear_process_caches()
+    clear_process_caches()
     discovery_module._references.cache_clear()
     return MemoryMiddleware(
         backend=CountingBackend(root),
@@ -153,7 +154,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
     touched = build(root, depth, width)
 
     backend = CountingBackend(root)
-    assembler_module.clear_process_caches()
+    clear_process_caches()
     cold = _assembler(backend, extras=True)
     snapshot = cold.load(touched=touched)
     cold_calls = dict(backend.calls)
@@ -161,7 +162,7 @@ def run(plan: Plan, workdir: Path) -> ScenarioResult:
 
     def cold_case(extras: bool) -> Case:
         def setup() -> MemoryAssembler:
-            assembler_module.clear_process_caches()
+            clear_process_caches()
             discovery_module._references.cache_clear()
             return _assembler(CountingBackend(root), extras=extras)
 

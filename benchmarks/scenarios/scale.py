@@ -23,7 +23,7 @@ from benchmarks._fixtures import (
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, Samples, fmt_ns, interleaved
-from layered_memory.core.assembler import clear_process_caches
+from layered_memory.process_state import clear_process_caches
 
 SOURCE_BYTES = 4_000
 FLAT = 1.5

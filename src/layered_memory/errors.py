@@ -2,6 +2,34 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "CheckpointCacheError",
+    "CliStoreError",
+    "ConfigLoadError",
+    "EntityNotFoundError",
+    "FolderTooLargeError",
+    "GlobError",
+    "KnowledgeGraphError",
+    "KnowledgeGraphInputError",
+    "LayeredMemoryError",
+    "MemoryContextError",
+    "MemorySourceError",
+    "MemoryWriteError",
+    "PreviewError",
+    "ReviewError",
+    "RuleFileError",
+    "SessionDataError",
+    "SessionKeyError",
+    "SessionStoreError",
+    "StoreURLError",
+    "StoreUnavailableError",
+    "TierItemError",
+    "TierUserIdError",
+    "UsageError",
+    "UserIdError",
+    "VectorError",
+]
+
 
 class LayeredMemoryError(Exception):
     """Base class of every error this package raises on purpose."""

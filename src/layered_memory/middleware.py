@@ -712,10 +712,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         session, unreadable files, nested and imported memory) and the match keys; between
         two model calls of a run they rarely change. Compared by value (C-level `==`, no
         Python call), the last block comes back without rebuilding the session, the extras
-        and the key tuple from the state nor hashing 50 match keys for the renderer's cache:
-        59 -> 37 Python calls per model call; 1.69x -> 1.12x the time of an ideal middleware
-        that appends one precomputed block (1.84x -> 1.15x for the `sources=` drop-in;
-        `benchmarks/run.py --only per_call --quick`, scenario 1, issue 23).
+        and the key tuple from the state nor hashing 50 match keys for the renderer's cache
+        (what that saves per model call: `benchmarks/RESULTS.md`, scenario 1).
 
         With a budget in tokens the block depends on the model's counter too: the model is
         passed on, and the last block is reused for the very same model object only.

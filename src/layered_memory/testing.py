@@ -30,6 +30,14 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr, field_validator
 
+__all__ = [
+    "LexicalEmbeddings",
+    "PromptRecorder",
+    "ScriptedChatModel",
+    "system_text",
+    "tool_call",
+]
+
 ScriptStep = AIMessage | str | Callable[[list[BaseMessage]], "AIMessage | str"]
 
 _call_ids = itertools.count(1)
@@ -39,7 +47,15 @@ __all__ = ["LexicalEmbeddings", "PromptRecorder", "ScriptedChatModel", "system_t
 
 
 def tool_call(name: str, /, **args: Any) -> AIMessage:
-    """An `AIMessage` asking for one tool call (a step of a script)."""
+    """An `AIMessage` asking for one tool call (a step of a script).
+
+    Args:
+        name: The tool's name.
+        **args: The tool's arguments.
+
+    Returns:
+        The message, with a fresh tool-call id.
+    """
     return AIMessage(
         content="",
         tool_calls=[
@@ -49,7 +65,14 @@ def tool_call(name: str, /, **args: Any) -> AIMessage:
 
 
 def system_text(messages: Sequence[BaseMessage]) -> str:
-    """The text of the system message in a prompt ("" when there is none)."""
+    """The text of the system message in a prompt ("" when there is none).
+
+    Args:
+        messages: The prompt, as a model received it (`PromptRecorder` keeps them).
+
+    Returns:
+        The system message's text.
+    """
     for message in messages:
         if isinstance(message, SystemMessage):
             return message.text
@@ -183,9 +206,23 @@ class LexicalEmbeddings(Embeddings):
         return [value / norm for value in vector] if norm else vector
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text."""
+        """One vector per text.
+
+        Args:
+            texts: The documents.
+
+        Returns:
+            Their vectors, in order.
+        """
         return [self._vector(text) for text in texts]
 
     def embed_query(self, text: str) -> list[float]:
-        """The vector of one text (queries and documents share one space)."""
+        """The vector of one text (queries and documents share one space).
+
+        Args:
+            text: The query.
+
+        Returns:
+            Its vector.
+        """
         return self._vector(text)

@@ -11,12 +11,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import redis
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
-from psycopg.conninfo import make_conninfo
 
 from process_signals import wait_until_stopped
 
@@ -25,19 +23,6 @@ START_GUARD_SECONDS = 30  # only stops a broken redis-server start; nothing is t
 
 def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:12]}"
-
-
-def create_schema(postgres_url: str) -> tuple[str, str]:
-    """A fresh schema; returns (schema, conninfo whose search_path is it)."""
-    schema = unique("lm_ckpt_")
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    return schema, make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-
-
-def drop_schema(postgres_url: str, schema: str) -> None:
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def drop_prefix(redis_url: str, prefix: str) -> None:

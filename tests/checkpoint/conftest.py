@@ -6,7 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from checkpoint_harness import RedisServer, create_schema, drop_prefix, drop_schema, unique
+from checkpoint_harness import RedisServer, drop_prefix, unique
+
+from postgres_schema import Schema
 
 
 @pytest.fixture
@@ -18,11 +20,9 @@ def prefix(redis_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_conninfo(postgres_url: str) -> Iterator[str]:
+def pg_conninfo(postgres_schema: Schema) -> str:
     """A conninfo whose search_path is a fresh schema, dropped afterwards."""
-    schema, conninfo = create_schema(postgres_url)
-    yield conninfo
-    drop_schema(postgres_url, schema)
+    return postgres_schema.url
 
 
 @pytest.fixture

@@ -422,15 +422,36 @@ def test_saver_must_be_a_checkpoint_saver() -> None:
         CachedCheckpointSaver(object(), redis_url="redis://127.0.0.1:6379/0")  # type: ignore[arg-type]
 
 
-def test_delegates_versions_specs_and_allowlist(redis_url: str, prefix: str) -> None:
+def test_delegates_versions_and_specs(redis_url: str, prefix: str) -> None:
     inner = InMemorySaver()
     saver = CachedCheckpointSaver(inner, redis_url=redis_url, prefix=prefix)
     assert isinstance(saver.get_next_version(None, None), str)  # the wrapped saver's format
     assert saver.config_specs == inner.config_specs
     assert saver.serde is inner.serde or type(saver.serde) is type(inner.serde)
-    clone = saver.with_allowlist([("builtins", "dict")])
+    saver.close()
+
+
+def test_with_allowlist_wraps_the_wrapped_savers_own_clone(redis_url: str, prefix: str) -> None:
+    # A serializer with an explicit msgpack allowlist: `with_allowlist` then returns a new saver
+    # (a plain `InMemorySaver()` returns itself, which would not reach the clone's branch).
+    inner = InMemorySaver(
+        serde=JsonPlusSerializer(allowed_msgpack_modules=[("decimal", "Decimal")])
+    )
+    extra = [("fractions", "Fraction")]
+    assert inner.with_allowlist(extra) is not inner
+    saver = CachedCheckpointSaver(inner, redis_url=redis_url, prefix=prefix)
+
+    clone = saver.with_allowlist(extra)
+
     assert isinstance(clone, CachedCheckpointSaver)
-    assert clone.saver is inner.with_allowlist([("builtins", "dict")]) or clone.saver is inner
+    assert clone is not saver
+    assert clone.saver is not inner  # the wrapped saver's own allowlisted clone
+    assert clone.serde is clone.saver.serde
+    assert clone.serde is not saver.serde
+    # It is a working saver: a checkpoint put through it reads back through it and the original.
+    stored = put_messages(clone, "t", conversation(2))
+    assert clone.get_tuple(stored) == inner.get_tuple(stored)
+    assert saver.get_tuple(stored) == inner.get_tuple(stored)
     saver.close()
 
 

@@ -14,11 +14,12 @@ import pytest
 from deepagents.backends import FilesystemBackend, StoreBackend
 from langgraph.store.postgres import PostgresStore
 
-from cli_store_helpers import schema_url, upload
+from cli_store_helpers import upload
 from layered_memory import Layer
 from layered_memory.cli import main
 from layered_memory.cli._source import DEFAULT_RULE_FOLDERS
 from layered_memory.core.assembler import MemoryAssembler
+from postgres_schema import throwaway_schema
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 BEGIN = "-" * 30 + " begin memory block " + "-" * 30
@@ -346,7 +347,8 @@ def test_console_script_runs(demo: Path) -> None:
 
 @pytest.fixture
 def store_url(postgres_url: str) -> Iterator[str]:
-    with schema_url(postgres_url) as url:
+    with throwaway_schema(postgres_url) as schema:
+        url = schema.url
         yield url
 
 

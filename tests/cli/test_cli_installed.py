@@ -14,7 +14,7 @@ import yaml
 from cli_config_helpers import write, write_project
 from cli_installed_helpers import InstalledCli
 
-from cli_store_helpers import schema_url
+from postgres_schema import throwaway_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,7 +180,8 @@ def test_sync_inspect_and_tiers_against_a_store(
     installed_cli: InstalledCli, bare_folder: Path, postgres_url: str
 ) -> None:
     write(bare_folder, {"memory/AGENTS.md": "# Deployed memory\n", "memory/.env": "SECRET=1"})
-    with schema_url(postgres_url) as url:
+    with throwaway_schema(postgres_url) as schema:
+        url = schema.url
         store = ["--store", url, "--namespace", "org/acme"]
         result = installed_cli.run(
             ["sync", "push", *store, "--root", "memory", "--json"], cwd=bare_folder

@@ -14,8 +14,9 @@ import psycopg
 import pytest
 from langgraph.store.postgres import PostgresStore
 
-from cli_store_helpers import download, raw_items, schema_url, upload
+from cli_store_helpers import download, raw_items, upload
 from layered_memory.cli import main
+from postgres_schema import throwaway_schema
 
 pytestmark = pytest.mark.postgres
 
@@ -68,7 +69,8 @@ def read_tree(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def store_url(postgres_url: str) -> Iterator[str]:
-    with schema_url(postgres_url) as url:
+    with throwaway_schema(postgres_url) as schema:
+        url = schema.url
         yield url
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from langgraph.store.postgres import PostgresStore
 
-from cli_store_helpers import schema_url
 from layered_memory.cli import main
 from layered_memory.cli._store import file_value
+from postgres_schema import throwaway_schema
 
 HOSTILE = [
     "\n",  # a new line: forged output
@@ -50,7 +50,8 @@ def unsafe(text: str, *, allow: str = "\n") -> list[str]:
 
 @pytest.fixture
 def store_url(postgres_url: str) -> Iterator[str]:
-    with schema_url(postgres_url) as url:
+    with throwaway_schema(postgres_url) as schema:
+        url = schema.url
         yield url
 
 

@@ -5,7 +5,6 @@ fix, before any feature misbehaves."""
 from __future__ import annotations
 
 import importlib.metadata
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from deepagents.backends.utils import create_file_data
 from langgraph.store.memory import InMemoryStore
 
 from layered_memory.core import internals
+from postgres_schema import Schema
 
 
 def test_the_versions_are_named() -> None:
@@ -61,22 +61,12 @@ def test_store_backend_store_and_namespace() -> None:
 
 
 @pytest.fixture
-def postgres_store(postgres_url: str) -> Iterator[object]:
-    import psycopg
+def postgres_store(postgres_schema: Schema) -> Iterator[object]:
     from langgraph.store.postgres import PostgresStore
-    from psycopg.conninfo import make_conninfo
 
-    schema = f"lm_contract_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        conninfo = make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-        with PostgresStore.from_conn_string(conninfo) as store:
-            store.setup()
-            yield store
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with PostgresStore.from_conn_string(postgres_schema.url) as store:
+        store.setup()
+        yield store
 
 
 def test_store_table_sql_reads_and_writes_what_the_store_does(postgres_store: object) -> None:

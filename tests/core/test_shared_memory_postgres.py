@@ -11,11 +11,9 @@ import asyncio
 import datetime as dt
 import logging
 import re
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from deepagents import create_deep_agent
 from deepagents.backends.utils import create_file_data
@@ -23,7 +21,6 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
-from psycopg.conninfo import make_conninfo
 
 from layered_memory import (
     HookRegistry,
@@ -42,6 +39,7 @@ from layered_memory.core.shared_memory import (
 )
 from layered_memory.errors import MemoryWriteError
 from layered_memory.testing import ScriptedChatModel, tool_call
+from postgres_schema import Schema
 from worker_processes import forkserver, run_processes
 
 ORG = ("memory", "org")
@@ -53,16 +51,9 @@ ENTRY = re.compile(r"^- 2025-06-01: \[(?P<entity>[^\]]+)\] (?P<text>.*)$", re.MU
 
 
 @pytest.fixture
-def conninfo(postgres_url: str) -> Iterator[str]:
+def conninfo(postgres_schema: Schema) -> str:
     """A conninfo whose `search_path` is a fresh schema, dropped after the test."""
-    schema = f"lm_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    return postgres_schema.url
 
 
 @pytest.fixture

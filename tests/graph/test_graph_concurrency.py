@@ -8,19 +8,16 @@ afterwards every single one of them is in the file.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from deepagents.backends import FilesystemBackend, StoreBackend
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
-from psycopg.conninfo import make_conninfo
 
 from layered_memory.core.files import FileLockStrategy, PostgresStoreLockStrategy
 from layered_memory.graph import KnowledgeGraph
+from postgres_schema import Schema
 from worker_processes import forkserver, run_processes
 
 pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
@@ -122,16 +119,9 @@ def test_processes_writing_one_local_file_lose_nothing(tmp_path: Path, use_async
 
 
 @pytest.fixture
-def conninfo(postgres_url: str) -> Iterator[str]:
+def conninfo(postgres_schema: Schema) -> str:
     """A conninfo whose `search_path` is a fresh schema, dropped after the test."""
-    schema = f"lm_graph_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    return postgres_schema.url
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "async-store"])

@@ -15,10 +15,10 @@ from deepagents.backends import FilesystemBackend
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, Tool
 
-from cli_store_helpers import schema_url
 from layered_memory.cli import main
 from layered_memory.graph import KnowledgeGraph
 from layered_memory.safety.defuse import defuse
+from postgres_schema import throwaway_schema
 
 TIMEOUT_S = 60.0
 SECRET = "ghp_" + "Zq7" * 12  # a GitHub token's shape (36 characters after the prefix)
@@ -268,7 +268,8 @@ async def test_hostile_text_comes_back_defused_and_still_names_its_entity(
 async def test_two_clients_on_one_store_namespace_see_each_others_writes(
     postgres_url: str,
 ) -> None:
-    with schema_url(postgres_url) as url:
+    with throwaway_schema(postgres_url) as schema:
+        url = schema.url
         store = ("--store", url, "--namespace", "org/acme/graph")
         async with connected(ours(*store)) as first, connected(ours(*store)) as second:
             await call(first, "create_entities", {"entities": ENTITIES})

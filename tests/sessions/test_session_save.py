@@ -33,6 +33,7 @@ from layered_memory.sessions.session_save import (
 )
 from layered_memory.sessions.stores import ConditionalSessionStore
 from layered_memory.testing import ScriptedChatModel
+from postgres_schema import drop_schema, unique_schema_name
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 KEY = "entity:acme:research"
@@ -186,10 +187,10 @@ def _merging_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) ->
     if kind == "file":
         return [str(tmp_path / "sessions")]
     postgres_url = request.getfixturevalue("postgres_url")
-    schema = f"lm_merge_{uuid.uuid4().hex[:10]}"
+    schema = unique_schema_name("lm_merge")
     with PostgresSessionStore.from_conn_string(postgres_url, schema=schema) as store:
         store.setup()
-    request.addfinalizer(lambda: _drop_schema(postgres_url, schema))
+    request.addfinalizer(lambda: drop_schema(postgres_url, schema))
     if kind == "postgres":
         return [postgres_url, schema]
     prefix = f"lm-merge:{uuid.uuid4().hex[:10]}:"
@@ -204,14 +205,6 @@ def _drop_redis_keys(url: str, prefix: str) -> None:
     with redis.Redis.from_url(url) as client:
         for name in client.scan_iter(match=f"{prefix}*"):
             client.delete(name)
-
-
-def _drop_schema(url: str, schema: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -26,6 +25,7 @@ from layered_memory.sessions import (
     list_thread_ids,
     normalize_key_part,
 )
+from postgres_schema import throwaway_schema
 
 # -- keys -----------------------------------------------------------------------------------
 
@@ -229,22 +229,11 @@ def checkpointer(
 
 
 def _postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    schema = f"lm_test_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        with ExitStack() as stack:
-            saver = stack.enter_context(
-                PostgresSaver.from_conn_string(f"{url}?options=-csearch_path%3D{schema}")
-            )
-            saver.setup()
-            yield saver
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with throwaway_schema(url) as schema, PostgresSaver.from_conn_string(schema.url) as saver:
+        saver.setup()
+        yield saver
 
 
 def test_list_thread_ids_by_prefix(checkpointer: BaseCheckpointSaver[Any]) -> None:
@@ -272,23 +261,12 @@ async def async_checkpointer(
             )
             yield saver
             return
-        import psycopg
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-        url = request.getfixturevalue("postgres_url")
-        schema = f"lm_test_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f'CREATE SCHEMA "{schema}"')
-        try:
-            saver = await stack.enter_async_context(
-                AsyncPostgresSaver.from_conn_string(f"{url}?options=-csearch_path%3D{schema}")
-            )
-            await saver.setup()
-            yield saver
-        finally:
-            await stack.aclose()
-            with psycopg.connect(url, autocommit=True) as admin:
-                admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        schema = request.getfixturevalue("postgres_schema")
+        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(schema.url))
+        await saver.setup()
+        yield saver
 
 
 async def test_alist_thread_ids_by_prefix(async_checkpointer: BaseCheckpointSaver[Any]) -> None:

@@ -8,18 +8,15 @@ import json
 import subprocess
 import sys
 import textwrap
-import uuid
-from collections.abc import Iterator
 
-import psycopg
 import pytest
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
-from psycopg.conninfo import make_conninfo
 
 from layered_memory.errors import TierUserIdError
 from layered_memory.testing import LexicalEmbeddings, ScriptedChatModel
 from layered_memory.tiers import TieredMemory
 from layered_memory.tiers.namespaces import user_namespace
+from postgres_schema import Schema
 
 HANG_GUARD_SECONDS = 300  # only stops a hung subprocess; nothing is timed
 
@@ -51,20 +48,11 @@ WRITER = textwrap.dedent(
 
 
 @pytest.fixture
-def conninfo(postgres_url: str) -> Iterator[str]:
-    """A conninfo whose `search_path` is a fresh schema, dropped after the test."""
-    schema = f"lm_tiers_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        with PostgresStore.from_conn_string(
-            make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-        ) as store:
-            store.setup()
-        yield make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+def conninfo(postgres_schema: Schema) -> str:
+    """A conninfo whose `search_path` is a fresh schema with the store's tables."""
+    with PostgresStore.from_conn_string(postgres_schema.url) as store:
+        store.setup()
+    return postgres_schema.url
 
 
 def _run(conninfo: str, mode: str) -> str:

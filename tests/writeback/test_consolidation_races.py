@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,11 @@ from deepagents.backends import FilesystemBackend, StoreBackend
 from deepagents.backends.utils import create_file_data
 from langgraph.store.postgres import PostgresStore
 
-from cli_store_helpers import schema_url
 from layered_memory import Layer, MemoryConsolidator, MemoryMiddleware, MemoryWriter
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.testing import ScriptedChatModel, tool_call
 from layered_memory.writeback.consolidation import learned_entries
+from postgres_schema import Schema
 from worker_processes import forkserver, run_processes
 
 pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
@@ -164,12 +163,11 @@ def test_consolidations_write_back_and_edits_on_local_files_lose_nothing(tmp_pat
 
 
 @pytest.fixture
-def conninfo(postgres_url: str) -> Iterator[str]:
+def conninfo(postgres_schema: Schema) -> str:
     """A conninfo whose `search_path` is a fresh schema with the store's tables."""
-    with schema_url(postgres_url) as info:
-        with PostgresStore.from_conn_string(info) as store:
-            store.setup()
-        yield info
+    with PostgresStore.from_conn_string(postgres_schema.url) as store:
+        store.setup()
+    return postgres_schema.url
 
 
 def test_consolidations_on_a_postgres_store_lose_nothing(conninfo: str, tmp_path: Path) -> None:

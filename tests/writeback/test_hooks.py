@@ -281,8 +281,6 @@ async def test_memory_middleware_fires_start_and_end_with_state_and_config(
     from layered_memory import Layer, MemoryMiddleware, build_thread_config
     from layered_memory.testing import ScriptedChatModel
 
-    if not hasattr(MemoryMiddleware, "wrap_model_call"):
-        pytest.skip("MemoryMiddleware is still a stub (issue 2)")
     (tmp_path / "MEMORY.md").write_text("# Memory\n")
     registry = HookRegistry()
     seen: list[tuple[HookEvent, dict[str, Any]]] = []

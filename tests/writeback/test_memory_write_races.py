@@ -20,21 +20,18 @@ import asyncio
 import datetime as dt
 import json
 import re
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from deepagents.backends import FilesystemBackend, StoreBackend
 from deepagents.backends.utils import create_file_data
 from langgraph.store.postgres import PostgresStore
-from psycopg.conninfo import make_conninfo
 
 from layered_memory import Layer, MemoryMiddleware, MemoryWriter
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.graph import KnowledgeGraph, KnowledgeGraphMiddleware
+from postgres_schema import Schema
 from worker_processes import forkserver, run_processes
 
 pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
@@ -190,20 +187,11 @@ def test_writers_and_editors_on_local_files_lose_nothing(
 
 
 @pytest.fixture
-def conninfo(postgres_url: str) -> Iterator[str]:
-    """A conninfo whose `search_path` is a fresh schema with the store's tables, dropped
-    after the test."""
-    schema = f"lm_races_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    info = make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-    try:
-        with PostgresStore.from_conn_string(info) as store:
-            store.setup()
-        yield info
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+def conninfo(postgres_schema: Schema) -> str:
+    """A conninfo whose `search_path` is a fresh schema with the store's tables."""
+    with PostgresStore.from_conn_string(postgres_schema.url) as store:
+        store.setup()
+    return postgres_schema.url
 
 
 def test_writers_and_editors_on_a_postgres_store_lose_nothing(

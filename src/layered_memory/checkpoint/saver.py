@@ -215,13 +215,29 @@ class CachedCheckpointSaver(BaseCheckpointSaver[Any]):
         return specs
 
     def get_next_version(self, current: Any, channel: None) -> Any:
-        """The wrapped saver's next channel version (its format, e.g. string versions)."""
+        """The wrapped saver's next channel version (its format, e.g. string versions).
+
+        Args:
+            current: The channel's current version (None: the first).
+            channel: Unused, as in LangGraph's savers.
+
+        Returns:
+            The next version.
+        """
         return self._saver.get_next_version(current, channel)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """Straight from the wrapped saver (its own walk of the parent chain)."""
+        """Straight from the wrapped saver (its own walk of the parent chain).
+
+        Args:
+            config: The checkpoint to start from.
+            channels: The delta channels whose history to read.
+
+        Returns:
+            Per channel, its history, as the wrapped saver gives it.
+        """
         return self._saver.get_delta_channel_history(config=config, channels=channels)
 
     async def aget_delta_channel_history(
@@ -237,6 +253,13 @@ class CachedCheckpointSaver(BaseCheckpointSaver[Any]):
 
         The clone shares Redis and the breaker but keeps its own in-process snapshots: they
         were decoded under another allowlist.
+
+        Args:
+            extra_allowlist: Module paths the clone's serializer may also decode.
+
+        Returns:
+            A `CachedCheckpointSaver` over the wrapped saver's clone (this saver itself when
+            the wrapped saver returns itself).
         """
         inner = self._saver.with_allowlist(extra_allowlist)
         if inner is self._saver:

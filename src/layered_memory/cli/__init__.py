@@ -20,6 +20,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 from layered_memory import __version__
 from layered_memory.cli._output import escaped_output, printable
 
+__all__ = [
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "demo",
+    "main",
+]
+
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2

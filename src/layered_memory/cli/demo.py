@@ -24,6 +24,17 @@ from typing import Any
 
 from layered_memory.cli._output import dumps_json, printable
 
+__all__ = [
+    "build_agent",
+    "main",
+    "make_model",
+    "model_failure",
+    "run",
+    "run_demo",
+    "scripted_model",
+    "succeeded",
+]
+
 AGENTS_MD = """# Project: billing-service
 
 - Test command: `make test`

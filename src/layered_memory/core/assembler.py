@@ -27,7 +27,6 @@ from layered_memory.core import loading, staleness
 from layered_memory.core.disk_cache import (
     DirSignatures,
     DiskReadCache,
-    clear_shared_caches,
     listing_cache_for,
     now_ns,
     read_cache_for,
@@ -62,7 +61,7 @@ from layered_memory.core.render import (
     minimum_budget,
     render_memory_report,
 )
-from layered_memory.core.render_cache import LRU, clear_rule_sets, rule_set_for
+from layered_memory.core.render_cache import LRU, rule_set_for
 from layered_memory.core.report import build_memory_report
 from layered_memory.core.snapshot import (
     Pinned,
@@ -1248,16 +1247,6 @@ def _same_objects(new: Mapping[str, str], old: Mapping[str, str]) -> bool:
         if path not in old or old[path] is not text:
             return False
     return True
-
-
-def clear_process_caches() -> None:
-    """Forget what every assembler of this process shares: parsed rules and disk caches.
-
-    Nothing needs this for correctness (the caches are keyed by content and checked against
-    the disk); it exists so a benchmark can measure a process's first load.
-    """
-    clear_rule_sets()
-    clear_shared_caches()
 
 
 def _rule_root(backend: Any) -> str:

@@ -23,6 +23,7 @@ import os
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import (
     Callable,
     Iterable,
@@ -141,6 +142,8 @@ class DiskReadCache:
                 _Entry(signature, texts.get(path)) if known and trusted else None
             )
         with self._lock:
+            if len(self._entries) + len(updates) > _MAX_REMEMBERED_PATHS:
+                self._entries.clear()  # bounded: a folder whose agents read ever new files
             for backend_path, entry in updates.items():
                 if entry is None:
                     self._entries.pop(backend_path, None)
@@ -336,9 +339,14 @@ def _dir_signature(path: str) -> Signature | None:
     return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev)
 
 
+MAX_SHARED_FOLDERS = 64
+"""Disk folders whose caches the process keeps (a server with a folder per user would
+otherwise keep every folder it ever served); the least recently asked for goes first. An
+agent keeps the caches it was built with."""
+
 _registry_lock = threading.Lock()
-_read_caches: dict[tuple[str, bool], DiskReadCache] = {}
-_listing_caches: dict[tuple[str, bool, tuple[str, ...]], ListingCache] = {}
+_read_caches: OrderedDict[tuple[str, bool], DiskReadCache] = OrderedDict()
+_listing_caches: OrderedDict[tuple[str, bool, tuple[str, ...]], ListingCache] = OrderedDict()
 
 
 def read_cache_for(backend: FilesystemBackend) -> DiskReadCache:
@@ -352,6 +360,10 @@ def read_cache_for(backend: FilesystemBackend) -> DiskReadCache:
         cache = _read_caches.get(key)
         if cache is None:
             cache = _read_caches[key] = DiskReadCache(backend)
+            if len(_read_caches) > MAX_SHARED_FOLDERS:
+                _read_caches.popitem(last=False)
+        else:
+            _read_caches.move_to_end(key)
         return cache
 
 
@@ -362,6 +374,10 @@ def listing_cache_for(backend: FilesystemBackend, folders: Sequence[str]) -> Lis
         cache = _listing_caches.get(key)
         if cache is None:
             cache = _listing_caches[key] = ListingCache(backend, folders)
+            if len(_listing_caches) > MAX_SHARED_FOLDERS:
+                _listing_caches.popitem(last=False)
+        else:
+            _listing_caches.move_to_end(key)
         return cache
 
 

@@ -428,22 +428,35 @@ async def _acquire_in_thread(lock: threading.Lock) -> None:
         raise
 
 
+# Weak values: a lock stays registered while a writer (or a strategy that will write) holds a
+# reference to it, so everyone in the process gets the same one, and goes once nobody does; a
+# server writing many users' files does not keep a lock per file it ever wrote.
 _registry_guard = threading.Lock()
-_file_locks: dict[str, KeyedLock] = {}
-_backend_locks: weakref.WeakKeyDictionary[Any, dict[str, KeyedLock]] = weakref.WeakKeyDictionary()
+_file_locks: weakref.WeakValueDictionary[str, KeyedLock] = weakref.WeakValueDictionary()
+_backend_locks: weakref.WeakKeyDictionary[Any, weakref.WeakValueDictionary[str, KeyedLock]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _lock_for_file(real_path: str) -> KeyedLock:
     """The process-wide lock of one file on disk."""
     with _registry_guard:
-        return _file_locks.setdefault(real_path, KeyedLock())
+        lock = _file_locks.get(real_path)
+        if lock is None:
+            lock = _file_locks[real_path] = KeyedLock()
+        return lock
 
 
 def _lock_for_backend(backend: object, key: str) -> KeyedLock:
     """The process-wide lock of one key of one backend (or store) object."""
     with _registry_guard:
-        per_backend = _backend_locks.setdefault(backend, {})
-        return per_backend.setdefault(key, KeyedLock())
+        per_backend = _backend_locks.get(backend)
+        if per_backend is None:
+            per_backend = _backend_locks[backend] = weakref.WeakValueDictionary()
+        lock = per_backend.get(key)
+        if lock is None:
+            lock = per_backend[key] = KeyedLock()
+        return lock
 
 
 # --- Filesystem: a lock file + atomic replace ----------------------------------------------

@@ -126,7 +126,16 @@ class Layer:
         """The layer's files in a load, in the order they are shown: each file path, and in
         place of each folder the paths of `found` that are `*.md` files directly in it, in
         name order, at most `max_files` of them unless `capped` is false (`taken`: files
-        another layer names, which it shows instead)."""
+        another layer names, which it shows instead).
+
+        Args:
+            found: The files a load listed in the layer's folders.
+            taken: Files another layer names (that layer shows them).
+            capped: Keep at most the layer's `max_files` of a folder's files.
+
+        Returns:
+            The layer's files, in the order they are shown.
+        """
         if not self.folders:
             return list(self.paths)
         listed = sorted(found)
@@ -154,7 +163,15 @@ class Layer:
         return over
 
     def line_cap(self, path: str) -> int | None:
-        """Lines of `path` that may be shown: the layer's cap, else 200 for `MEMORY.md`."""
+        """Lines of `path` that may be shown: the layer's cap, else 200 for `MEMORY.md`.
+
+        Args:
+            path: One of the layer's files.
+
+        Returns:
+            The line cap, or None for no cap (a recall layer: the entries chosen by
+            relevance are the cap).
+        """
         if self.recall:
             return None  # the entries chosen by relevance are the cap
         if self.max_lines is not None:

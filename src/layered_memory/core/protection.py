@@ -103,7 +103,11 @@ class ProtectedPaths:
 
     def all_files(self) -> Mapping[str, str]:
         """The configured read-only files and those a load found (imports of read-only
-        memory)."""
+        memory).
+
+        Returns:
+            Path -> owner (what a refusal names), for every read-only file.
+        """
         if self.discovered is None:
             return self.files
         return {**self.discovered(), **self.files}

@@ -175,6 +175,12 @@ def shared_memory_layers(*, project_writable: bool = False) -> list[Layer]:
     `project` (`/project/AGENTS.md` and `/project/MEMORY.md`, read-only unless
     `project_writable`; see the module docstring for why). Use `rules=[ORG_RULES]` for the
     organization's rule files (read-only unless `rules_writable=True`).
+
+    Args:
+        project_writable: Let the agent write the project layer's files too.
+
+    Returns:
+        The three layers, for `MemoryMiddleware(layers=...)`.
     """
     return [
         Layer("organization", ORG_AGENTS),

@@ -516,6 +516,9 @@ def mcp_server(graph: KnowledgeGraph, *, read_only: bool = False) -> Server[Any]
             redacts (`KnowledgeGraph(redact_secrets=True)`, the default).
         read_only: Refuse every call of a mutating tool with a tool error.
 
+    Returns:
+        The server, not yet running.
+
     Raises:
         ImportError: The `mcp` package is not installed (`pip install 'layered-memory[mcp]'`).
     """

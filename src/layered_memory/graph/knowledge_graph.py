@@ -410,7 +410,11 @@ class KnowledgeGraph:
     # --- reading ------------------------------------------------------------------------
 
     def snapshot(self) -> GraphSnapshot:
-        """The current content, parsed (cached by digest: an unchanged file is not re-parsed)."""
+        """The current content, parsed (cached by digest: an unchanged file is not re-parsed).
+
+        Returns:
+            The parsed graph and its content digest.
+        """
         found = unchanged_local(self._local)
         if found is not None:
             return found
@@ -447,7 +451,11 @@ class KnowledgeGraph:
             check_size(self.path, size, self.max_bytes)
 
     def read_graph(self) -> GraphData:
-        """Every entity and relation."""
+        """Every entity and relation.
+
+        Returns:
+            The whole graph, as the MCP server's `read_graph` answers.
+        """
         return self.snapshot().data()
 
     async def aread_graph(self) -> GraphData:
@@ -456,7 +464,14 @@ class KnowledgeGraph:
 
     def search_nodes(self, query: str) -> GraphData:
         """Entities whose name, type or an observation contains `query` (any case), and the
-        relations touching them."""
+        relations touching them.
+
+        Args:
+            query: The text to look for.
+
+        Returns:
+            The matching entities and the relations touching them.
+        """
         return _search_nodes(self.snapshot(), check_query(self.path, query))
 
     async def asearch_nodes(self, query: str) -> GraphData:
@@ -465,7 +480,14 @@ class KnowledgeGraph:
         return _search_nodes(await self.asnapshot(), checked)
 
     def open_nodes(self, names: list[str]) -> GraphData:
-        """The named entities and the relations touching them."""
+        """The named entities and the relations touching them.
+
+        Args:
+            names: Entity names (unknown ones are ignored).
+
+        Returns:
+            The entities found and the relations touching them.
+        """
         return _open_nodes(self.snapshot(), self._lookup(check_names(self.path, "names", names)))
 
     async def aopen_nodes(self, names: list[str]) -> GraphData:
@@ -476,7 +498,14 @@ class KnowledgeGraph:
     # --- writing ------------------------------------------------------------------------
 
     def create_entities(self, entities: list[Entity]) -> list[Entity]:
-        """Add entities whose name is new; return the ones added."""
+        """Add entities whose name is new.
+
+        Args:
+            entities: Entities to add (`name`, `entityType`, `observations`).
+
+        Returns:
+            The ones added (a name already present is skipped).
+        """
         checked = self._redact_entities(check_entities(self.path, entities))
         return self._transact(lambda graph: _create_entities(graph, checked))
 
@@ -486,8 +515,14 @@ class KnowledgeGraph:
         return await self._atransact(lambda graph: _create_entities(graph, checked))
 
     def create_relations(self, relations: list[Relation]) -> list[Relation]:
-        """Add relations (active voice: `from` `relationType` `to`) not present yet; return
-        the ones added."""
+        """Add relations (active voice: `from` `relationType` `to`) not present yet.
+
+        Args:
+            relations: Relations to add.
+
+        Returns:
+            The ones added (one already present is skipped).
+        """
         checked = self._redact_relations(check_relations(self.path, relations))
         return self._transact(lambda graph: _create_relations(graph, checked))
 
@@ -497,7 +532,13 @@ class KnowledgeGraph:
         return await self._atransact(lambda graph: _create_relations(graph, checked))
 
     def add_observations(self, observations: list[ObservationAddition]) -> list[ObservationResult]:
-        """Add facts to existing entities; return what each actually gained.
+        """Add facts to existing entities.
+
+        Args:
+            observations: Per entity (`entityName`), the observations (`contents`) to add.
+
+        Returns:
+            Per entity, the observations it actually gained (duplicates are skipped).
 
         Raises:
             EntityNotFoundError: An entity is unknown; nothing was written.
@@ -513,7 +554,11 @@ class KnowledgeGraph:
         return await self._atransact(lambda graph: self._add_observations(graph, checked))
 
     def delete_entities(self, entity_names: list[str]) -> None:
-        """Delete entities and every relation touching them (unknown names are ignored)."""
+        """Delete entities and every relation touching them (unknown names are ignored).
+
+        Args:
+            entity_names: The entities to delete.
+        """
         checked = self._lookup(check_names(self.path, "entityNames", entity_names))
         self._transact(lambda graph: (_delete_entities(graph, checked), None))
 
@@ -523,7 +568,11 @@ class KnowledgeGraph:
         await self._atransact(lambda graph: (_delete_entities(graph, checked), None))
 
     def delete_observations(self, deletions: list[ObservationDeletion]) -> None:
-        """Remove observations from entities (unknown entities are ignored)."""
+        """Remove observations from entities (unknown entities are ignored).
+
+        Args:
+            deletions: Per entity (`entityName`), the observations to remove.
+        """
         checked = self._lookup_deletions(check_deletions(self.path, deletions))
         self._transact(lambda graph: (_delete_observations(graph, checked), None))
 
@@ -533,7 +582,11 @@ class KnowledgeGraph:
         await self._atransact(lambda graph: (_delete_observations(graph, checked), None))
 
     def delete_relations(self, relations: list[Relation]) -> None:
-        """Remove relations (exact matches; unknown ones are ignored)."""
+        """Remove relations (exact matches; unknown ones are ignored).
+
+        Args:
+            relations: The relations to remove.
+        """
         checked = self._lookup_relations(check_relations(self.path, relations, capped=False))
         self._transact(lambda graph: (_delete_relations(graph, checked), None))
 

@@ -237,6 +237,9 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
             context: Focus values as the run gives them: the session key's entity, then the
                 `match_keys` values.
 
+        Returns:
+            The entity names in focus and the block.
+
         Raises:
             KnowledgeGraphError: The file cannot be read.
         """
@@ -250,7 +253,11 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         return names, render_focus(snapshot, names, self.settings)
 
     def read_only(self) -> KnowledgeGraphMiddleware[Any, Any]:
-        """A twin for subagents: the same graph and focus, only the reading tools."""
+        """A twin for subagents: the same graph and focus, only the reading tools.
+
+        Returns:
+            A new middleware; this one is unchanged.
+        """
         return KnowledgeGraphMiddleware[Any, Any](
             backend=self.graph.backend,
             path=self.graph.path,
@@ -272,7 +279,15 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
     def before_agent(
         self, state: KnowledgeGraphState, runtime: Runtime[ContextT]
     ) -> dict[str, Any] | None:
-        """Load the graph (if changed) and fix this invocation's focus context."""
+        """Load the graph (if changed) and fix this invocation's focus context.
+
+        Args:
+            state: The graph state at the start of the invocation.
+            runtime: The run's runtime (its context names the focus).
+
+        Returns:
+            The state update, or None when nothing changed.
+        """
         try:
             snapshot: GraphSnapshot | None = self.graph.snapshot()
             problem = None
@@ -294,7 +309,14 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
     # -- wrap_model_call ------------------------------------------------------------------
 
     def modify_request(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
-        """The request with the focus block appended (from cached state: no I/O)."""
+        """The request with the focus block appended (from cached state: no I/O).
+
+        Args:
+            request: The model request.
+
+        Returns:
+            The request with the focus block in its system message.
+        """
         snapshot = cached(str(request.state.get("knowledge_graph_digest") or ""))
         return self._inject(request, request.state, snapshot)
 
@@ -303,7 +325,15 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         request: ModelRequest[ContextT],
         handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]],
     ) -> ModelCallResult[ResponseT]:
-        """Reload after a graph edit (or in a process that lacks the snapshot), inject, call."""
+        """Reload after a graph edit (or in a process that lacks the snapshot), inject, call.
+
+        Args:
+            request: The model request.
+            handler: Calls the model (and the middlewares inside this one).
+
+        Returns:
+            The model's response.
+        """
         state = request.state
         digest = state.get("knowledge_graph_digest")
         snapshot = cached(str(digest)) if digest else None
@@ -359,7 +389,15 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
     ) -> ToolMessage | Command[Any]:
         """Refuse a change of a read-only graph, or a second change of a state-kept graph in
         one model turn; else run the tool, with secrets redacted from a file tool's write of
-        the graph file."""
+        the graph file.
+
+        Args:
+            request: The tool call.
+            handler: Runs the tool (and the middlewares inside this one).
+
+        Returns:
+            The tool's result (a message or a command), or a refusal as a tool message.
+        """
         refused_call = self._refusal(request)
         if refused_call is not None:
             return refused_call

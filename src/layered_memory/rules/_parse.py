@@ -201,6 +201,12 @@ def dialect_of(path: str) -> Dialect:
     Cline's; so are the legacy single files `.windsurfrules` and `.clinerules`. Every other
     `.md` is this package's own dialect.
 
+    Args:
+        path: The rule file's path (backend or disk path).
+
+    Returns:
+        The dialect's name (`DIALECT_NAMES` lists them).
+
     Example:
         `dialect_of("/.claude/rules/py.md")` -> `"claude"`
     """
@@ -225,6 +231,12 @@ def is_rule_file(path: str) -> bool:
     Below `.github/instructions/` only `*.instructions.md` (VS Code reads nothing else there);
     below a Cline folder `*.txt` too (Cline reads `.md` and `.txt`); the legacy single files
     `.windsurfrules` and `.clinerules` are rule files by name.
+
+    Args:
+        path: The file's path (backend or disk path).
+
+    Returns:
+        Whether a rule folder's listing takes it.
 
     Example:
         `is_rule_file("/rules/py.instructions.md")` -> True; `is_rule_file("/rules/x.txt")` -> False

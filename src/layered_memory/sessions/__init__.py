@@ -306,6 +306,14 @@ async def alist_thread_ids(
 
     Use it with async-capable checkpointers (``InMemorySaver``, ``AsyncSqliteSaver``,
     ``AsyncPostgresSaver``); the sync ``SqliteSaver`` does not implement ``alist()``.
+
+    Args:
+        checkpointer: The saver holding the threads.
+        entity: The entity whose threads to list (normalized as `build_session_key` does).
+        phase: Only this phase's threads (None: every phase).
+
+    Returns:
+        The thread ids, sorted.
     """
     prefix, exact = _thread_filter(entity, phase)
     found: set[str] = set()

@@ -59,6 +59,9 @@ def default_session_formatter(final_state: Mapping[str, Any]) -> JsonDict | None
     ``dry_run``) and keys starting with ``_``; an entry nested too deep for `json` is skipped
     with one warning naming the thread and the key.
 
+    Args:
+        final_state: The graph's state at the end of the run.
+
     Returns:
         The dict to save, or None when there is nothing to save.
     """

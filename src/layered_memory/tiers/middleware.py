@@ -146,6 +146,9 @@ def render_retrieval(retrieval: Retrieval, *, max_chars: int = DEFAULT_MAX_CHARS
     Args:
         retrieval: What `TieredMemory.retrieve` found.
         max_chars: Budget of the whole block, tags included.
+
+    Returns:
+        The block, or "" when the retrieval found nothing.
     """
     shown = {hit.page.id for hit in retrieval.pages}
     short_ids = {page.id for page in retrieval.short_term}

@@ -114,7 +114,12 @@ class Fact:
 @dataclass(frozen=True, slots=True)
 class ScoredPage:
     """A page found by a retrieval, with its fused rank score (reciprocal rank fusion of the
-    lexical, dense and time rankings: only its order means something)."""
+    lexical, dense and time rankings: only its order means something).
+
+    Attributes:
+        page: The page.
+        score: Its fused rank score.
+    """
 
     page: Page
     score: float
@@ -122,7 +127,12 @@ class ScoredPage:
 
 @dataclass(frozen=True, slots=True)
 class ScoredFact:
-    """A long-term entry found by a retrieval, with its fused rank score on the pages' scale."""
+    """A long-term entry found by a retrieval, with its fused rank score on the pages' scale.
+
+    Attributes:
+        fact: The entry.
+        score: Its fused rank score.
+    """
 
     fact: Fact
     score: float

@@ -159,6 +159,10 @@ class _DecodedMatrices:
         if key is not None:
             self._remember(key, matrix)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
     def _remember(self, key: tuple[Any, ...], matrix: Vector) -> None:
         matrix.flags.writeable = False  # shared by every reader: nobody may change it
         with self._lock:

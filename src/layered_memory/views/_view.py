@@ -5,13 +5,12 @@ it on every model call of a `create_agent` / `create_deep_agent` agent.
 
 The view of every message (FULL) is built once per conversation prefix and then extended.
 A FULL view rewrites every other agent's message as named input, so building it costs time
-in the conversation's length (about 150 ms at 10,000 messages), and an agent asks for it on
+in the conversation's length (`benchmarks/RESULTS.md`, scenario 8), and an agent asks for it on
 every model call while the conversation only grows. The view of a prefix stays the same when
 messages are added after it, except for a turn of the person's own with an unanswered call
 (its result may still come): `Resume` says how far the view is final. Each call
 checks that the conversation still starts with the very same message objects that final part
-was built from (`is`, at C speed: about 0.4 ms at 10,000 messages), reuses it, and builds only
-the rest.
+was built from (`is`, at C speed), reuses it, and builds only the rest.
 
 Never stale: the cache holds the messages it was built from (strong references), so an `id`
 cannot be reused by another object while it is cached, and a message that was replaced (an

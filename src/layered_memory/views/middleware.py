@@ -125,7 +125,14 @@ class MessageViewMiddleware(AgentMiddleware[MessageViewState, ContextT, Response
         self.settings = resolve_settings(profile, settings)
 
     def view(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
-        """The request with the job's view of the conversation in place of all messages."""
+        """The request with the job's view of the conversation in place of all messages.
+
+        Args:
+            request: The model request, with the whole conversation.
+
+        Returns:
+            The request with the view's messages.
+        """
         person = self.person if self.person is not None else check_person(_agent_name())
         start = None
         if self.settings.forget_earlier_runs:
@@ -140,7 +147,15 @@ class MessageViewMiddleware(AgentMiddleware[MessageViewState, ContextT, Response
         request: ModelRequest[ContextT],
         handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]],
     ) -> ModelCallResult[ResponseT]:
-        """Call the model with the job's view of the conversation."""
+        """Call the model with the job's view of the conversation.
+
+        Args:
+            request: The model request.
+            handler: Calls the model (and the middlewares inside this one).
+
+        Returns:
+            The model's response.
+        """
         return handler(self.view(request))
 
     async def awrap_model_call(
@@ -155,7 +170,15 @@ class MessageViewMiddleware(AgentMiddleware[MessageViewState, ContextT, Response
         self, state: MessageViewState, runtime: Runtime[ContextT]
     ) -> dict[str, Any] | None:
         """Under a profile that forgets earlier runs, remember where this run ended: the next
-        run shows nothing before it. Other profiles change nothing here."""
+        run shows nothing before it. Other profiles change nothing here.
+
+        Args:
+            state: The final state of the run.
+            runtime: The run's runtime.
+
+        Returns:
+            The state update (where this run ended), or None.
+        """
         return _run_end_update(self.settings, state)
 
     async def aafter_agent(

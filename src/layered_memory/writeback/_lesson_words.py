@@ -59,6 +59,8 @@ INDEX_WORDS: Final = words(
     "gonosumdb gonosumcheck goinsecure gosumdb gosumdb=off goflags=-insecure --trusted-host "
     "trusted-host cargo_registries_default pip.conf .npmrc .pypirc .yarnrc"
 )
+PACKAGE_RUNNERS: Final = words("npx bunx uvx pnpx")
+"""Commands that fetch a package and run it in one step."""
 INDEX_NOUNS: Final = words("index registry mirror mirrors indexes proxy repository feed")
 PACKAGE_WORDS: Final = words(
     "pip pip3 uv npm yarn pnpm poetry cargo go gem bundle conda mamba nuget maven gradle "
@@ -93,7 +95,8 @@ SEND_VERBS: Final = words(
     "send sends sending sent upload uploads uploading uploaded post posts posting forward "
     "forwarding email e-mail mail mailing transmit exfiltrate exfiltrating leak leaking share "
     "sharing sync syncing beacon report submit push pushing copy copying mirror mirroring "
-    "back backup stream streaming publish paste pasting ship dump exfil attach attaching cc bcc"
+    "back backup stream streaming publish paste pasting ship dump exfil attach attaching cc bcc "
+    "rsync scp sftp rclone"
 )
 DATA_OBJECTS: Final = words(
     "workspace repo repository repositories codebase code source project files file folder "
@@ -144,6 +147,36 @@ CREDENTIAL_PATHS: Final = (
     ".htpasswd",
     "wallet.dat",
 )
+SEARCH_COMMANDS: Final = words(
+    "grep egrep rg ag ack find locate findstr select-string sls fd trufflehog gitleaks"
+)
+SEARCH_VERBS: Final = words(
+    "search searching scan scanning hunt hunting look grep find locate comb crawl sweep trawl"
+)
+KEY_PREFIXES: Final = (
+    "sk-",
+    "sk_live",
+    "akia",
+    "asia",
+    "ghp_",
+    "gho_",
+    "github_pat",
+    "xoxb",
+    "xoxp",
+    "aiza",
+    "-----begin",
+    "glpat-",
+    "api_key",
+    "apikey",
+    "private_key",
+    "id_rsa",
+)
+"""How keys and tokens start: a search for one of these looks for credentials."""
+BROAD_SCOPES: Final = words(
+    "~ ~/ $home /home /users / c:/ c:\\ home disk disks filesystem machine computer "
+    "everywhere drive drives system"
+)
+"""Where a search for keys reaches beyond the project."""
 SECRET_NOUNS: Final = words(
     "secret secrets credential credentials password passwords passwd passphrase token tokens "
     "apikey api_key api-key apikeys privatekey private_key cookie cookies keychain bearer "
@@ -181,6 +214,11 @@ NEGATIONS: Final = words(
     "never not no dont don't do-not mustnt shouldnt avoid without nor instead rather stop "
     "neither refuse forbidden prohibited"
 )
+NEGATED_NEGATIONS: Final = words(
+    "forget forgetting fail failing neglect neglecting omit omitting hesitate stop stopping "
+    "skip skipping miss missing"
+)
+"""Verbs that, after a negation, order the act ("never fail to", "don't forget to")."""
 
 PERSISTENCE_PATHS: Final = (
     "authorized_keys",
@@ -322,13 +360,30 @@ CHECK_OBJECTS: Final = words(
     "linters lint linting typecheck typechecks type-check mypy ruff eslint flake8 pylint "
     "review reviews reviewer reviewers approval approvals protection signature signatures "
     "signing gpg verification verify ssl tls certificate certificates cert sandbox guard "
-    "guards safety scanner scan scans security audit coverage husky"
+    "guards safety scanner scan scans security audit coverage husky workflow workflows "
+    "pipeline pipelines codeowners gate gates protections required status-checks"
 )
+CHECK_FILES: Final = (
+    ".github/workflows",
+    ".gitlab-ci",
+    ".circleci",
+    "jenkinsfile",
+    "azure-pipelines",
+    "bitbucket-pipelines",
+    ".travis.yml",
+    ".pre-commit-config",
+    "codeowners",
+    ".husky",
+    "dependabot.yml",
+    ".buildkite",
+    ".drone.yml",
+)
+"""Files that define checks: removing or emptying one disables them."""
 WEAKEN_VERBS: Final = words(
     "skip skipping disable disabling bypass bypassing circumvent circumventing ignore ignoring "
     "remove removing delete deleting comment turn relax relaxing loosen weaken weakening mute "
     "silence suppress suppressing drop dropping avoid bypassed skipped disabled uninstall "
-    "xfail deactivate override overriding"
+    "xfail deactivate override overriding rm unlink del neuter stub gut empty emptying"
 )
 WEAKEN_FLAGS: Final = words(
     "--no-verify --no-gpg-sign commit.gpgsign=false husky=0 husky_skip_hooks=1 skip= "
@@ -359,8 +414,114 @@ ERASE_VERBS: Final = words(
     "clear clearing erase erasing wipe wiping delete deleting unset remove removing purge "
     "truncate shred scrub"
 )
+OMIT_VERBS: Final = words(
+    "keep leave omit omitting exclude excluding drop strip redact remove hide skip filter"
+)
+"""Verbs that keep something out of a summary, a report or a log."""
+AGENT_ACTS: Final = words(
+    "step steps change changes call calls action actions upload uploads deployment deployments "
+    "job jobs cron edit edits request requests pushes backup backups deleted removed commands"
+)
+"""What the agent does (beside `RISKY_ACTIONS`): what a summary that hides it would hide."""
+INCLUDE_VERBS: Final = words(
+    "include including list listing record recording note mention write put"
+)
+"""Verbs that, negated, keep something out of a summary ("don't include X in the recap")."""
+OWN_HOST_LABELS: Final = words("internal intranet corp lan local localdomain intra")
+"""Labels of the team's own host names (`staging.internal.example.com`, `ci.corp`)."""
+
+# Other languages: a second signal beside the paths, files and hosts a lesson names (those
+# read the same in every language). Verbs of the major languages for the effects that have no
+# such evidence of their own: override, send, keep from the user.
+FOREIGN_OVERRIDE: Final = (
+    "ignoriere",
+    "ignorieren",
+    "ignoriert",
+    "missachte",
+    "vergiss",
+    "ignorez",
+    "ignorer",
+    "oubliez",
+    "oublie",
+    "ignora",
+    "ignorar",
+    "ignoren",
+    "olvida",
+    "olvidar",
+    "ignoruj",
+    "ignoreer",
+    "игнорируй",
+    "игнорировать",
+    "забудь",
+    "忽略",
+    "无视",
+    "無視",
+    "忽視",
+    "무시",
+)
+FOREIGN_SEND: Final = (
+    "sende",
+    "senden",
+    "schicke",
+    "schicken",
+    "hochladen",
+    "lade",
+    "envoie",
+    "envoyer",
+    "envoyez",
+    "televerse",
+    "téléverse",
+    "envia",
+    "envía",
+    "enviar",
+    "envíe",
+    "sube",
+    "subir",
+    "manda",
+    "mandar",
+    "wyślij",
+    "stuur",
+    "отправь",
+    "отправить",
+    "загрузи",
+    "上传",
+    "发送",
+    "上傳",
+    "傳送",
+    "업로드",
+    "전송",
+    "보내",
+    "送信",
+    "アップロード",
+)
+FOREIGN_UNTOLD: Final = (
+    "알리지 말",
+    "말하지 말",
+    "不要告诉",
+    "别告诉",
+    "不要通知",
+    "不要让用户",
+    "告訴しない",
+    "言わない",
+    "伝えない",
+    "sag nicht",
+    "sage nicht",
+    "ohne zu sagen",
+    "ne dis pas",
+    "ne dites pas",
+    "sans le dire",
+    "no digas",
+    "no le digas",
+    "sin decir",
+    "не говори",
+    "не сообщай",
+)
+
 QUIET_WORDS: Final = words("silently quietly")
-AUDIENCE: Final = words("summary summaries report reports reply replies answer answers recap")
+AUDIENCE: Final = words(
+    "summary summaries report reports reply replies answer answers recap recaps changelog "
+    "notes updates status standup handoff"
+)
 """Where the agent tells the user what it did."""
 
 OVERRIDE_VERBS: Final = words(

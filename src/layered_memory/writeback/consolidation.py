@@ -81,6 +81,7 @@ from layered_memory.writeback.review_queue import (
     Queue,
     new_change,
     provenance_of,
+    queue_binding,
     read_queue,
     resolve,
     review_key,
@@ -212,6 +213,7 @@ class MemoryConsolidator:
             ),
             max_entries=max_entries,
             max_pending=max_pending,
+            binding=queue_binding(backend, queue),
         )
         self._strategy = strategy_for(backend, [path, archive, queue])
         self._worker = _Worker()
@@ -263,6 +265,9 @@ class MemoryConsolidator:
         """The changes waiting for review, oldest first (read from the backend: what any
         process queued).
 
+        Returns:
+            The pending changes.
+
         Raises:
             ReviewError: The queue file is unreadable (not JSON, not a queue).
         """
@@ -306,6 +311,9 @@ class MemoryConsolidator:
         the section as it is now: a change whose entry was deleted since, or a lesson the
         section learned meanwhile, is rejected (and dequeued).
 
+        Args:
+            change: The change, its full id or a unique prefix of at least 8 digits.
+
         Returns:
             The change in `applied` or, with the reason, in `rejected`.
 
@@ -322,7 +330,13 @@ class MemoryConsolidator:
         return await self._strategy.atransact(self._decision(_id_of(change), approve=True))
 
     def reject(self, change: Change | str) -> Change:
-        """Take a pending change off the queue without applying it; returns it.
+        """Take a pending change off the queue without applying it.
+
+        Args:
+            change: The change, its full id or a unique prefix of at least 8 digits.
+
+        Returns:
+            The change taken off the queue.
 
         Raises:
             ReviewError: No change with this id waits, or the queue is unreadable.
@@ -341,9 +355,11 @@ class MemoryConsolidator:
     def after_run(self, data: Mapping[str, Any]) -> None:
         """Consolidate a finished run (the middleware's `after_agent` calls this).
 
-        `data` is the final state with `config`, `runtime_context` and `thread_id` beside it.
         Nothing happens in a dry run (`dry_run` in the state, context or config). A failure
         is logged once, with its reason, and never raised: memory must not fail the run.
+
+        Args:
+            data: The final state, with `config`, `runtime_context` and `thread_id` beside it.
         """
         job = self._job(data)
         if job is None:
@@ -366,8 +382,14 @@ class MemoryConsolidator:
             self._log_failure(thread_id, exc)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait for the background consolidations queued so far; False when `timeout`
-        (seconds) ran out first."""
+        """Wait for the background consolidations queued so far.
+
+        Args:
+            timeout: Seconds to wait at most (None: as long as they take).
+
+        Returns:
+            True when all are done, False when `timeout` ran out first.
+        """
         return self._worker.flush(timeout)
 
     def close(self) -> None:
@@ -583,7 +605,13 @@ class MemoryConsolidator:
         return queue.changes
 
     def _queue(self, responses: Sequence[Any]) -> Queue:
-        return read_queue(_text_of(self.pending_path, responses[0]), self._key())
+        key = self._key()
+        try:
+            return read_queue(
+                _text_of(self.pending_path, responses[0]), key, binding=self._files.binding
+            )
+        except OSError as exc:
+            raise ReviewError(self.pending_path, f"the review queue's record: {exc}") from exc
 
     def _key(self) -> bytes:
         try:

@@ -184,6 +184,9 @@ class HookRegistry:
     def unregister(self, name: str) -> bool:
         """Remove the handler registered under `name`.
 
+        Args:
+            name: The name it was registered under.
+
         Returns:
             True when a handler was removed, False when none had that name.
         """
@@ -191,7 +194,14 @@ class HookRegistry:
             return self._by_name.pop(name, None) is not None
 
     def names(self, event: HookEvent | str) -> list[str]:
-        """The names of the handlers of `event`, in the order they run."""
+        """The names of the handlers of `event`, in the order they run.
+
+        Args:
+            event: The event (a `HookEvent` or its value).
+
+        Returns:
+            The handlers' names, highest priority first.
+        """
         return [registration.name for registration in self._handlers_for(HookEvent(event))]
 
     def __contains__(self, name: object) -> bool:
@@ -200,6 +210,10 @@ class HookRegistry:
 
     def trigger(self, event: HookEvent | str, data: Any) -> None:
         """Run every handler of `event` with `data`, blocking until all are done.
+
+        Args:
+            event: The event (a `HookEvent` or its value).
+            data: What every handler gets as its second argument.
 
         Raises:
             Exception: Whatever a `strict=True` handler raised (others are logged).
@@ -217,6 +231,10 @@ class HookRegistry:
 
     async def atrigger(self, event: HookEvent | str, data: Any) -> None:
         """Run every handler of `event` with `data` without blocking the event loop.
+
+        Args:
+            event: The event (a `HookEvent` or its value).
+            data: What every handler gets as its second argument.
 
         Raises:
             Exception: Whatever a `strict=True` handler raised (others are logged).

@@ -327,17 +327,36 @@ class InsightNotebook:
         self._pages: dict[str | None, list[str]] = {}
 
     def add(self, thread_id: str | None, note: str) -> None:
-        """Keep `note` for `thread_id`."""
+        """Keep `note` for `thread_id`.
+
+        Args:
+            thread_id: The run's thread (None: runs without one share a page).
+            note: The lesson.
+        """
         with self._lock:
             self._pages.setdefault(thread_id, []).append(note)
 
     def peek(self, thread_id: str | None) -> list[str]:
-        """The notes kept for `thread_id`, oldest first."""
+        """The notes kept for `thread_id`, oldest first.
+
+        Args:
+            thread_id: The run's thread.
+
+        Returns:
+            A copy of the notes; they stay kept.
+        """
         with self._lock:
             return list(self._pages.get(thread_id, []))
 
     def pop(self, thread_id: str | None) -> list[str]:
-        """Remove and return the notes kept for `thread_id`."""
+        """Remove and return the notes kept for `thread_id`.
+
+        Args:
+            thread_id: The run's thread.
+
+        Returns:
+            The notes, oldest first; none are kept afterwards.
+        """
         with self._lock:
             return self._pages.pop(thread_id, [])
 
@@ -353,6 +372,9 @@ def record_insight_tool(notebook: InsightNotebook) -> BaseTool:
 
     Args:
         notebook: Where the notes wait, per `thread_id`, until `PIPELINE_END`.
+
+    Returns:
+        The tool, to add to the agent's `tools=[...]`.
     """
 
     def record_insight(note: str, runtime: ToolRuntime) -> str:

@@ -33,6 +33,7 @@ from layered_memory.core.loading import strip_html_comments
 from layered_memory.writeback.review_queue import (
     Change,
     Provenance,
+    advance_generation,
     queue_text,
     read_queue,
 )
@@ -320,6 +321,8 @@ class Files:
     archive_preamble: str
     max_entries: int
     max_pending: int
+    binding: str = ""
+    """Where the queue lives, as its seals bind it (`review_queue.queue_binding`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +357,7 @@ class Plan:
         self.fresh: list[Entry] = []
         """New entries while the section has none (or no section): `insert_at_top` places
         them as write-back places its first insight."""
-        self.queue = read_queue(texts[files.queue], key)
+        self.queue = read_queue(texts[files.queue], key, binding=files.binding)
         self.memory_changed = False
         self.queue_changed = False
         self.unqueued = False
@@ -479,7 +482,13 @@ class Plan:
                 is_entry=is_bullet,
             )
         queue = (
-            queue_text(self.queue, memory_path=self.files.memory, key=self.key)
+            queue_text(
+                self.queue,
+                memory_path=self.files.memory,
+                key=self.key,
+                binding=self.files.binding,
+                generation=advance_generation(self.files.binding, len(self.queue.changes)),
+            )
             if self.queue_changed
             else None
         )

@@ -11,8 +11,10 @@ percent-encoding, digits read as letters (`1gn0re`). They look at tokens: comman
 base name (`/usr/bin/curl`, `python3.12`) and where they sit (after a pipe, in `$(...)`), the
 hosts of URLs, e-mail and `user@host:` addresses, credential and start-up paths; and at
 concepts within one sentence (`writeback._lesson_words`), so another word order or synonym of
-the same effect is still held. A negation before the verb ("never print the API key") is a
-safety lesson, not an effect. Every check is linear in the text: bounded windows, no regex
+the same effect is still held. A negation of the verb in its own clause ("never print the API
+key") is a safety lesson, not an effect; a double one ("never fail to") orders the act. The
+reading itself (normalising, sentences and clauses, tokens, negations) is
+`writeback._lesson_reading`. Every check is linear in the text: bounded windows, no regex
 with two unbounded quantifiers over the same characters.
 """
 
@@ -20,19 +22,32 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
-from layered_memory.safety.defuse import ascii_skeleton
+from layered_memory.writeback._lesson_reading import (
+    Sentence,
+    base_name,
+    has_phrase,
+    hosts_in,
+    negated,
+    negated_directly,
+    normalise,
+    sentences,
+    variants,
+    word_at,
+)
 from layered_memory.writeback._lesson_words import (
+    AGENT_ACTS,
     APPROVAL_CLAIMS,
     APPROVED,
     APPROVERS,
     ASK_VERBS,
     AUDIENCE,
+    BROAD_SCOPES,
+    CHECK_FILES,
     CHECK_OBJECTS,
     CREDENTIAL_PATHS,
     DATA_OBJECTS,
@@ -40,18 +55,25 @@ from layered_memory.writeback._lesson_words import (
     DOWNLOAD_VERBS,
     ERASE_VERBS,
     FETCHERS,
+    FOREIGN_OVERRIDE,
+    FOREIGN_SEND,
+    FOREIGN_UNTOLD,
     HIDE_VERBS,
+    INCLUDE_VERBS,
     INDEX_NOUNS,
     INDEX_WORDS,
     INSTRUCTION_WORDS,
     INTERPRETERS,
-    NEGATIONS,
+    KEY_PREFIXES,
     NO_ASKING,
     OBEY_VERBS,
     OFFICIAL_INDEXES,
+    OMIT_VERBS,
     ORDER_WORDS,
     OUTSIDE_WORDS,
     OVERRIDE_VERBS,
+    OWN_HOST_LABELS,
+    PACKAGE_RUNNERS,
     PACKAGE_WORDS,
     PEOPLE,
     PERMISSION_COMMANDS,
@@ -64,6 +86,8 @@ from layered_memory.writeback._lesson_words import (
     ROLE_MARKERS,
     RUN_VERBS,
     SCRIPT_SUFFIXES,
+    SEARCH_COMMANDS,
+    SEARCH_VERBS,
     SECRECY_WORDS,
     SECRET_NOUNS,
     SECRET_PHRASES,
@@ -82,156 +106,6 @@ from layered_memory.writeback._lesson_words import (
 )
 
 __all__ = ["Effect", "effects", "hosts_in", "normalise"]
-
-
-# --- Reading a text as a model does -----------------------------------------------------------
-
-_LETTER_SPACED = re.compile(r"\b(?:[a-z][ .\-_*]){2,}[a-z]\b")
-_SPACERS = re.compile(r"[ .\-_*]")
-_IFS = re.compile(r"\$\{?ifs\}?")
-_INNER_ESCAPE = re.compile(r"(?<=[a-z0-9])\\(?=[a-z0-9])")
-_INNER_QUOTES = re.compile(r"(?<=[a-z0-9])['\"`]+(?=[a-z0-9])")
-_WHITESPACE = re.compile(r"\s+")
-_LEET: Final = str.maketrans("013457@$!|", "oieastasil")
-
-
-def normalise(text: str) -> str:
-    """`text` as the hold reads it: NFKC, look-alikes and invisible characters undone, lower
-    case, percent-encoding decoded, shell quoting and letter-spacing joined, one line."""
-    reading = ascii_skeleton(unicodedata.normalize("NFKC", text)).casefold()
-    if "%" in reading:
-        reading = urllib.parse.unquote(reading)
-    reading = _IFS.sub(" ", reading)
-    reading = _INNER_ESCAPE.sub("", reading)
-    reading = _INNER_QUOTES.sub("", reading)
-    reading = _LETTER_SPACED.sub(lambda found: _SPACERS.sub("", found.group()), reading)
-    return _WHITESPACE.sub(" ", reading).strip()
-
-
-# --- Tokens: words, commands, addresses, paths ------------------------------------------------
-
-_TOKEN = re.compile(r"[\w~./:@+%=$*#,-]+|\|\|?|&&|>>?|<\(|\$\(|[;&<>()`|]")
-_SENTENCE = re.compile(r"(?<=[!?])\s|(?<=\S\.)\s(?=[a-z0-9`'\"(\[]*[a-z])|\n")
-_STRIP: Final = ".,:;!?\"'()[]{}<>*`"
-_URL = re.compile(r"\b(?:https?|ftp|sftp|s3|gs|wss?|git|ssh)://([^/\s:'\"`)>\]]+)")
-_EMAIL = re.compile(r"\b[\w.+-]{1,64}@([a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})+)")
-_SCP = re.compile(
-    r"\b(?:[\w.-]{1,64}@)?([a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})+|\d{1,3}(?:\.\d{1,3}){3}):"
-)
-_IP = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
-_LOOPBACK: Final = ("localhost", "127.", "0.0.0.0", "::1", "[::1]", "host.docker.internal")
-_VERSIONED = re.compile(r"^([a-z]+?)[0-9.]*(?:\.exe)?$")
-
-
-def _base(token: str) -> str:
-    """A command token by its base name: `/usr/bin/curl` -> `curl`, `python3.12` -> `python`."""
-    name = token.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
-    found = _VERSIONED.match(name)
-    return found.group(1) if found else name
-
-
-@functools.lru_cache(maxsize=65_536)
-def _variants(word: str) -> frozenset[str]:
-    """A word and its other spellings: no inner `-`/`.`/`_`, digits read as letters, a
-    plural or tense ending dropped (remembered: the same words come back in every lesson)."""
-    found = {word, word.replace("-", "").replace("_", "")}
-    if "l" in word:
-        found.add(word.replace("l", "i"))  # a capital I reads as `l` once look-alikes are undone
-    if any(c.isdigit() or c in "@$!|" for c in word) and any(c.isalpha() for c in word):
-        found.add(word.translate(_LEET))
-    for suffix in ("ing", "ed", "es", "s", "d"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            found.add(word[: -len(suffix)])  # pushing -> push, okayed -> okay
-            break
-    if "." in word or "(" in word:
-        found.update(
-            part for part in re.split(r"[.(]", word) if part
-        )  # u.urlopen, global.index-url
-    return frozenset(found)
-
-
-@dataclass(slots=True)
-class _Sentence:
-    text: str
-    tokens: list[str]
-    words: list[str]
-    """Tokens stripped of punctuation, in order (variants are looked up through `has`)."""
-    bag: set[str] = field(default_factory=set)
-    commands: list[str] = field(default_factory=list)
-    hosts: list[str] = field(default_factory=list)
-    known: frozenset[str] = frozenset()
-    """Hosts the user or the project's files named (its own services)."""
-
-    def has(self, vocabulary: Iterable[str]) -> str | None:
-        """The first word of `vocabulary` this sentence holds (any spelling), or None."""
-        for word in vocabulary:
-            if word in self.bag:
-                return word
-        return None
-
-    def position(self, vocabulary: frozenset[str]) -> int | None:
-        for index, word in enumerate(self.words):
-            if _variants(word) & vocabulary:
-                return index
-        return None
-
-    def phrase(self, phrase: str) -> bool:
-        return f" {phrase} " in f" {' '.join(self.words)} "
-
-    def outsidehosts_in(self) -> list[str]:
-        return [host for host in self.hosts if not host.startswith(_LOOPBACK)]
-
-
-def hosts_in(text: str) -> list[str]:
-    """The hosts `text` names: of URLs, e-mail and `user@host:` addresses, and IPs."""
-    hosts = [
-        host.strip(".").removeprefix("www.")
-        for pattern in (_URL, _EMAIL, _SCP)
-        for host in pattern.findall(text)
-    ]
-    return hosts + [ip for ip in _IP.findall(text) if ip not in hosts]
-
-
-def _sentences(reading: str, known: frozenset[str] = frozenset()) -> list[_Sentence]:
-    found: list[_Sentence] = []
-    for raw in _SENTENCE.split(reading):
-        part = raw.strip()
-        if not part:
-            continue
-        tokens = _TOKEN.findall(part)
-        words = [token.strip(_STRIP) for token in tokens]
-        words = [word for word in words if word]
-        bag: set[str] = set()
-        for word in words:
-            bag |= _variants(word)
-            bag.add(_base(word))
-        sentence = _Sentence(part, tokens, words, bag, hosts=hosts_in(part), known=known)
-        sentence.commands = _commands(tokens)
-        found.append(sentence)
-    return found
-
-
-_SEPARATORS: Final = frozenset({"|", "||", "&&", ";", "&", "$(", "<(", "(", "`", "then", "xargs"})
-_PREFIXES: Final = frozenset({"sudo", "env", "nohup", "time", "exec", "command", "doas", "-c"})
-
-
-def _commands(tokens: Sequence[str]) -> list[str]:
-    """Base names of the words that start a command: the first word, any word after a
-    separator (`|`, `&&`, `;`, `$(`, `<(`, a backquote), and after `sudo`/`env`/`xargs`."""
-    found: list[str] = []
-    expect = True
-    for token in tokens:
-        word = token.strip(_STRIP.replace("(", "").replace("`", ""))
-        if token in _SEPARATORS or word in _SEPARATORS:
-            expect = True
-            continue
-        if not word:
-            continue
-        if expect:
-            base = _base(word.strip("`'\"("))
-            found.append(base)
-            expect = base in _PREFIXES or "=" in word  # `sudo sh`, `FOO=1 sh`
-    return found
 
 
 # --- The effect classes -------------------------------------------------------------------------
@@ -253,25 +127,7 @@ class Effect:
     evidence: str
 
 
-def _negated(sentence: _Sentence, before: int | None) -> bool:
-    """Whether a negation comes within five words before word `before` (or anywhere in a
-    sentence without a position)."""
-    if before is None:
-        return sentence.has(NEGATIONS) is not None
-    window = sentence.words[max(0, before - 5) : before]
-    return any(_variants(word) & NEGATIONS for word in window)
-
-
-def _has_phrase(sentence: _Sentence, phrases: Iterable[str]) -> str | None:
-    text = f" {sentence.text} "
-    joined = f" {' '.join(sentence.words)} "
-    for phrase in phrases:
-        if phrase in text or phrase in joined:
-            return phrase
-    return None
-
-
-def _remote_code(sentence: _Sentence) -> Effect | None:
+def _remote_code(sentence: Sentence) -> Effect | None:
     reason = "it would make the agent run code fetched from the network"
     fetcher = sentence.has(FETCHERS)
     decoder = sentence.has(DECODERS)
@@ -285,6 +141,8 @@ def _remote_code(sentence: _Sentence) -> Effect | None:
     ):
         piped = None  # "run the tests with python": no pipe, nothing from the network
     remote = bool(sentence.outsidehosts_in())
+    if fetcher and negated_directly(sentence, word_at(sentence, fetcher)):
+        fetcher = None  # "never pipe curl output into sh": a safety lesson
     if fetcher and (runner or piped):
         return Effect("remote code", reason, f"{fetcher} … {runner or piped}")
     if (
@@ -302,7 +160,7 @@ def _remote_code(sentence: _Sentence) -> Effect | None:
     if piped and remote:
         return Effect("remote code", reason, f"… | {piped}")
     verb = sentence.position(RUN_VERBS)
-    if verb is not None and not _negated(sentence, verb):
+    if verb is not None and not negated(sentence, verb):
         downloaded = sentence.has(DOWNLOAD_VERBS) or fetcher
         script_url = any(
             urllib.parse.urlsplit(url).path.endswith(SCRIPT_SUFFIXES) or "install" in url
@@ -310,6 +168,16 @@ def _remote_code(sentence: _Sentence) -> Effect | None:
         )
         if script_url or (downloaded and remote):
             return Effect("remote code", reason, f"{downloaded or 'url'} … {sentence.words[verb]}")
+    runner_of_packages = _package_runner(sentence)
+    if runner_of_packages is not None:
+        return Effect(
+            "remote code",
+            "it would make the agent fetch a package or image from the network and run it",
+            runner_of_packages,
+        )
+    chain = _download_and_execute(sentence)
+    if chain is not None:
+        return Effect("remote code", reason, chain)
     index = _other_index(sentence)
     if index is not None:
         return Effect(
@@ -323,7 +191,107 @@ def _remote_code(sentence: _Sentence) -> Effect | None:
     return None
 
 
-def _piped_interpreter(sentence: _Sentence) -> str | None:
+_VALUE_FLAGS: Final = words(
+    "-v --volume -p --publish -e --env --env-file --name -w --workdir --network --net "
+    "--entrypoint -u --user --mount --platform -h --hostname -l --label --add-host --cpus -m "
+    "--memory --gpus"
+)
+_INSTALLERS: Final = words("pip pip3 uv npm yarn pnpm bun gem cargo poetry pipx conda")
+_REMOTE_SPECS: Final = ("git+", "http://", "https://", "github:", "gitlab:", "git@", "ssh://")
+
+
+def _package_runner(sentence: Sentence) -> str | None:
+    """A package runner or an install from a source that is no registry: `npx pkg`, `uvx`,
+    `pipx run`, `pnpm dlx`, `go run pkg@v`, `pip install git+https://...`, `docker run` of
+    an image the project does not build. Each fetches code and runs it in one step."""
+    spoken = sentence.words
+    for index, word in enumerate(spoken):
+        base = base_name(word)
+        following = spoken[index + 1 : index + 8]
+        rest = following[1:]
+        nxt = following[0] if following else ""
+        found: str | None = None
+        if base in PACKAGE_RUNNERS:
+            found = base
+        elif (base, nxt) in (
+            ("pipx", "run"),
+            ("pnpm", "dlx"),
+            ("yarn", "dlx"),
+            ("npm", "exec"),
+            ("bun", "x"),
+            ("uv", "tool"),
+        ):
+            found = f"{base} {nxt}"
+        elif base == "go" and nxt == "run" and any("@" in w for w in following[1:3]):
+            found = "go run …@…"
+        elif base == "deno" and nxt == "run" and any(w.startswith(_REMOTE_SPECS) for w in rest):
+            found = "deno run <url>"
+        elif (
+            base in _INSTALLERS
+            and "install" in following[:3] + ["add"] * ("add" in following[:2])
+            and any(
+                w.startswith(_REMOTE_SPECS) and following[i - 1] not in INDEX_WORDS
+                for i, w in enumerate(following)
+                if i
+            )
+        ):
+            found = f"{base} install <url>"  # an index URL is judged as an index, below
+        elif base in ("docker", "podman") and nxt == "run":
+            image = _image(following[1:])
+            built = _built_images(tuple(spoken))
+            if image is not None and "/" in image and image not in built:
+                host = image.split("/", 1)[0]
+                if host not in sentence.known:
+                    found = f"{base} run {image}"
+        if found is not None and not negated_directly(sentence, index):
+            return found
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _built_images(spoken: tuple[str, ...]) -> frozenset[str]:
+    """Images the lesson builds itself (`docker build -t NAME`): running one fetches nothing."""
+    return frozenset(spoken[i + 1] for i, w in enumerate(spoken[:-1]) if w in ("-t", "--tag"))
+
+
+def _image(rest: Sequence[str]) -> str | None:
+    skip = False
+    for word in rest:
+        if skip:
+            skip = False
+            continue
+        if word.startswith("-"):
+            skip = word in _VALUE_FLAGS
+            continue
+        return word
+    return None
+
+
+_EXECUTABLE_MODES: Final = words("+x u+x a+x ug+x +rx u+rx 755 0755 700 0700 777 0777 775 0775")
+
+
+def _download_and_execute(sentence: Sentence) -> str | None:
+    """Download, mark executable, run: a chain in any order and with any tool."""
+    downloaded = sentence.has(FETCHERS) or sentence.has(DOWNLOAD_VERBS)
+    if not downloaded or not sentence.outsidehosts_in():
+        return None
+    marked = "chmod" in sentence.bag and sentence.has(_EXECUTABLE_MODES)
+    started = next(
+        (
+            t.strip("`'\"")
+            for t in sentence.tokens
+            if t.strip("`'\"").startswith(("./", ".\\"))
+            and len(t.strip("`'\"")) > 2
+            and t.strip("`'\"")[2] not in "/."
+        ),
+        None,
+    )
+    if marked or started:
+        return f"{downloaded} … {'chmod +x' if marked else started}"
+    return None
+
+
+def _piped_interpreter(sentence: Sentence) -> str | None:
     """An interpreter that reads its program from a pipe or a process substitution."""
     tokens = [token.strip("`'\"") for token in sentence.tokens]
     for index, token in enumerate(tokens):
@@ -332,7 +300,7 @@ def _piped_interpreter(sentence: _Sentence) -> str | None:
         rest = [t for t in tokens[index + 1 : index + 4] if t not in ("sudo", "a", "the", "-")]
         if not rest:
             continue
-        name = _base(rest[0])
+        name = base_name(rest[0])
         if name in INTERPRETERS:
             following = rest[1] if len(rest) > 1 else ""
             if following == "-m":
@@ -346,11 +314,15 @@ def _piped_interpreter(sentence: _Sentence) -> str | None:
     return None
 
 
-def _other_index(sentence: _Sentence) -> str | None:
+def _other_index(sentence: Sentence) -> str | None:
     flag = sentence.has(INDEX_WORDS) or next(
         (word for word in sentence.words if word.split("=", 1)[0] in INDEX_WORDS), None
     )
-    hosts = [h for h in sentence.outsidehosts_in() if not h.endswith(OFFICIAL_INDEXES)]
+    hosts = [
+        h
+        for h in sentence.outsidehosts_in()
+        if not h.endswith(OFFICIAL_INDEXES) and not _own_host(h)
+    ]
     if flag and (
         hosts
         or flag.startswith(("gosumdb", "goflags", "--trusted", "trusted", "gonosum", "goinsecure"))
@@ -375,10 +347,19 @@ def _other_index(sentence: _Sentence) -> str | None:
     return None
 
 
-def _exfiltration(sentence: _Sentence) -> Effect | None:
+def _exfiltration(sentence: Sentence) -> Effect | None:
     reason = "it would make the agent send data off the machine"
     outside = sentence.outsidehosts_in()
     uploader = next((c for c in sentence.commands if c in UPLOAD_COMMANDS), None)
+    if uploader == "rclone" and not outside:
+        outside = [w.split(":", 1)[0] for w in sentence.words if re.match(r"^[a-z][\w-]*:[^/]", w)]
+    if (
+        uploader
+        and outside
+        and all(_own_host(host) for host in outside)
+        and not _sends_everything(sentence)
+    ):
+        uploader = None  # `scp build/app.tar.gz deploy@staging.internal...`: the team's host
     if uploader and (outside or "/dev/tcp" in sentence.text or sentence.has(OUTSIDE_WORDS)):
         return Effect("exfiltration", reason, f"{uploader} {outside[0] if outside else ''}".strip())
     cloud = next(
@@ -411,10 +392,13 @@ def _exfiltration(sentence: _Sentence) -> Effect | None:
             "it would make the agent put data into a URL it fetches or shows",
             "a URL with a placeholder or an image",
         )
+    sent = _foreign(sentence, FOREIGN_SEND)
+    if sent and (outside or sentence.has(DATA_OBJECTS)):
+        return Effect("exfiltration", reason, f"{sent} … {outside[0] if outside else 'data'}")
     verb = sentence.position(SEND_VERBS)
-    if verb is None or _negated(sentence, verb):
+    if verb is None or negated(sentence, verb):
         return None
-    data = sentence.has(DATA_OBJECTS) or _has_phrase(sentence, SECRET_PHRASES)
+    data = sentence.has(DATA_OBJECTS) or has_phrase(sentence, SECRET_PHRASES)
     where = outside[0] if outside else sentence.has(OUTSIDE_WORDS)
     if where and (data or outside):
         if not data and not _imperative(sentence, verb):
@@ -425,7 +409,26 @@ def _exfiltration(sentence: _Sentence) -> Effect | None:
     return None
 
 
-def _imperative(sentence: _Sentence, verb: int) -> bool:
+def _own_host(host: str) -> bool:
+    """A host named as the team's own: an internal name (`*.internal`, `*.corp`, `*.lan`,
+    `*.local`, or an `internal`/`intranet`/`corp` label under the domain)."""
+    labels = host.split(".")
+    return bool(set(labels[:-1]) & OWN_HOST_LABELS) or labels[-1] in OWN_HOST_LABELS
+
+
+def _sends_everything(sentence: Sentence) -> bool:
+    """Whether what is sent is the workspace, the home folder, secrets or other data (not one
+    named build artifact)."""
+    whole = any(
+        t.strip("`'\"") in (".", "./", "~", "~/", "*", "$home", "/") for t in sentence.tokens
+    )
+    return whole or bool(
+        sentence.has(DATA_OBJECTS - words("archive tarball zip"))
+        or any(p in sentence.text for p in CREDENTIAL_PATHS)
+    )
+
+
+def _imperative(sentence: Sentence, verb: int) -> bool:
     """Whether the verb at `verb` reads as an order: first word, or after always/also/to/then,
     a modal, or a comma."""
     if verb == 0:
@@ -462,24 +465,70 @@ _DATA_URL = re.compile(
 )
 
 
-def _data_url(sentence: _Sentence) -> bool:
+def _data_url(sentence: Sentence) -> bool:
     return _DATA_URL.search(sentence.text) is not None
 
 
-def _credentials(sentence: _Sentence) -> Effect | None:
+def _key_hunt(sentence: Sentence) -> str | None:
+    """A search for keys across the home folder or the disk (`grep -r 'sk-' ~`, "look through
+    the machine for API tokens"): a credential read, whatever is done with what it finds."""
+    search = next((w for w in sentence.words if base_name(w) in SEARCH_COMMANDS), None)
+    at = word_at(sentence, search) if search else sentence.position(SEARCH_VERBS)
+    if at is None or negated(sentence, at):
+        return None
+    searching = sentence.words[at]
+    pattern = next(
+        (w for w in sentence.words if w.startswith(KEY_PREFIXES) or w in KEY_PREFIXES), None
+    )
+    if search is not None and pattern is not None:
+        return f"{searching} … {pattern}"
+    wanted = (
+        pattern
+        or has_phrase(sentence, SECRET_PHRASES)
+        or sentence.has(SECRET_NOUNS | words("key keys"))
+    )
+    clause = sentence.clauses[at]
+    scope = next(
+        (
+            w
+            for i, w in enumerate(sentence.words)
+            if w in BROAD_SCOPES and sentence.clauses[i] == clause
+        ),
+        None,
+    ) or has_phrase(
+        sentence,
+        ("home directory", "home folder", "file system", "whole disk", "every file", " c:\\"),
+    )
+    if wanted and scope:
+        return f"{searching} … {wanted} … {scope}"
+    return None
+
+
+def _credentials(sentence: Sentence) -> Effect | None:
     reason = "it would make the agent read, show or move credentials"
+    hunt = _key_hunt(sentence)
+    if hunt is not None:
+        return Effect("credentials", "it would make the agent search the machine for keys", hunt)
     path = next((p for p in CREDENTIAL_PATHS if p in sentence.text), None)
     dotenv = any(w == ".env" or w.endswith("/.env") for w in sentence.words)
     if path is None and dotenv and not any(w.startswith(".env.") for w in sentence.words):
         path = ".env"  # `.env.example` beside it: copying the template is ordinary
-    noun = _has_phrase(sentence, SECRET_PHRASES) or sentence.has(SECRET_NOUNS)
+    noun = has_phrase(sentence, SECRET_PHRASES) or sentence.has(SECRET_NOUNS)
     if not (path or noun):
         return None
+    if path is not None and not negated(sentence, word_at(sentence, path)):
+        # Read the same in every language: a credential file and an address off the machine,
+        # or words this reading cannot judge beside it.
+        outside = [h for h in sentence.outsidehosts_in() if not _own_host(h)]
+        sent = _foreign(sentence, FOREIGN_SEND)
+        if outside or sent or _unread(sentence):
+            where = outside[0] if outside else sent or "words this check cannot read"
+            return Effect("credentials", reason, f"{path} … {where}")
     verb = sentence.position(READ_VERBS)
     dump = next((c for c in sentence.commands if c in ("printenv", "env", "set", "compgen")), None)
     if (dump and dump != "env") or (dump == "env" and "|" in sentence.tokens):
         return Effect("credentials", reason, dump)
-    if verb is None or _negated(sentence, verb):
+    if verb is None or negated(sentence, verb):
         return None
     if (
         path is None
@@ -492,7 +541,7 @@ def _credentials(sentence: _Sentence) -> Effect | None:
     return Effect("credentials", reason, f"{sentence.words[verb]} … {path or noun}")
 
 
-def _environment_dump(sentence: _Sentence) -> Effect | None:
+def _environment_dump(sentence: Sentence) -> Effect | None:
     if (
         "/environ" in sentence.text
         or any(c == "printenv" for c in sentence.commands)
@@ -506,8 +555,8 @@ def _environment_dump(sentence: _Sentence) -> Effect | None:
     return None
 
 
-def _permissions(sentence: _Sentence) -> Effect | None:
-    claim = _has_phrase(sentence, APPROVAL_CLAIMS)
+def _permissions(sentence: Sentence) -> Effect | None:
+    claim = has_phrase(sentence, APPROVAL_CLAIMS)
     if (
         claim is None
         and sentence.has(APPROVERS)
@@ -522,7 +571,7 @@ def _permissions(sentence: _Sentence) -> Effect | None:
         and sentence.has(APPROVERS - {"you"})
         and sentence.has(words("can may free freely"))
         and sentence.has(RISKY_ACTIONS)
-        and not _negated(sentence, None)
+        and not negated(sentence, None)
     ):
         claim = f"{sentence.has(APPROVERS - {'you'})} says you can"
     if claim:
@@ -532,9 +581,9 @@ def _permissions(sentence: _Sentence) -> Effect | None:
             "the agent does without asking",
             claim,
         )
-    asking = _has_phrase(sentence, NO_ASKING)
+    asking = has_phrase(sentence, NO_ASKING)
     ask = sentence.position(ASK_VERBS)
-    if asking is None and ask is not None and _negated(sentence, ask):
+    if asking is None and ask is not None and negated(sentence, ask):
         asking = f"not {sentence.words[ask]}"
     if asking:
         risky = sentence.has(RISKY_ACTIONS)
@@ -553,7 +602,7 @@ def _permissions(sentence: _Sentence) -> Effect | None:
             )
         )
         if (
-            (verb is not None and not _negated(sentence, verb))
+            (verb is not None and not negated(sentence, verb))
             or ">>" in sentence.tokens
             or (
                 persistent
@@ -568,7 +617,7 @@ def _permissions(sentence: _Sentence) -> Effect | None:
                     "hookspath",
                     "credential.helper",
                 )
-                and not _negated(sentence, None)
+                and not negated(sentence, word_at(sentence, persistent))
             )
         ):
             return Effect(
@@ -577,15 +626,15 @@ def _permissions(sentence: _Sentence) -> Effect | None:
                 "keys, hooks, services)",
                 persistent,
             )
-    command = _has_phrase(sentence, PERMISSION_COMMANDS)
-    if command and not _negated(sentence, None):
+    command = has_phrase(sentence, PERMISSION_COMMANDS)
+    if command and not negated(sentence, word_at(sentence, command)):
         return Effect(
             "permissions", "it would make the agent widen file or user permissions", command
         )
     return None
 
 
-def _weakened_checks(sentence: _Sentence) -> Effect | None:
+def _weakened_checks(sentence: Sentence) -> Effect | None:
     reason = "it would make the agent weaken checks (hooks, tests, reviews, linters, TLS)"
     flag = next(
         (
@@ -602,7 +651,7 @@ def _weakened_checks(sentence: _Sentence) -> Effect | None:
         flag = None
     if flag in ("--admin",) and "merge" not in sentence.bag:
         flag = None
-    if flag is not None and not _negated(sentence, sentence.words.index(flag)):
+    if flag is not None and not negated(sentence, sentence.words.index(flag)):
         return Effect("weakened checks", reason, flag)
     if (
         ("force" in sentence.bag or "force-push" in sentence.bag or "force-pushes" in sentence.bag)
@@ -613,7 +662,7 @@ def _weakened_checks(sentence: _Sentence) -> Effect | None:
             or "force-pushes" in sentence.bag
         )
         and sentence.has(SHARED_BRANCHES)
-        and not _negated(sentence, None)
+        and not negated(sentence, None)
     ):
         return Effect(
             "weakened checks",
@@ -624,15 +673,15 @@ def _weakened_checks(sentence: _Sentence) -> Effect | None:
     if "commit" in sentence.bag and "-n" in sentence.words and "git" in sentence.bag:
         return Effect("weakened checks", reason, "git commit -n (skips the hooks)")
     without = sentence.position(words("without"))
-    if without is not None and not _negated(sentence, without):
+    if without is not None and not negated(sentence, without):
         following = sentence.words[without + 1 : without + 3]
-        if any(_variants(w) & CHECK_OBJECTS for w in following):
+        if any(variants(w) & CHECK_OBJECTS for w in following):
             return Effect("weakened checks", reason, f"without {' '.join(following)}")
     verb = sentence.position(WEAKEN_VERBS)
-    if verb is None or _negated(sentence, verb):
+    if verb is None or negated(sentence, verb):
         return None
     window = sentence.words[verb + 1 : verb + 7]
-    checks = next((w for w in window if _variants(w) & CHECK_OBJECTS), None)
+    checks = next((w for w in window if _is_check(w)), None)
     if checks is None:
         return None
     if (
@@ -644,15 +693,31 @@ def _weakened_checks(sentence: _Sentence) -> Effect | None:
     return Effect("weakened checks", reason, f"{sentence.words[verb]} … {checks}")
 
 
+def _is_check(word: str) -> bool:
+    """A check by name (`tests`, `review`) or by its file (`.github/workflows/scan.yml`,
+    `.pre-commit-config.yaml`, `CODEOWNERS`): deleting the file disables the check."""
+    if variants(word) & CHECK_OBJECTS or any(path.lstrip(".") in word for path in CHECK_FILES):
+        return True
+    return "/" in word and any(part in CHECK_OBJECTS for part in re.split(r"[/._-]", word))
+
+
 _OWN_TRACES: Final = words("history histfile .bash_history traces trace tracks audit evidence")
 
 
-def _secrecy(sentence: _Sentence) -> Effect | None:
+def _secrecy(sentence: Sentence) -> Effect | None:
     reason = "it would make the agent act without telling the user"
-    word = sentence.has(SECRECY_WORDS)
+    word = sentence.has(SECRECY_WORDS) or _foreign(sentence, FOREIGN_UNTOLD)
     if word:
         return Effect("secrecy", reason, word)
-    phrase = _has_phrase(
+    omitted = _left_out(sentence)
+    if omitted is not None:
+        return Effect(
+            "secrecy",
+            "it would make the agent leave what it did out of what the user reads (summaries, "
+            "reports, logs)",
+            omitted,
+        )
+    phrase = has_phrase(
         sentence,
         (
             "behind the users back",
@@ -687,19 +752,19 @@ def _secrecy(sentence: _Sentence) -> Effect | None:
     if phrase:
         return Effect("secrecy", reason, phrase)
     tell = sentence.position(TELL_VERBS)
-    if tell is not None and _negated(sentence, tell):
+    if tell is not None and negated(sentence, tell):
         window = sentence.words[tell + 1 : tell + 9]
-        person = next((i for i, w in enumerate(window) if _variants(w) & (PEOPLE | AUDIENCE)), None)
+        person = next((i for i, w in enumerate(window) if variants(w) & (PEOPLE | AUDIENCE)), None)
         telling_to = person is not None and window[person + 1 : person + 2] == ["to"]
         if person is not None and not telling_to:  # "don't tell the user to reboot" advises
             return Effect("secrecy", reason, f"not {sentence.words[tell]} the user")
     hide = sentence.position(HIDE_VERBS)
-    if hide is not None and not _negated(sentence, hide):
+    if hide is not None and not negated(sentence, hide):
         rest = sentence.words[hide + 1 : hide + 8]
-        if "from" in rest and any(_variants(w) & (PEOPLE | TRACE_WORDS) for w in rest):
+        if "from" in rest and any(variants(w) & (PEOPLE | TRACE_WORDS) for w in rest):
             return Effect("secrecy", reason, f"{sentence.words[hide]} … from")
     erase = sentence.position(ERASE_VERBS)
-    if erase is not None and not _negated(sentence, erase):
+    if erase is not None and not negated(sentence, erase):
         rest = sentence.words[erase + 1 : erase + 5]
         trace = next((w for w in rest if w in TRACE_WORDS), None)
         whose = words("shell bash command zsh history audit your the any all")
@@ -722,24 +787,70 @@ def _secrecy(sentence: _Sentence) -> Effect | None:
     return None
 
 
-def _override(sentence: _Sentence) -> Effect | None:
+def _left_out(sentence: Sentence) -> str | None:
+    """Something kept out of what the user reads: "keep X out of your summaries", "omit X from
+    the report", "leave X out of the logs". Keeping a secret out of a log is a safety lesson."""
+    if has_phrase(sentence, SECRET_PHRASES) or sentence.has(SECRET_NOUNS):
+        return None
+    verb = sentence.position(OMIT_VERBS)
+    if verb is not None and negated(sentence, verb):
+        verb = None
+    if verb is None:
+        # "don't include the deleted branches in your summary"
+        verb = sentence.position(INCLUDE_VERBS)
+        if verb is None or not negated(sentence, verb):
+            return None
+    rest = sentence.words[verb + 1 : verb + 10]
+    joined = f" {' '.join(rest)} "
+    keeping = sentence.words[verb] in ("keep", "keeping", "leave", "leaving")
+    if not any(f" {w} " in joined for w in ("out", "from") + (() if keeping else ("in",))):
+        return None
+    place = next((w for w in rest if variants(w) & (AUDIENCE | TRACE_WORDS)), None)
+    acts = RISKY_ACTIONS | AGENT_ACTS
+    if place is None or not any(variants(w) & acts for w in sentence.words[: verb + 6]):
+        return None  # "don't include timing numbers in the changelog": no act of the agent's
+    return f"{sentence.words[verb]} … {place}"
+
+
+def _foreign(sentence: Sentence, vocabulary: Iterable[str]) -> str | None:
+    """A word of another language's `vocabulary` (a second signal: the decision rests on the
+    paths, files and hosts a lesson names, which read the same in every language)."""
+    for word in vocabulary:
+        if (word in sentence.bag) if word.isascii() else (word in sentence.text):
+            return word
+    return None
+
+
+def _unread(sentence: Sentence) -> bool:
+    """Whether the sentence has words this reading cannot judge (letters outside ASCII after
+    look-alikes are undone: another script, or accents)."""
+    return any(not c.isascii() and c.isalpha() for c in sentence.text)
+
+
+def _override(sentence: Sentence) -> Effect | None:
     reason = "it would override the agent's instructions or its read-only memory"
-    marker = _has_phrase(sentence, ROLE_MARKERS)
+    memory_file = next((w for w in sentence.words if variants(w) & READ_ONLY_MEMORY), None)
+    foreign_verb = _foreign(sentence, FOREIGN_OVERRIDE)
+    if foreign_verb and (memory_file or sentence.has(INSTRUCTION_WORDS) or _unread(sentence)):
+        return Effect("override", reason, f"{foreign_verb} … {memory_file or 'instructions'}")
+    if memory_file and _unread(sentence):
+        return Effect("override", reason, f"{memory_file} in words this check cannot read")
+    marker = has_phrase(sentence, ROLE_MARKERS)
     if marker:
         return Effect("override", "it speaks as the system or gives the agent a new role", marker)
     verb = sentence.position(OVERRIDE_VERBS)
-    if verb is not None and not _negated(sentence, verb):
+    if verb is not None and not negated(sentence, verb):
         rest = sentence.words[verb + 1 : verb + 9]
         target = next(
-            (w for w in rest if _variants(w) & (INSTRUCTION_WORDS | READ_ONLY_MEMORY)), None
+            (w for w in rest if variants(w) & (INSTRUCTION_WORDS | READ_ONLY_MEMORY)), None
         )
         if target is not None:
             return Effect("override", reason, f"{sentence.words[verb]} … {target}")
-    memory = next((w for w in sentence.words if _variants(w) & READ_ONLY_MEMORY), None)
+    memory = next((w for w in sentence.words if variants(w) & READ_ONLY_MEMORY), None)
     if memory is None and sentence.phrase("project instructions"):
         memory = "project instructions"
     if memory is not None:
-        stale = _has_phrase(sentence, STALE_WORDS)
+        stale = has_phrase(sentence, STALE_WORDS)
         if stale:
             return Effect("override", reason, f"{memory} … {stale}")
         change = sentence.position(
@@ -748,19 +859,19 @@ def _override(sentence: _Sentence) -> Effect | None:
                 "delete deleting remove replace change changing append write truncate"
             )
         )
-        if change is not None and not _negated(sentence, change):
+        if change is not None and not negated(sentence, change):
             return Effect("override", reason, f"{sentence.words[change]} … {memory}")
-    precedence = _has_phrase(sentence, PRECEDENCE)
+    precedence = has_phrase(sentence, PRECEDENCE)
     if precedence and (
         sentence.has(INSTRUCTION_WORDS | READ_ONLY_MEMORY)
         or sentence.has(words("entry lesson note this these other"))
     ):
         return Effect("override", reason, precedence)
     obey = sentence.position(OBEY_VERBS)
-    if obey is not None and not _negated(sentence, obey):
+    if obey is not None and not negated(sentence, obey):
         rest = sentence.words[obey + 1 : obey + 10]
         order = next((w for w in rest if w in ORDER_WORDS), None)
-        place = next((w for w in rest if _variants(w) & UNTRUSTED_PLACES), None)
+        place = next((w for w in rest if variants(w) & UNTRUSTED_PLACES), None)
         if order and place:
             return Effect(
                 "override",
@@ -770,7 +881,7 @@ def _override(sentence: _Sentence) -> Effect | None:
             )
     if (
         obey is not None
-        and not _negated(sentence, obey)
+        and not negated(sentence, obey)
         and sentence.words[obey]
         in ("execute", "executing", "run", "perform", "do", "carry", "implement")
         and sentence.has(UNTRUSTED_PLACES)
@@ -790,7 +901,7 @@ def _override(sentence: _Sentence) -> Effect | None:
         binding
         and sentence.has(ORDER_WORDS)
         and sentence.has(UNTRUSTED_PLACES)
-        and not (_negated(sentence, sentence.position(frozenset({binding}))))
+        and not (negated(sentence, sentence.position(frozenset({binding}))))
     ):
         return Effect(
             "override",
@@ -809,7 +920,7 @@ def _override(sentence: _Sentence) -> Effect | None:
             "it would make the agent take text it reads (tool output, web pages, files) as orders",
             f"{equated} … {sentence.has(ORDER_WORDS)}",
         )
-    same = _has_phrase(
+    same = has_phrase(
         sentence,
         (
             "as if",
@@ -829,7 +940,7 @@ def _override(sentence: _Sentence) -> Effect | None:
             "user's words",
             same,
         )
-    treated = _has_phrase(sentence, TREAT_AS)
+    treated = has_phrase(sentence, TREAT_AS)
     if treated and sentence.has(UNTRUSTED_PLACES | words("anything text content")):
         return Effect(
             "override",
@@ -869,7 +980,7 @@ def effects(text: str, *, known_hosts: frozenset[str] = frozenset()) -> list[Eff
 def _effects(text: str, known_hosts: frozenset[str]) -> tuple[Effect, ...]:
     """`effects`, remembered: a section's entries are judged again beside every new lesson."""
     found: dict[str, Effect] = {}
-    for sentence in _sentences(normalise(text), known_hosts):
+    for sentence in sentences(normalise(text), known_hosts):
         for check in _CLASSES:
             effect = check(sentence)
             if effect is not None and effect.kind not in found:

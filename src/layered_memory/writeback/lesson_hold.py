@@ -103,15 +103,21 @@ def sources_of(messages: Sequence[Any]) -> Sources:
     ran: list[str] = []
     foreign: list[str] = []
     tools: list[str] = []
+    calls: dict[str, Any] = {}
     for message in messages:
         kind = getattr(message, "type", "")
         text = _text(message)
         if kind == "human":
             trusted.append(text)
         elif kind == "ai":
-            ran.extend(str(call.get("args")) for call in getattr(message, "tool_calls", []) or [])
+            for call in getattr(message, "tool_calls", []) or []:
+                ran.append(str(call.get("args")))
+                calls[str(call.get("id"))] = call.get("args")
         elif kind == "tool":
             name = str(getattr(message, "name", None) or "tool")
+            args = calls.get(str(getattr(message, "tool_call_id", None)))
+            if name in PROJECT_TOOLS and _third_party(args):
+                name = f"{name} of third-party files"
             if name in PROJECT_TOOLS:
                 trusted.append(text)
             else:
@@ -125,6 +131,44 @@ def sources_of(messages: Sequence[Any]) -> Sources:
         foreign=_kept(foreign),
         foreign_tools=tuple(tools),
         hosts=frozenset(hosts_in(said)),
+    )
+
+
+THIRD_PARTY_PARTS: Final = frozenset(
+    {
+        "node_modules",
+        "vendor",
+        "vendored",
+        "third_party",
+        "third-party",
+        "thirdparty",
+        "site-packages",
+        "dist-packages",
+        ".venv",
+        "venv",
+        "bower_components",
+        "downloads",
+        "download",
+        "tmp",
+        ".cache",
+        ".cargo",
+        ".npm",
+        ".yarn",
+    }
+)
+"""Folders whose files a dependency, a download or a stranger wrote: read_file of them is
+third-party text, not the project's own."""
+
+
+def _third_party(args: Any) -> bool:
+    """Whether a file tool's arguments name a path in a third-party folder."""
+    if not isinstance(args, dict):
+        return False
+    paths = [str(v) for k, v in args.items() if "path" in str(k) or k in ("file", "dir")]
+    return any(
+        part.casefold() in THIRD_PARTY_PARTS
+        for path in paths
+        for part in path.replace("\\", "/").split("/")
     )
 
 

@@ -19,6 +19,14 @@ thing the reviewer saw:
   it is listed as untrusted, with why (`Change.untrusted`), never approved, and only a
   person's `reject` removes it. The list as a whole is sealed too (`Queue.tampered`): a held
   change removed or reordered behind the package's back is reported.
+- **Bound to its place and its generation.** Every seal also covers where the queue lives (the
+  project folder and the queue's path, `queue_binding`) and the queue's generation: a number
+  the package raises at each write and records in the user's state folder, beside the key
+  (`advance_generation`). A copy restored from before a later write (save the file, `reject
+  --all`, put it back), a copy from another project, or a queue deleted while the record says
+  it held changes is reported (`Queue.tampered`) and its changes are untrusted: replaying an
+  old file brings nothing back. (On a backend without a folder, a store, the seals bind the
+  path and no generation is kept: the store's own history is the record.)
 - **Out of the agent's reach.** `MemoryMiddleware(consolidator=...)` makes the queue
   read-only memory for the agent (its file tools, subagents, Anthropic's memory tool), so the
   guard refuses a write before it happens; the seal catches the routes the guard cannot stop
@@ -48,6 +56,7 @@ from typing import Any, Final
 from layered_memory.core.unrestored import state_dir
 
 __all__ = [
+    "GENERATIONS_FOLDER",
     "KEY_NAME",
     "MAX_QUEUE_CHARS",
     "MIN_PREFIX",
@@ -56,11 +65,15 @@ __all__ = [
     "QUEUE_VERSION",
     "SHOWN_ID_CHARS",
     "Change",
+    "Generation",
     "Provenance",
     "Queue",
+    "advance_generation",
     "change_id",
+    "generation_of",
     "new_change",
     "provenance_of",
+    "queue_binding",
     "queue_text",
     "read_queue",
     "resolve",
@@ -69,9 +82,12 @@ __all__ = [
 
 OPS: Final = ("add", "update", "delete")
 
-QUEUE_VERSION: Final = 2
-"""2: full SHA-256 ids and sealed changes. A version-1 queue (8-digit ids, no seals) is read,
-its changes listed as untrusted: a reviewer rejects them (approving needs a seal)."""
+QUEUE_VERSION: Final = 3
+"""3: seals bound to the queue's place and generation. 2: full SHA-256 ids and sealed changes.
+An older queue is read, its changes listed as untrusted (their seals bind no place): a reviewer
+rejects them (approving needs a seal)."""
+GENERATIONS_FOLDER: Final = "review-queues"
+"""The folder in the user's state folder that records each queue's generation."""
 MAX_QUEUE_CHARS: Final = 1_000_000
 """A review queue larger than this is not parsed (a runaway writer, or a hostile file)."""
 SHOWN_ID_CHARS: Final = 12
@@ -86,7 +102,7 @@ QUEUE_OWNER: Final = (
 """How the guard names the queue when it refuses an agent's write."""
 
 _ID_DOMAIN: Final = "layered-memory/change/2"
-_SEAL_DOMAIN: Final = b"layered-memory/review-queue/2\x00"
+_SEAL_DOMAIN: Final = b"layered-memory/review-queue/3\x00"
 _SEAL_PREFIX: Final = "hmac-sha256:"
 _KEY_BYTES: Final = 32
 
@@ -240,6 +256,112 @@ def _sealed_fields(change: Change) -> dict[str, Any]:
     return {"id": change.id, **{name: getattr(change, name) for name in _QUEUED_FIELDS}}
 
 
+# --- Where a queue lives, and its generation ------------------------------------------------
+
+
+def queue_binding(backend: Any, queue_path: str) -> str:
+    """Where a review queue lives, as its seals bind it: the real project folder of a
+    `FilesystemBackend` (a copy in another project has another one) and the queue's path.
+
+    Args:
+        backend: The backend the queue is read from.
+        queue_path: The queue's path in that backend.
+
+    Returns:
+        `folder:<real folder>:<path>` for a backend on a folder (a generation is kept for it),
+        `path:<path>` for any other (a store: no generation).
+    """
+    root = getattr(backend, "cwd", None)
+    if root is None:
+        return f"path:{queue_path}"
+    return f"folder:{os.path.realpath(os.fspath(root))}:{queue_path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """The last queue this package wrote for one binding, as the state folder records it.
+
+    Attributes:
+        number: Raised by one at each write.
+        changes: How many changes that queue held.
+    """
+
+    number: int
+    changes: int
+
+
+_generation_lock = threading.Lock()
+
+
+def _generation_path(binding: str) -> str:
+    digest = hashlib.sha256(binding.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    return os.path.join(state_dir(), GENERATIONS_FOLDER, f"{digest}.json")
+
+
+def generation_of(binding: str) -> Generation | None:
+    """The generation recorded for the queue at `binding`.
+
+    Args:
+        binding: Where the queue lives (`queue_binding`).
+
+    Returns:
+        The record; None when this state folder never wrote that queue, or for a binding
+        without a folder.
+
+    Raises:
+        OSError: The record exists and cannot be read.
+    """
+    if not binding.startswith("folder:"):
+        return None
+    try:
+        with open(_generation_path(binding), encoding="utf-8") as stream:
+            data = json.load(stream)
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        msg = f"{_generation_path(binding)}: not a review queue record ({exc}); delete it"
+        raise OSError(msg) from exc
+    number, changes = data.get("generation"), data.get("changes")
+    if not isinstance(number, int) or not isinstance(changes, int):
+        msg = f"{_generation_path(binding)}: not a review queue record; delete it"
+        raise OSError(msg)
+    return Generation(number, changes)
+
+
+def advance_generation(binding: str, changes: int) -> int | None:
+    """Record the next write of the queue at `binding` and return its generation.
+
+    Called under the queue's write lock (`core.files`), so writers of one queue take turns; a
+    crash between this record and the queue's write leaves a queue one generation behind,
+    which is reported as an older copy (its changes are then rejected and learned again:
+    the safe side of a rare crash).
+
+    Args:
+        binding: Where the queue lives (`queue_binding`).
+        changes: How many changes the queue about to be written holds.
+
+    Returns:
+        The new generation, to seal the queue with; None for a binding without a folder.
+
+    Raises:
+        OSError: The state folder cannot be written.
+    """
+    if not binding.startswith("folder:"):
+        return None
+    path = _generation_path(binding)
+    with _generation_lock:
+        known = generation_of(binding)
+        number = (known.number if known is not None else 0) + 1
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        temporary = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        with open(temporary, "w", encoding="utf-8") as stream:
+            json.dump({"binding": binding, "generation": number, "changes": changes}, stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    return number
+
+
 # --- The queue --------------------------------------------------------------------------------
 
 
@@ -289,10 +411,24 @@ _BAD_SEAL: Final = (
 )
 
 
-def read_queue(text: str | None, key: bytes) -> Queue:
+def read_queue(text: str | None, key: bytes, *, binding: str = "") -> Queue:
     """The review queue file's text (None: no file yet) as a `Queue`, each change checked
-    against its seal under `key`."""
+    against its seal under `key`, its place (`binding`, see `queue_binding`) and the
+    generation the state folder records for that place.
+
+    Raises:
+        OSError: The generation record exists and cannot be read.
+    """
+    recorded = generation_of(binding) if binding else None
     if text is None or not text.strip():
+        if recorded is not None and recorded.changes:
+            return Queue(
+                tampered=(
+                    f"the review queue was deleted outside layered-memory: the last one it "
+                    f"wrote (generation {recorded.number}) held {recorded.changes} change(s) "
+                    "waiting for review"
+                )
+            )
         return Queue()
     if len(text) > MAX_QUEUE_CHARS:
         return Queue(problem=f"larger than {MAX_QUEUE_CHARS:,} characters")
@@ -302,10 +438,15 @@ def read_queue(text: str | None, key: bytes) -> Queue:
         return Queue(problem=f"not valid JSON ({type(exc).__name__})")
     if not isinstance(data, dict) or not isinstance(data.get("changes"), list):
         return Queue(problem='not a review queue (no "changes" list)')
+    generation = data.get("generation")
+    if not isinstance(generation, int) or isinstance(generation, bool):
+        generation = None
+    stale = _stale(generation, recorded, binding)
+    place = {"binding": binding, "generation": generation}
     queue = Queue()
     seen: set[str] = set()
     for item in data["changes"]:
-        change = _queued_change(item, key)
+        change = _queued_change(item, key, place, stale)
         if change is None or change.id in seen:
             queue.foreign.append(item)
             continue
@@ -313,7 +454,9 @@ def read_queue(text: str | None, key: bytes) -> Queue:
         queue.changes.append(change)
         if change.untrusted is not None:
             queue.raw[change.id] = item
-    if data.get("seal") != _seal(key, [change.id for change in queue.trusted()]):
+    if stale is not None:
+        queue.tampered = stale
+    elif data.get("seal") != _list_seal(key, place, queue):
         queue.tampered = (
             "the list of changes is not as layered-memory last wrote it: a change was removed, "
             "added or reordered by something else"
@@ -321,7 +464,36 @@ def read_queue(text: str | None, key: bytes) -> Queue:
     return queue
 
 
-def _queued_change(item: Any, key: bytes) -> Change | None:
+def _stale(generation: int | None, recorded: Generation | None, binding: str) -> str | None:
+    """Why a queue's generation is not the one the state folder records, or None."""
+    if not binding.startswith("folder:"):
+        return None
+    if recorded is None and generation is not None:
+        return (
+            f"this state folder has no record of a queue written here, yet the file says "
+            f"generation {generation}: it was copied from another project or machine (or "
+            "the state folder was reset)"
+        )
+    if recorded is not None and generation != recorded.number:
+        return (
+            f"it is an older copy of the queue (generation {generation}; layered-memory last "
+            f"wrote generation {recorded.number} here): a restored or copied file brings "
+            "nothing back"
+        )
+    return None
+
+
+def _list_seal(key: bytes, place: dict[str, Any], queue: Queue) -> str:
+    """The seal of the list: every change's id in order (trusted or not: one appended beside
+    them is seen) and the number of unreadable items, at this place and generation."""
+    return _seal(
+        key, {**place, "ids": [change.id for change in queue.changes], "other": len(queue.foreign)}
+    )
+
+
+def _queued_change(
+    item: Any, key: bytes, place: dict[str, Any], stale: str | None
+) -> Change | None:
     if not isinstance(item, dict):
         return None
     values = {name: item.get(name) for name in _QUEUED_FIELDS}
@@ -343,30 +515,42 @@ def _queued_change(item: Any, key: bytes) -> Change | None:
         )
     elif not isinstance(seal, str):
         why = _NO_SEAL
-    elif not hmac.compare_digest(seal, _seal(key, _sealed_fields(change))):
+    elif stale is not None:
+        why = stale
+    elif not hmac.compare_digest(seal, _seal(key, {**_sealed_fields(change), **place})):
         why = _BAD_SEAL
     else:
         return change
     return Change(**{**_sealed_fields(change), "untrusted": why})
 
 
-def queue_text(queue: Queue, *, memory_path: str, key: bytes) -> str:
-    """The review queue file for `queue`: trusted changes sealed, untrusted ones as read."""
+def queue_text(
+    queue: Queue,
+    *,
+    memory_path: str,
+    key: bytes,
+    binding: str = "",
+    generation: int | None = None,
+) -> str:
+    """The review queue file for `queue`: trusted changes sealed (with the queue's `binding`
+    and `generation`, see `advance_generation`), untrusted ones as read."""
+    place = {"binding": binding, "generation": generation}
     changes: list[Any] = []
     for change in queue.changes:
         if change.untrusted is not None:
             changes.append(queue.raw.get(change.id, _sealed_fields(change)))
         else:
             fields = _sealed_fields(change)
-            changes.append({**fields, "seal": _seal(key, fields)})
+            changes.append({**fields, "seal": _seal(key, {**fields, **place})})
     document = {
         "version": QUEUE_VERSION,
+        "generation": generation,
         "about": (
             f"Changes to {memory_path} waiting for review: list, approve or reject them with "
             "`layered-memory review`. Each change is sealed by layered-memory: one edited "
             "here is never approved."
         ),
-        "seal": _seal(key, [change.id for change in queue.trusted()]),
+        "seal": _list_seal(key, place, queue),
         "changes": [*changes, *queue.foreign],
     }
     return json.dumps(document, ensure_ascii=False, indent=1) + "\n"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from faults_redis_server import RedisServer
+
+from postgres_schema import Schema
 
 
 @pytest.fixture
@@ -24,12 +25,6 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-def pg_schema(postgres_url: str) -> Iterator[str]:
-    """A fresh PostgreSQL schema name, dropped afterwards."""
-    import psycopg
-    from psycopg import sql
-
-    schema = f"lm_faults_{uuid.uuid4().hex[:10]}"
-    yield schema
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+def pg_schema(postgres_schema: Schema) -> str:
+    """A fresh PostgreSQL schema's name, dropped afterwards."""
+    return postgres_schema.name

@@ -30,17 +30,11 @@ def unique(prefix: str) -> str:
 
 
 @pytest.fixture
-def postgres_store(postgres_url: str) -> Iterator[PostgresSessionStore]:
-    import psycopg
-    from psycopg import sql
-
-    schema = unique("lm_loops_")
-    store = PostgresSessionStore.from_conn_string(postgres_url, schema=schema)
+def postgres_store(postgres_url: str, postgres_schema: Any) -> Iterator[PostgresSessionStore]:
+    store = PostgresSessionStore.from_conn_string(postgres_url, schema=postgres_schema.name)
     store.setup()
     yield store
     store.close()
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 def run_in_turn(store: Any) -> None:

@@ -13,12 +13,11 @@ from store_harness import (
     RedisClock,
     StoreCase,
     build_case,
-    drop_schema,
     make_redis,
-    unique,
 )
 
 from layered_memory.sessions.stores import RedisSessionStore
+from postgres_schema import Schema
 
 
 @pytest.fixture(params=ADAPTERS)
@@ -49,8 +48,6 @@ def redis_store(redis_url: str) -> Iterator[tuple[RedisSessionStore, RedisClock]
 
 
 @pytest.fixture
-def pg_schema(postgres_url: str) -> Iterator[str]:
-    """A fresh schema name, dropped afterwards."""
-    schema = unique("lm_test_")
-    yield schema
-    drop_schema(postgres_url, schema)
+def pg_schema(postgres_schema: Schema) -> str:
+    """A fresh schema's name, dropped afterwards."""
+    return postgres_schema.name

@@ -23,6 +23,7 @@ from layered_memory.sessions.stores import (
     RedisSessionStore,
     SessionStore,
 )
+from postgres_schema import drop_schema, unique_schema_name
 
 
 @dataclass
@@ -74,14 +75,6 @@ class RedisClock:
         self.client.close()
 
 
-def drop_schema(url: str, schema: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
 def make_redis(url: str, cleanups: list[Callable[[], Any]]) -> tuple[RedisSessionStore, RedisClock]:
     prefix = unique("lm-test:")
     store = RedisSessionStore.from_url(url, prefix=prefix)
@@ -94,7 +87,7 @@ def make_redis(url: str, cleanups: list[Callable[[], Any]]) -> tuple[RedisSessio
 def make_postgres(
     url: str, clock: FakeClock | None, cleanups: list[Callable[[], Any]]
 ) -> PostgresSessionStore:
-    schema = unique("lm_test_")
+    schema = unique_schema_name()
     store = PostgresSessionStore.from_conn_string(url, schema=schema, clock=clock)
     cleanups.append(store.close)
     cleanups.append(lambda: drop_schema(url, schema))

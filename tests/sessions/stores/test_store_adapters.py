@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from store_harness import FakeClock, RedisClock, drop_schema, unique
+from store_harness import FakeClock, RedisClock
 
 from layered_memory.errors import SessionStoreError, StoreUnavailableError
 from layered_memory.sessions.stores import (
@@ -24,6 +24,7 @@ from layered_memory.sessions.stores import (
 from layered_memory.sessions.stores.base import MAX_KEY_BYTES
 from layered_memory.sessions.stores.file import LOCK_FILE_NAME
 from layered_memory.sessions.stores.urls import redact_url
+from postgres_schema import drop_schema, unique_schema_name
 
 # -- in-memory ------------------------------------------------------------------------------
 
@@ -259,7 +260,7 @@ async def test_postgres_async_purge(postgres_url: str, pg_schema: str) -> None:
 
 
 def test_postgres_schemas_are_isolated(postgres_url: str) -> None:
-    first, second = unique("lm_test_"), unique("lm_test_")
+    first, second = unique_schema_name(), unique_schema_name()
     try:
         with (
             PostgresSessionStore.from_conn_string(postgres_url, schema=first) as a,

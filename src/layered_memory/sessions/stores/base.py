@@ -185,15 +185,32 @@ class SessionStore(Protocol):
     """
 
     def get(self, key: str) -> JsonDict | None:
-        """Return the value stored under ``key``, or None when missing or expired."""
+        """Return the value stored under ``key``, or None when missing or expired.
+
+        Args:
+            key: The session key (`build_session_key` makes one).
+
+        Returns:
+            The stored dict, or None.
+        """
         ...
 
     def set(self, key: str, value: JsonDict, *, ttl: float | None = None) -> None:
-        """Store ``value`` under ``key``, expiring after ``ttl`` seconds (None: never)."""
+        """Store ``value`` under ``key``, expiring after ``ttl`` seconds (None: never).
+
+        Args:
+            key: The session key.
+            value: A JSON-serializable dict; it replaces the whole stored value.
+            ttl: Seconds until the entry expires (None: never).
+        """
         ...
 
     def delete(self, key: str) -> None:
-        """Remove ``key``; a missing key is not an error."""
+        """Remove ``key``; a missing key is not an error.
+
+        Args:
+            key: The session key.
+        """
         ...
 
     async def aget(self, key: str) -> JsonDict | None:
@@ -234,7 +251,14 @@ class ExpiryAwareSessionStore(SessionStore, Protocol):
     """
 
     def get_entry(self, key: str) -> StoredSession | None:
-        """Return the value and its remaining TTL, or None when missing or expired."""
+        """Return the value and its remaining TTL, or None when missing or expired.
+
+        Args:
+            key: The session key.
+
+        Returns:
+            The value with its remaining lifetime, or None.
+        """
         ...
 
     async def aget_entry(self, key: str) -> StoredSession | None:
@@ -254,13 +278,32 @@ class ConditionalSessionStore(SessionStore, Protocol):
     """
 
     def add(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
-        """Store ``value`` only if ``key`` is missing or expired; True when stored."""
+        """Store ``value`` only if ``key`` is missing or expired.
+
+        Args:
+            key: The session key.
+            value: A JSON-serializable dict.
+            ttl: Seconds until the entry expires (None: never).
+
+        Returns:
+            True when stored, False when the key held a live value.
+        """
         ...
 
     def replace(
         self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None
     ) -> bool:
-        """Replace the value only if it still equals ``expected`` (None: delete); True if done."""
+        """Replace the value only if it still equals ``expected``.
+
+        Args:
+            key: The session key.
+            expected: The value the caller read; nothing changes if the store holds another.
+            value: The new value (None: delete the key).
+            ttl: Seconds until the new entry expires (None: never).
+
+        Returns:
+            True when replaced (or deleted), False when the stored value was not ``expected``.
+        """
         ...
 
     async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:

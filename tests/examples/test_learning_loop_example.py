@@ -10,14 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from layered_memory import MemoryMiddleware
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "learning_loop.py"
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(MemoryMiddleware, "wrap_model_call"),
-    reason="MemoryMiddleware is still a stub (issue 2): the example needs the real middleware",
-)
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "learning_loop.py"
 
 
 def load_example() -> ModuleType:

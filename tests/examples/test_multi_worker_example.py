@@ -10,30 +10,22 @@ import os
 import re
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+
+from postgres_schema import Schema
 
 pytestmark = pytest.mark.slow  # many processes or a whole benchmark run: CI runs it
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "multi_worker.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "multi_worker.py"
 HANG_GUARD_SECONDS = 600  # only stops a hung run; nothing is timed
 
 
 @pytest.fixture
-def conninfo(postgres_url: str) -> Iterator[str]:
-    schema = f"lm_example_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+def conninfo(postgres_schema: Schema) -> str:
+    return postgres_schema.url
 
 
 def run_example(url: str, *args: str) -> subprocess.CompletedProcess[str]:

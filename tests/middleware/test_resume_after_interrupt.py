@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-WORKER = Path(__file__).parent / "helpers" / "resume_worker.py"
+from postgres_schema import Schema
+
+WORKER = Path(__file__).parent / "resume_worker.py"
 HANG_GUARD_SECONDS = 300  # only stops a hung child; nothing is timed
 
 
@@ -39,19 +39,9 @@ def run(phase: str, kind: str, where: str, root: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def postgres_database(postgres_url: str) -> Iterator[str]:
+def postgres_database(postgres_schema: Schema) -> str:
     """A PostgreSQL schema of its own for the checkpoints (dropped afterwards)."""
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    schema = f"lm_resume_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield make_conninfo(postgres_url, options=f"-csearch_path={schema}")
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    return postgres_schema.url
 
 
 def test_touched_path_survives_an_interrupt_and_a_new_process_sqlite(

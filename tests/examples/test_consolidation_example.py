@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_quickstart import EXAMPLES, load_example
 
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_quickstart import EXAMPLES, load_example
 
 EXAMPLES_WITH_MODEL = [

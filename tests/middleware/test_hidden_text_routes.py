@@ -164,7 +164,8 @@ def test_tiered_memory(tmp_path: Path) -> None:
     config = {"configurable": {"thread_id": "a"}}
     context = {"user_id": "ada"}
     agent.invoke({"messages": [("user", NOTE)]}, config, context=context)  # type: ignore[arg-type]
-    agent.invoke({"messages": [("user", "What did I say?")]}, config, context=context)  # type: ignore[arg-type]
+    # A question that shares a word with the page: the tiers inject only related pages.
+    agent.invoke({"messages": [("user", "What was in the visible note?")]}, config, context=context)  # type: ignore[arg-type]
     text = model.system_prompts[-1]
     assert text.startswith("<tiered_memory>")
     assert_nothing_hidden(text)
