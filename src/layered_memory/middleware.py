@@ -988,10 +988,12 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
 # `inspect.signature(MemoryMiddleware)` would show `__new__`'s `(*_args, **kwargs)`: the
 # constructor's parameters are `__init__`'s (help(), IDEs, the API reference's test).
-_INIT_PARAMETERS = list(inspect.signature(MemoryMiddleware.__init__).parameters.values())
-setattr(  # noqa: B010 (mypy knows no `__signature__` on a class)
-    MemoryMiddleware, "__signature__", inspect.Signature(_INIT_PARAMETERS[1:])
-)
+def _init_signature() -> inspect.Signature:
+    parameters = list(inspect.signature(MemoryMiddleware.__init__).parameters.values())
+    return inspect.Signature(parameters[1:])  # without `self`
+
+
+setattr(MemoryMiddleware, "__signature__", _init_signature())  # noqa: B010 (mypy knows no class `__signature__`)
 
 
 class _FoundReadOnly:
