@@ -12,6 +12,7 @@ one, and fails in CI. A block that cannot run offline is marked `notest` and say
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Generator, Iterator
@@ -137,4 +138,11 @@ def empty_folder_for_markdown(request: pytest.FixtureRequest) -> None:
     """A code block of the docs runs in an empty folder, as written: it creates its files."""
     if request.node.get_closest_marker("markdown-docs"):
         folder = request.getfixturevalue("tmp_path")
-        request.getfixturevalue("monkeypatch").chdir(folder)
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.chdir(folder)
+        # pytest-markdown-docs turns pytest's output capture off while a block runs, so
+        # what a page's example prints landed between the progress dots of `make test`:
+        # keep it captured (shown with a failure, as for any test).
+        capman = request.config.pluginmanager.getplugin("capturemanager")
+        if capman is not None:
+            monkeypatch.setattr(capman, "global_and_fixture_disabled", contextlib.nullcontext)

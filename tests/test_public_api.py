@@ -37,6 +37,7 @@ def test_all_is_pinned() -> None:
             "InsightNotebook",
             "LayeredMemoryError",
             "MemoryAssembler",
+            "MemoryOptions",
             "MemorySnapshot",
             "MemorySourceError",
             "MemoryWriteError",

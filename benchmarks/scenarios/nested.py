@@ -33,7 +33,7 @@ from benchmarks._fixtures import (
 from benchmarks._plan import Plan
 from benchmarks._report import Row, ScenarioResult, verdict
 from benchmarks._timing import Case, interleaved
-from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
+from layered_memory import Layer, MemoryAssembler, MemoryMiddleware, MemoryOptions
 from layered_memory.core.state import snapshot_update
 from layered_memory.process_state import clear_process_caches
 
@@ -76,7 +76,7 @@ def _assembler(backend: Any, *, extras: bool) -> MemoryAssembler:
         backend=backend,
         layers=[Layer("project", "/AGENTS.md")],
         nested=("AGENTS.md", "CLAUDE.md") if extras else (),
-        follow_imports=extras,
+        options=MemoryOptions(imports=extras),
     )
 
 

@@ -11,9 +11,11 @@ The hooks only move data between the graph state and a `MemoryAssembler`:
 - `wrap_model_call`: reload when a tool edited memory (the very next model call sees the edit),
   pinned to the run-start snapshot for read-only memory, then append the memory block
   (cached, byte-identical while unchanged) to the system message.
-- `after_agent`: with `hooks` or a `consolidator` only (`EndOfRun`, the write-back concern):
-  fire `PIPELINE_END` with the final state, then hand the run to the consolidator. Without
-  them the compiled graph has no end-of-run node.
+- `after_agent`: with `hooks`, `write_back` or a `consolidator` only (`EndOfRun`, the
+  write-back concern): fire `PIPELINE_END` with the final state, then hand the run to the
+  consolidator. The class is chosen at construction (`__new__`): `MemoryMiddleware` itself
+  defines no `after_agent`, so without them the compiled graph has no end-of-run node; with
+  them the instance is a `MemoryMiddlewareWithEndOfRun`, a subclass that adds the hook.
 
 Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 `MemoryMiddleware` (same state key, layout and options) that also reloads changed files.
@@ -22,13 +24,15 @@ Constructed with `backend=` and `sources=` only, it is a drop-in for deepagents'
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Optional, Self
 
+from deepagents.backends import StateBackend
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     ContextT,
@@ -49,6 +53,7 @@ from layered_memory.core import internals
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
     MEMORY_TOOL,
+    REDACTED_ARGUMENTS,
     SHELL_TOOLS,
     note_redaction,
     protect,
@@ -59,6 +64,8 @@ from layered_memory.core.guard import (
 from layered_memory.core.layers import Layer, layers_from_sources
 from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.nested import directories_of
+from layered_memory.core.options import MemoryOptions
+from layered_memory.core.permissions import deny_writes
 from layered_memory.core.protection import (
     is_same_file,
     protected_paths_of,
@@ -75,7 +82,6 @@ from layered_memory.core.put_back import (
 )
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
 )
 from layered_memory.core.report import emit_memory_report
@@ -119,20 +125,28 @@ from layered_memory.core.tool_calls import (
     without_files,
 )
 from layered_memory.core.validation import (
-    check_imports,
+    check_bool,
     check_instance,
     check_match_keys,
     check_path_list,
+    describe,
     is_backend,
 )
 from layered_memory.recall.entries import RecallQuery
 from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
-from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
+from layered_memory.writeback.hooks import (
+    EndOfRun,
+    HookEvent,
+    HookRegistry,
+    take_unfired_write_backs,
+)
+from layered_memory.writeback.insights import MemoryWriter, register_write_back
 from layered_memory.writeback.review_queue import QUEUE_OWNER
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
+    from deepagents.middleware.filesystem import FilesystemPermission
     from langchain.agents.middleware.types import ToolCallRequest
     from langgraph.runtime import Runtime
 
@@ -160,31 +174,30 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         session_store: Store whose entry under the thread id is the top layer.
         hooks: Registry fired with `PIPELINE_START`/`PIPELINE_END` and the memory events.
         max_chars: Upper bound on the injected block, guidelines included.
-        max_rules_chars: Upper bound on the matched rules inside the block.
         max_tokens: Upper bound on the injected block in the model's tokens, beside
             `max_chars` (both hold), counted with the model's own counter where its
             integration has one, else `count_tokens_approximately`
             (`layered_memory.core.tokens`). `Layer(max_tokens=...)` bounds one layer.
         strict: Raise on an unusable memory file instead of logging and skipping it.
-        rules_writable: Let the agent edit rule files (refused by default).
-        list_unmatched_rules: List the scoped rules no key matched as well (name, description,
-            path, for the agent to read), as VS Code lists every instructions file, and let a
-            match key name one to inject it. Off by default: a scoped rule costs nothing until
-            it matches.
         add_cache_control: Tag the last system block for Anthropic prompt caching.
         system_prompt: Template with an `{agent_memory}` slot, or `None` to inject nothing.
         nested: File names of nested memory (`("AGENTS.md", "CLAUDE.md")`): when the agent
             touches a path, the first existing name in every folder from the backend root down
             to it is loaded and injected, shallow to deep (a deeper file wins a conflict).
-        nested_writable: Let the agent edit nested memory files (read-only by default).
-        imports: Follow `@path` imports in memory files (at most 5 hops, each file once):
-            `True` within the backend's root (host-path backends: its folder and the folders
-            of layer files outside it), `"anywhere"` any file the backend can read, `False`
-            none. Default: `True` with `layers=`, `False` with `sources=` (as deepagents,
-            which reads no imports).
         consolidator: A `MemoryConsolidator` run after each run (`after_agent`), never on the
             model-call path: a model merges what the run taught into the `## Learned` section
             of a writable memory file (see `layered_memory.writeback.consolidation`).
+        write_back: At the end of each run, write the final answer's `INSIGHT:` line into
+            this writable layer file (a path, written through `protected_backend`) or with
+            this `MemoryWriter`: `register_write_back` on `hooks` (a new registry if None).
+        options: `MemoryOptions`: the rules budget, whether rule files and nested memory
+            are writable, and whether `@path` imports are followed.
+
+    Raises:
+        TypeError: An argument of the wrong type (a flag that is not a bool, one string
+            where a list is expected, ...), named with the fix.
+        ValueError: A value no run could use (both or neither of `sources` and `layers`, a
+            `write_back` or consolidator path that is not a writable layer file, ...).
 
     Attributes:
         protected_backend: The backend to give the agent
@@ -192,6 +205,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             refusing every change to read-only memory for every tool, subagent and shell
             command (see `layered_memory.core.guard`).
         protected_paths: What the agent may not change.
+        permissions: The read-only memory as deepagents `FilesystemPermission` deny rules
+            (`create_deep_agent(..., permissions=memory.permissions)`).
+        end_of_run: The `EndOfRun` fired after each run (with `hooks`, `write_back` or a
+            `consolidator`), or None; the instance is then a `MemoryMiddlewareWithEndOfRun`.
 
     Example:
         MemoryMiddleware(backend=FilesystemBackend(root_dir="."), layers=[
@@ -200,10 +217,21 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     state_schema = LayeredMemoryState
     trace_policy = TracePolicy(process_inputs=omit_payload)
-    _hooks_class: type[Any] | None = None
+    _plain_class: type[Any] | None = None
+    """On a class `__new__` chose for its end of run: the class the user called."""
     _last_block: (
         tuple[str, list[str], list[str], str, dict[str, Any], object, str | None] | None
     ) = None
+
+    def __new__(cls, *_args: Any, **kwargs: Any) -> Self:
+        """The class LangChain will read the hooks from, chosen once: with an end of run
+        (`hooks`, `write_back` or `consolidator`) a subclass that adds `after_agent`, else
+        `cls`, whose graph then has no end-of-run node."""
+        if cls._plain_class is None and any(
+            kwargs.get(name) is not None for name in ("hooks", "write_back", "consolidator")
+        ):
+            cls = _with_end_of_run(cls)  # noqa: PLW0642 (as CachedCheckpointSaver.__new__)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -216,24 +244,20 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         session_store: SessionStore | None = None,
         hooks: HookRegistry | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
-        max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
         max_tokens: int | None = None,
         strict: bool = False,
-        rules_writable: bool = False,
-        list_unmatched_rules: bool = False,
         add_cache_control: bool = False,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         nested: Sequence[str] = (),
-        nested_writable: bool = False,
-        imports: bool | Literal["anywhere"] | None = None,
         consolidator: MemoryConsolidator | None = None,
+        write_back: str | MemoryWriter | None = None,
+        options: MemoryOptions | None = None,
     ) -> None:
         if (sources is None) == (layers is None):
             msg = "pass exactly one of `sources` (a flat list of files) or `layers`"
             raise ValueError(msg)
         source_list = check_path_list(sources, parameter="sources")
-        if imports is not None:
-            check_imports(imports, parameter="imports")
+        check_bool(add_cache_control, parameter="add_cache_control")
         # The options the assembler shares are checked there, once (`core.validation`): the
         # same mistake gets the same error from `MemoryAssembler` as from this class.
         self.assembler = MemoryAssembler(
@@ -242,18 +266,18 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             rules=() if rules is None else rules,
             session_store=session_store,
             max_chars=max_chars,
-            max_rules_chars=max_rules_chars,
             max_tokens=max_tokens,
-            list_unmatched_rules=list_unmatched_rules,
             system_prompt=system_prompt,
+            # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
+            # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
             compat=source_list is not None,
             strict=strict,
             nested=nested,
-            nested_writable=nested_writable,
-            # A `sources=` drop-in reads exactly what deepagents reads: imports are opt-in
-            # there (a hostile AGENTS.md naming `@.env` must not change what a drop-in shows).
-            follow_imports=(source_list is None) if imports is None else imports,
+            options=options,
         )
+        options = self.assembler.options
+        rules_writable = options.rules_writable
+        nested_writable = options.nested_writable
         self.match_keys = check_match_keys(match_keys)
         check_instance(
             hooks,
@@ -270,10 +294,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if consolidator is not None and consolidator.model is None:
             msg = "consolidator has no model (model=None): such a consolidator only reviews"
             raise ValueError(msg)
+        if write_back is not None and not isinstance(write_back, str | MemoryWriter):
+            msg = (
+                f"write_back must be the path of a writable layer file "
+                f'(write_back="/MEMORY.md"), a MemoryWriter or None; got {describe(write_back)}'
+            )
+            raise TypeError(msg)
         super().__init__()
-        self._hooks = hooks
-        self._consolidator = consolidator
-        self._wire_end_of_run()
+        self._consolidator = consolidator  # the guard asks for its review queue
         self.sources = source_list
         self.system_prompt = system_prompt
         self.rules_writable = rules_writable
@@ -284,6 +312,10 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if consolidator is not None:
             _check_consolidated_file(self.assembler, consolidator)
         self._found_read_only = _FoundReadOnly()
+        # Said once per middleware at its first model call (a logging concern, not run state).
+        self._check_tools = not self.assembler.compat and any(
+            layer.writable for layer in self.assembler.layers
+        )
         self._parent_queues: tuple[str, ...] = ()
         self._unreachable_warnings = _WarnOnce()
         self._read_only_layer_paths = frozenset(
@@ -312,6 +344,33 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             if self._backend_factory is not None
             else protect(backend, self.protected_paths)
         )
+        if write_back is not None:
+            hooks = hooks or HookRegistry()
+            register_write_back(hooks, self._writer(write_back))
+        self._hooks = hooks
+        self.end_of_run = (
+            None
+            if hooks is None and consolidator is None
+            else EndOfRun(hooks=hooks, consolidator=consolidator)
+        )
+
+    @property
+    def permissions(self) -> list[FilesystemPermission]:
+        """Read-only memory as deepagents `FilesystemPermission` deny rules for writes.
+
+        `create_deep_agent(..., permissions=memory.permissions)` makes deepagents' own file
+        tools refuse to write read-only layer files, read-only folder layers, rule folders,
+        nested memory, read-only imports found so far and the consolidator's review queue:
+        in the parent agent and in every subagent that inherits the rules, with or without
+        this middleware. Deepagents checks its file tools by path only; the protected backend
+        (`backend=memory.protected_backend`) stays the defence against a shell command, a
+        hard link and memory found at run time (see `layered_memory.core.permissions`).
+
+        Returns:
+            A new list (empty when nothing is read-only), to pass as `permissions=`.
+        """
+        # The review queues are among the files `protected_paths.discovered` names.
+        return deny_writes(self.protected_paths)
 
     @property
     def layers(self) -> tuple[Layer, ...]:
@@ -324,24 +383,24 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         A subagent should see what its parent knows but not rewrite it, and its end must not
         fire the parent's write-back.
         """
-        twin = type(self)(
+        twin = (self._plain_class or type(self))(
             backend=self._backend_factory or self.assembler.backend,
             layers=[replace(layer, writable=False) for layer in self.layers],
             rules=self.assembler.rule_folders,
             match_keys=self.match_keys,
             session_store=self.assembler.session_store,
-            hooks=None,
             max_chars=self.assembler.max_chars,
-            max_rules_chars=self.assembler.max_rules_chars,
             max_tokens=self.assembler.max_tokens,
             strict=self.assembler.strict,
-            rules_writable=False,
-            list_unmatched_rules=self.assembler.list_unmatched_rules,
             add_cache_control=self._add_cache_control,
             system_prompt=self.system_prompt,
             nested=self.assembler.nested,
-            nested_writable=False,
-            imports=self.assembler.follow_imports,
+            options=replace(
+                self.assembler.options,
+                rules_writable=False,
+                nested_writable=False,
+                imports=self.assembler.follow_imports,
+            ),
         )
         # The twin is built from layers, but must keep the flat layout a `sources=` parent uses.
         twin.assembler.compat = self.assembler.compat
@@ -363,6 +422,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         called, `(state, runtime, config)`; LangGraph passes the node's config.
         """
         config = current_config(config)
+        if self.end_of_run is None:
+            _warn_unfired_write_backs(self.assembler)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
         backend = self._backend(state, runtime, config)
@@ -388,6 +449,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     ) -> dict[str, Any] | None:
         """Async twin of `before_agent`."""
         config = current_config(config)
+        if self.end_of_run is None:
+            _warn_unfired_write_backs(self.assembler)
         if self.hooks is not None:
             await self.hooks.atrigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
         backend = self._backend(state, runtime, config)
@@ -421,6 +484,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         A reload's state changes ride back on the model response (`ExtendedModelResponse`),
         so no extra graph node runs before every model call.
         """
+        if self._check_tools:
+            self._check_tools = False
+            _warn_if_no_tool_writes(self.assembler.layers, request.tools)
         update: dict[str, Any] = {}
         if needs_reload(request.state):
             config = current_config()
@@ -445,6 +511,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
     ) -> ModelCallResult[ResponseT]:
         """Async twin of `wrap_model_call` (only a reload after a memory edit does I/O)."""
+        if self._check_tools:
+            self._check_tools = False
+            _warn_if_no_tool_writes(self.assembler.layers, request.tools)
         update: dict[str, Any] = {}
         if needs_reload(request.state):
             config = current_config()
@@ -482,6 +551,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             result = note_redaction(handler(request), redaction)
         if _says_not_found(request, result):
             result = self._unreachable_memory(request, result)
+        elif _wrote_memory(request, result, notes):
+            result = self._write_landed_elsewhere(request, result)
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
@@ -492,12 +563,18 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
         """Async twin of `wrap_tool_call`."""
-        # The guard's checks resolve and stat paths on disk: in a worker thread (which
-        # carries the run's context along), never on the event loop.
-        refusal_message, notes = await asyncio.to_thread(self._before_tool, request)
+        if _checks_files(request):
+            # The guard's checks resolve and stat paths on disk: in one worker thread hop
+            # (which carries the run's context along), never on the event loop.
+            refusal_message, notes, request, redaction = await asyncio.to_thread(
+                self._checked, request
+            )
+        else:
+            # A call that changes no file (a read, a search, any other tool) is decided from
+            # its arguments and the state alone: no file system, so no thread hop.
+            (refusal_message, notes), redaction = self._before_tool(request), None
         if refusal_message is not None:
             return refusal_message
-        request, redaction = await asyncio.to_thread(self._redacted, request)
         if self._unguarded(request):
             with during_run(self._run_start_later(request)):
                 result = note_redaction(await handler(request), redaction)
@@ -508,34 +585,13 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if _says_not_found(request, result):
             # It asks the memory backend whether the file is there: not on the event loop.
             result = await asyncio.to_thread(self._unreachable_memory, request, result)
+        elif _wrote_memory(request, result, notes):
+            result = await asyncio.to_thread(self._write_landed_elsewhere, request, result)
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
 
-    # -- after_agent ----------------------------------------------------------------------------
-
-    def after_agent(
-        self,
-        state: LayeredMemoryState,
-        runtime: Runtime[ContextT],
-        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
-    ) -> dict[str, Any] | None:
-        """The end of the run handed to write-back (`EndOfRun`): PIPELINE_END, then the
-        consolidator. The graph has this node only with `hooks` or a `consolidator`."""
-        if self.end_of_run is None:
-            return None
-        return self.end_of_run.after_agent(state, runtime, config)
-
-    async def aafter_agent(
-        self,
-        state: LayeredMemoryState,
-        runtime: Runtime[ContextT],
-        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see before_agent)
-    ) -> dict[str, Any] | None:
-        """Async twin of `after_agent`."""
-        if self.end_of_run is None:
-            return None
-        return await self.end_of_run.aafter_agent(state, runtime, config)
+    # -- end of run: fixed at construction ------------------------------------------------------
 
     @property
     def hooks(self) -> HookRegistry | None:
@@ -544,16 +600,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     @hooks.setter
     def hooks(self, hooks: HookRegistry | None) -> None:
-        check_instance(
-            hooks, HookRegistry, parameter="hooks", hint="Build one with HookRegistry()."
+        msg = (
+            "MemoryMiddleware.hooks is fixed at construction (the agent's graph gets its "
+            "end-of-run node from it): pass it as MemoryMiddleware(..., hooks=registry)"
         )
-        self._hooks = hooks
-        self._wire_end_of_run()
+        raise AttributeError(msg)
 
     def _read_only_found(self) -> dict[str, str]:
         """Read-only files beyond the configured ones, asked at each guard check: those a load
         found, and the consolidator's review queue (only `layered-memory review` decides it,
-        see `writeback.review_queue`; asked each time, so a consolidator set later counts)."""
+        see `writeback.review_queue`)."""
         found = dict(self._found_read_only.get())
         found.update(dict.fromkeys(self._review_queues(), QUEUE_OWNER))
         return found
@@ -570,36 +626,31 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     @consolidator.setter
     def consolidator(self, consolidator: MemoryConsolidator | None) -> None:
-        check_instance(
-            consolidator,
-            MemoryConsolidator,
-            parameter="consolidator",
-            hint="Use MemoryConsolidator.",
+        msg = (
+            "MemoryMiddleware.consolidator is fixed at construction (the agent's graph gets "
+            "its end-of-run node from it): pass it as MemoryMiddleware(..., consolidator=...)"
         )
-        if consolidator is not None:
-            _check_consolidated_file(self.assembler, consolidator)
-        self._consolidator = consolidator
-        self._wire_end_of_run()
+        raise AttributeError(msg)
 
-    def _wire_end_of_run(self) -> None:
-        """The end of run follows `hooks` and `consolidator`, also when they are set after
-        construction (an agent built before that has no end-of-run node: build it after)."""
-        hooks, consolidator = self._hooks, self._consolidator
-        self.end_of_run = (
-            None
-            if hooks is None and consolidator is None
-            else EndOfRun(hooks=hooks, consolidator=consolidator)
-        )
-        self._hooks_class = (
-            _without_end_of_run(type(self)) if self.end_of_run is None else type(self)
-        )
+    @property
+    def name(self) -> str:
+        """The name deepagents replaces its memory slot by: the class the user called."""
+        return (self._plain_class or type(self)).__name__
 
-    @property  # type: ignore[misc]
-    def __class__(self) -> type[Any]:
-        """The class LangChain reads the hooks from: without write-back, one whose
-        `after_agent` is the base class's, so `create_agent` adds no end-of-run node.
-        `type(self)` stays the class the user called."""
-        return self._hooks_class or type(self)
+    def _writer(self, write_back: str | MemoryWriter) -> MemoryWriter:
+        """The writer of `write_back=`: a path must be a writable layer file of this middleware
+        (it is written through the protected backend)."""
+        if isinstance(write_back, MemoryWriter):
+            return write_back
+        access, _layer = self.assembler.access_of(write_back)
+        if access != "writable":
+            what = "read-only memory" if access is not None else "not a layer file"
+            msg = (
+                f"write_back={write_back!r} is {what} of this middleware: name a writable "
+                f'layer file (layers=[..., Layer("notes", {write_back!r}, writable=True)])'
+            )
+            raise ValueError(msg)
+        return MemoryWriter(self.protected_backend, write_back)
 
     # -- pure helpers shared by both halves -----------------------------------------------------
 
@@ -769,6 +820,27 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         self._unreachable_warnings.once(path)
         return with_note(result, _unreachable_note(path))
 
+    def _write_landed_elsewhere(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
+        """A `write_file` of a layer file answered success, yet the memory backend has no such
+        file: the agent's tools wrote somewhere else (deepagents' default `StateBackend`). One
+        warning per file naming the fix, and a note for the model."""
+        paths = [
+            path for path in named_paths(request.tool_call) if self.assembler.access_of(path)[0]
+        ]
+        if not paths:
+            return result
+        backend = self._tool_backend(request)
+        if isinstance(internals.final_route(backend, paths[0])[0], StateBackend):
+            return result  # the memory itself lives in the state: the write is there
+        try:
+            [response] = backend.download_files(paths[:1])
+        except Exception:  # a failing backend: nothing is known, so say nothing
+            return result
+        if getattr(response, "error", None) != "file_not_found":
+            return result
+        self._unreachable_warnings.once(paths[0])
+        return with_note(result, _unreachable_note(paths[0]))
+
     def _loaded_memory_named(self, state: Mapping[str, Any], paths: set[str]) -> str | None:
         """The loaded memory file (as it was loaded) one of `paths` names, if any."""
         memory = loaded(state)
@@ -800,6 +872,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             folder not in known
             for folder in directories_of(sorted(paths), self.assembler.rule_root)
         )
+
+    def _checked(
+        self, request: ToolCallRequest
+    ) -> tuple[ToolMessage | None, dict[str, Any], ToolCallRequest, Redaction | None]:
+        """`_before_tool`, then (when not refused) `_redacted`: the file checks of one call."""
+        refusal_message, notes = self._before_tool(request)
+        if refusal_message is not None:
+            return refusal_message, notes, request, None
+        request, redaction = self._redacted(request)
+        return None, notes, request, redaction
 
     def _redacted(self, request: ToolCallRequest) -> tuple[ToolCallRequest, Redaction | None]:
         """The call with secrets redacted from what it writes into memory; memory is named
@@ -904,6 +986,16 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         }
 
 
+# `inspect.signature(MemoryMiddleware)` would show `__new__`'s `(*_args, **kwargs)`: the
+# constructor's parameters are `__init__`'s (help(), IDEs, the API reference's test).
+def _init_signature() -> inspect.Signature:
+    parameters = list(inspect.signature(MemoryMiddleware.__init__).parameters.values())
+    return inspect.Signature(parameters[1:])  # without `self`
+
+
+setattr(MemoryMiddleware, "__signature__", _init_signature())  # noqa: B010 (mypy knows no class `__signature__`)
+
+
 class _FoundReadOnly:
     """Memory files the loads of this middleware found (nested files, imports), for the guard:
     the read-only ones are protected, writes of the writable ones redacted. Derived from the
@@ -957,6 +1049,15 @@ class _FoundReadOnly:
         return self._writable
 
 
+def _checks_files(request: ToolCallRequest) -> bool:
+    """Whether the checks before this call look at the disk: only for a call that changes or
+    writes a file (`changed_paths`, the redacted arguments). A shell command or a subagent is
+    checked after it ran (`_put_back`)."""
+    call = request.tool_call
+    name = call.get("name")
+    return name in REDACTED_ARGUMENTS or name == MEMORY_TOOL or bool(changed_paths(call))
+
+
 _READS_ONE_FILE = frozenset({"read_file", "edit_file", "delete"})
 """deepagents' file tools that answer "File '<path>' not found" for a missing file."""
 
@@ -981,8 +1082,48 @@ def _says_not_found(request: ToolCallRequest, result: ToolResult) -> bool:
         return False  # file content that happens to say "not found", or another error
     named = found.group("path")
     return named is None or named in named_paths(request.tool_call)
-    # Not detected: a `write_file` of memory on the tools' `StateBackend` succeeds there (its
-    # state update no longer rides on the tool's answer); the first read or edit warns.
+    # A `write_file` of memory on the tools' `StateBackend` succeeds there: see
+    # `_wrote_a_layer_file`.
+
+
+def _wrote_memory(request: ToolCallRequest, result: ToolResult, notes: Mapping[str, Any]) -> bool:
+    """A `write_file` of memory that answered success: the memory backend should have the
+    file now. When the agent's tools use deepagents' default `StateBackend`, the write lands
+    in the graph state and never reaches the memory file, while the tool says it succeeded
+    (`create_deep_agent` without `backend=`, MEMORY.md not created yet; issue 36)."""
+    if request.tool_call.get("name") != "write_file" or "memory_edits" not in notes:
+        return False
+    message = result if isinstance(result, ToolMessage) else _tool_message_of(result)
+    return (
+        message is not None
+        and message.status != "error"
+        and not (isinstance(message.content, str) and message.content.startswith("Error"))
+    )
+
+
+_WRITING_TOOLS = frozenset({*MUTATING_TOOLS, MEMORY_TOOL, *SHELL_TOOLS})
+"""Tools that can change a memory file: without one, writable memory cannot be written."""
+
+
+def _warn_if_no_tool_writes(layers: Sequence[Layer], tools: Sequence[Any]) -> None:
+    """One warning when the agent has writable memory and no tool that can write it
+    (`create_agent` without deepagents' `FilesystemMiddleware`): the model would be told to
+    edit memory and get "edit_file is not a valid tool" (issue 36)."""
+    names = {
+        tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", None)
+        for tool in tools
+    }
+    if names & _WRITING_TOOLS:
+        return
+    writable = [layer.name for layer in layers if layer.writable]
+    logger.warning(
+        "memory layers %s are writable, but the agent has no tool that can write a file "
+        "(edit_file, write_file, the memory tool or a shell): the model cannot edit them. "
+        "Give the agent file tools (create_deep_agent, or create_agent(..., middleware=["
+        "memory, FilesystemMiddleware(backend=memory.protected_backend)])), or make the "
+        "layers read-only (Layer(..., writable=False))",
+        ", ".join(writable),
+    )
 
 
 def _tool_message_of(result: ToolResult) -> ToolMessage | None:
@@ -1023,41 +1164,111 @@ class _WarnOnce:
         )
 
 
-_WITHOUT_END_OF_RUN: dict[type[Any], type[Any]] = {}
+class _EndOfRunHooks:
+    """The `after_agent` pair of a middleware with an end of run (`EndOfRun`): the user's own
+    `after_agent` (if its class has one) first, then `PIPELINE_END` and the consolidator."""
+
+    def after_agent(
+        self: Any,
+        state: LayeredMemoryState,
+        runtime: Runtime[ContextT],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (LangGraph matches this spelling)
+    ) -> dict[str, Any] | None:
+        """Fire PIPELINE_END with the final state (write-back handlers run here), then hand
+        the run to the consolidator."""
+        own = self._own_after_agent
+        update = None if own is None else own(self, state, runtime, config)
+        self.end_of_run.after_agent(state, runtime, config)
+        return update  # type: ignore[no-any-return]
+
+    async def aafter_agent(
+        self: Any,
+        state: LayeredMemoryState,
+        runtime: Runtime[ContextT],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see after_agent)
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        own = self._own_aafter_agent
+        update = None if own is None else await own(self, state, runtime, config)
+        await self.end_of_run.aafter_agent(state, runtime, config)
+        return update  # type: ignore[no-any-return]
 
 
-def _without_end_of_run(cls: type[Any]) -> type[Any]:
-    """`cls` as LangChain sees an instance without write-back: no `after_agent` of its own.
+_WITH_END_OF_RUN: dict[type[Any], type[Any]] = {}
+_WITH_END_OF_RUN_LOCK = threading.Lock()
+
+
+def _with_end_of_run(cls: type[Any]) -> type[Any]:
+    """`cls` with an end of run: a subclass whose `after_agent` fires `EndOfRun`.
 
     `create_agent` adds an `after_agent` node for every middleware whose class overrides the
-    hook (it compares `m.__class__.after_agent` with `AgentMiddleware`'s). Without hooks or
-    a consolidator the node did nothing, yet ran at every invocation: 5% of the Python calls
-    of the 20-turn deep-agent conversation of `make bench` (scenario 6, the `sources=`
-    drop-in: 1.073x deepagents' own middleware with the node, 1.018x without it). So
-    `MemoryMiddleware.__class__` names this twin then; `type(instance)` stays `cls` (a
-    user's subclass keeps its behaviour, and `read_only()` builds the same class), and so
-    does the name, by which deepagents replaces its memory slot.
+    hook. Without hooks or a consolidator the node did nothing, yet ran at every invocation:
+    5% of the Python calls of the 20-turn deep-agent conversation of `make bench` (scenario 6,
+    the `sources=` drop-in: 1.073x deepagents' own middleware with the node, 1.018x without
+    it). So `MemoryMiddleware` defines no `after_agent`, and `__new__` picks this subclass
+    (one per class, cached) when there is an end of run: `type(m) is m.__class__` always.
     """
-    if (cls.after_agent, cls.aafter_agent) != (
-        MemoryMiddleware.after_agent,
-        MemoryMiddleware.aafter_agent,
-    ):
-        return cls  # a subclass with an end of run of its own keeps it
-    twin = _WITHOUT_END_OF_RUN.get(cls)
-    if twin is None:
-        # Two threads may both build one: either is right, the dict keeps the last.
-        twin = _WITHOUT_END_OF_RUN[cls] = type(
-            cls.__name__,
-            (cls,),
-            {
-                "__module__": cls.__module__,
-                "__qualname__": cls.__qualname__,
-                "__doc__": cls.__doc__,
-                "after_agent": AgentMiddleware.after_agent,
-                "aafter_agent": AgentMiddleware.aafter_agent,
-            },
+    with _WITH_END_OF_RUN_LOCK:
+        subclass = _WITH_END_OF_RUN.get(cls)
+        if subclass is None:
+            name = f"{cls.__name__}WithEndOfRun"
+            subclass = type(
+                name,
+                (cls,),
+                {
+                    "__module__": cls.__module__,
+                    "__qualname__": f"{cls.__qualname__}WithEndOfRun",
+                    "__doc__": f"`{cls.__qualname__}` with an end of run (write-back).",
+                    "after_agent": _EndOfRunHooks.after_agent,
+                    "aafter_agent": _EndOfRunHooks.aafter_agent,
+                    "_plain_class": cls,
+                    "_own_after_agent": _static(_own_hook(cls, "after_agent")),
+                    "_own_aafter_agent": _static(_own_hook(cls, "aafter_agent")),
+                },
+            )
+            _WITH_END_OF_RUN[cls] = subclass
+        return subclass
+
+
+def _static(hook: Callable[..., Any] | None) -> Any:
+    """A class attribute that stays the plain function (or None) when read on an instance."""
+    return None if hook is None else staticmethod(hook)
+
+
+def _own_hook(cls: type[Any], name: str) -> Callable[..., Any] | None:
+    """A user subclass's own `after_agent` / `aafter_agent`, called as LangGraph would call it
+    (with `config` only when it takes one), or None."""
+    hook = getattr(cls, name)
+    if hook is getattr(AgentMiddleware, name):
+        return None
+    if "config" in inspect.signature(hook).parameters:
+        return hook  # type: ignore[no-any-return]
+    if asyncio.iscoroutinefunction(hook):
+
+        async def without_config_async(self: Any, state: Any, runtime: Any, _config: Any) -> Any:
+            return await hook(self, state, runtime)
+
+        return without_config_async
+
+    def without_config(self: Any, state: Any, runtime: Any, _config: Any) -> Any:
+        return hook(self, state, runtime)
+
+    return without_config
+
+
+def _warn_unfired_write_backs(assembler: MemoryAssembler) -> None:
+    """One warning per write-back of this middleware's memory registered on a `HookRegistry`
+    that nothing fires: `register_write_back(registry, ...)` without `hooks=registry` writes
+    nothing, and used to say nothing (issue 36)."""
+    for path in take_unfired_write_backs(lambda path: assembler.access_of(path)[0] is not None):
+        logger.warning(
+            "write-back to %s is registered on a HookRegistry that no MemoryMiddleware fires, "
+            "so nothing will be written: pass the registry as MemoryMiddleware(..., "
+            "hooks=registry), or let the middleware write back itself: "
+            "MemoryMiddleware(..., write_back=%r)",
+            path,
+            path,
         )
-    return twin
 
 
 def _check_consolidated_file(assembler: MemoryAssembler, consolidator: MemoryConsolidator) -> None:

@@ -214,10 +214,18 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
     # -- the middleware ----------------------------------------------------------------------
     ProcessState(
         "layered_memory.middleware",
-        "_WITHOUT_END_OF_RUN",
+        "_WITH_END_OF_RUN",
         "registry",
-        "MemoryMiddleware's twin class without after_agent, per (sub)class",
+        "the subclass `__new__` picks for a MemoryMiddleware with an end of run, per class",
         "one per MemoryMiddleware subclass",
+        lock="_WITH_END_OF_RUN_LOCK",
+    ),
+    ProcessState(
+        "layered_memory.writeback.hooks",
+        "_UNFIRED_WRITE_BACKS",
+        "registry",
+        "a HookRegistry holding a write-back that no EndOfRun fires yet -> the file it writes",
+        "weak: only live registries, each until it is fired or reported once",
     ),
     # -- rules and text safety ---------------------------------------------------------------
     ProcessState(

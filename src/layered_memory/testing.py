@@ -43,6 +43,9 @@ ScriptStep = AIMessage | str | Callable[[list[BaseMessage]], "AIMessage | str"]
 _call_ids = itertools.count(1)
 
 
+__all__ = ["LexicalEmbeddings", "PromptRecorder", "ScriptedChatModel", "system_text", "tool_call"]
+
+
 def tool_call(name: str, /, **args: Any) -> AIMessage:
     """An `AIMessage` asking for one tool call (a step of a script).
 

@@ -195,7 +195,8 @@ def test_budgets_that_cut_layers_and_rules(
         memory = MemoryMiddleware(backend=disk, layers=[
             Layer("team", "/TEAM.md"), Layer("project", "/AGENTS.md"),
             Layer("notes", "/MEMORY.md", writable=True),
-        ], rules=["/rules"], max_chars=4000, max_rules_chars=450)
+        ], rules=["/rules"], max_chars=4000,
+           options=MemoryOptions(max_rules_chars=450))
         """,
     )
     status, data = doctor(capsys, "--config", f"{name}:memory")

@@ -166,3 +166,52 @@ def test_an_async_turn_does_no_file_system_work_on_the_event_loop(
     assert (tmp_path / "AGENTS.md").read_text() == "Org rules: be brief."
     messages = [str(message.content) for message in result["messages"]]
     assert any("read-only" in text for text in messages), messages
+
+
+def test_a_tool_call_that_changes_no_file_stays_on_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads, searches and other tools are decided from their arguments and the state: the
+    middleware sends no work to a thread for them (issue 34: 2-4 hops per call before); a
+    write of memory is checked in one hop."""
+    project(tmp_path)
+    memory = MemoryMiddleware(
+        backend=FilesystemBackend(root_dir=tmp_path, virtual_mode=True),
+        layers=[Layer("org", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)],
+        rules=["/.agents/rules"],
+        nested=("AGENTS.md",),
+    )
+    hops: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        caller = sys._getframe(1)
+        if caller.f_code.co_filename == sys.modules[MemoryMiddleware.__module__].__file__:
+            hops.append(getattr(func, "__name__", repr(func)))
+        return await to_thread(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    reads = [
+        tool_call("read_file", file_path="/src/app.py"),
+        tool_call("ls", path="/"),
+        tool_call("grep", pattern="tea"),
+        tool_call("glob", pattern="**/*.md"),
+        tool_call("write_todos", todos=[]),
+    ]
+    graph = create_deep_agent(
+        model=ScriptedChatModel(script=[*reads, "done"]),
+        backend=memory.protected_backend,
+        memory=[],
+        middleware=[memory],
+    )
+    asyncio.run(graph.ainvoke({"messages": [{"role": "user", "content": "go"}]}))
+    assert hops == []
+    edit = tool_call("edit_file", file_path="/MEMORY.md", old_string="tea", new_string="coffee")
+    graph = create_deep_agent(
+        model=ScriptedChatModel(script=[edit, "done"]),
+        backend=memory.protected_backend,
+        memory=[],
+        middleware=[memory],
+    )
+    asyncio.run(graph.ainvoke({"messages": [{"role": "user", "content": "go"}]}))
+    assert hops == ["_checked"]

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 from deepagents.backends import FilesystemBackend, StateBackend
 
-from layered_memory import HookRegistry, Layer, MemoryAssembler, MemoryMiddleware
+from layered_memory import (
+    HookRegistry,
+    Layer,
+    MemoryAssembler,
+    MemoryMiddleware,
+    MemoryOptions,
+)
 
 
 @pytest.fixture
@@ -81,16 +87,10 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
         r"max_chars must be an int.*got bool",
     ),
     (
-        "max-rules-chars",
-        {"layers": LAYERS, "max_rules_chars": None},
+        "options-dict",
+        {"layers": LAYERS, "options": {"max_rules_chars": 100}},
         TypeError,
-        r"max_rules_chars must be an int",
-    ),
-    (
-        "max-rules-negative",
-        {"layers": LAYERS, "max_rules_chars": -1},
-        ValueError,
-        r"max_rules_chars must be >= 0",
+        r"options must be a MemoryOptions\(\.\.\.\) or None; got dict",
     ),
     (
         "hooks-list",
@@ -181,7 +181,7 @@ def test_valid_arguments_still_work(backend: FilesystemBackend) -> None:
         match_keys=("entity_name", lambda state, runtime: ["x"]),
         hooks=HookRegistry(),
         max_chars=10_000,
-        max_rules_chars=0,
+        options=MemoryOptions(max_rules_chars=0),
     )
     MemoryMiddleware(backend=StateBackend(), sources=[])
 
@@ -198,8 +198,7 @@ SHARED_BAD_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
     ("max-chars-bool", {"max_chars": True}),
     ("max-chars-too-small", {"max_chars": 10}),
     ("max-chars-zero", {"max_chars": 0}),
-    ("max-rules-chars-none", {"max_rules_chars": None}),
-    ("max-rules-negative", {"max_rules_chars": -1}),
+    ("options-dict", {"options": {"imports": False}}),
     ("system-prompt-number", {"system_prompt": 42}),
     ("system-prompt-no-slot", {"system_prompt": "no slot here"}),
     ("nested-string", {"nested": "AGENTS.md"}),
@@ -237,3 +236,38 @@ def test_assembler_takes_path_objects_as_the_middleware_does(tmp_path: Path) -> 
     assembler = MemoryAssembler(backend=backend, layers=[], rules=[tmp_path / "rules"])
     assert assembler.rule_folders == (str(tmp_path / "rules"),)
     assert list(assembler.load().rule_files) == [str(tmp_path / "rules" / "style.md")]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"max_rules_chars": None}, TypeError, r"MemoryOptions.max_rules_chars must be an int"),
+        ({"max_rules_chars": -1}, ValueError, r"MemoryOptions.max_rules_chars must be >= 0"),
+        ({"rules_writable": "false"}, TypeError, r"rules_writable must be True or False"),
+        ({"nested_writable": 1}, TypeError, r"nested_writable must be True or False"),
+        ({"imports": "yes"}, TypeError, r"imports must be True, False or 'anywhere'"),
+    ],
+)
+def test_bad_option_is_named(
+    arguments: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        MemoryOptions(**arguments)
+
+
+def test_options_are_shared_by_the_assembler_and_the_read_only_twin(
+    backend: FilesystemBackend,
+) -> None:
+    options = MemoryOptions(
+        max_rules_chars=500, rules_writable=True, nested_writable=True, imports="anywhere"
+    )
+    memory = MemoryMiddleware(backend=backend, layers=LAYERS, nested=["AGENTS.md"], options=options)
+    assert memory.assembler.options is options
+    assert (memory.assembler.max_rules_chars, memory.assembler.follow_imports) == (500, "anywhere")
+    twin = memory.read_only()
+    assert twin.assembler.options == MemoryOptions(
+        max_rules_chars=500, rules_writable=False, nested_writable=False, imports="anywhere"
+    )
+    drop_in = MemoryMiddleware(backend=backend, sources=["/AGENTS.md"])
+    assert drop_in.assembler.follow_imports is False  # as deepagents: no imports
+    assert drop_in.read_only().assembler.follow_imports is False

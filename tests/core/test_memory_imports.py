@@ -15,7 +15,7 @@ from deepagents.backends.utils import create_file_data
 from langchain_core.messages import ToolMessage
 from langgraph.store.memory import InMemoryStore
 
-from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
+from layered_memory import Layer, MemoryAssembler, MemoryMiddleware, MemoryOptions
 from layered_memory.core.imports import import_cycles
 from layered_memory.testing import ScriptedChatModel, tool_call
 
@@ -130,7 +130,7 @@ def test_imports_can_be_turned_off(tmp_path: Path) -> None:
     assembler = MemoryAssembler(
         backend=FilesystemBackend(root_dir=tmp_path, virtual_mode=True),
         layers=LAYERS,
-        follow_imports=False,
+        options=MemoryOptions(imports=False),
     )
     assert not assembler.load().extras.imports
 

@@ -23,7 +23,7 @@ from deepagents.backends.protocol import FileDownloadResponse
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
+from layered_memory import Layer, MemoryAssembler, MemoryMiddleware, MemoryOptions
 from layered_memory.core.imports import MAX_IMPORT_DEPTH, MAX_IMPORTED_FILES
 from layered_memory.errors import MemorySourceError
 from layered_memory.testing import ScriptedChatModel, tool_call
@@ -293,7 +293,9 @@ def test_host_path_imports_stay_in_the_project_unless_told_otherwise(
     assert len(refused) == 4
     assert "imports='anywhere'" in refused[0]
 
-    anywhere = MemoryAssembler(backend=backend, layers=layers, follow_imports="anywhere").load()
+    anywhere = MemoryAssembler(
+        backend=backend, layers=layers, options=MemoryOptions(imports="anywhere")
+    ).load()
     assert "HOME_SECRET" in anywhere.extras.imports.values()
     with pytest.raises(TypeError, match="imports must be True, False or 'anywhere'"):
-        MemoryMiddleware(backend=backend, layers=layers, imports="everywhere")  # type: ignore[arg-type]
+        MemoryOptions(imports="everywhere")  # type: ignore[arg-type]

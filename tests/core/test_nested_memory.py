@@ -15,7 +15,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from layered_memory import Layer, MemoryAssembler, MemoryMiddleware
+from layered_memory import Layer, MemoryAssembler, MemoryMiddleware, MemoryOptions
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 TREE = {
@@ -144,7 +144,7 @@ def test_discovery_is_one_batched_download_without_listing(tmp_path: Path) -> No
         backend=backend,
         layers=[Layer("project", "/AGENTS.md")],
         nested=("AGENTS.md", "CLAUDE.md"),
-        follow_imports=False,
+        options=MemoryOptions(imports=False),
     )
     snapshot = assembler.load(touched=["/src/api/handler.py", "/src/other.py"])
     assert len(backend.downloads) == 1
@@ -175,7 +175,9 @@ def test_nested_files_are_read_only_unless_configured(tmp_path: Path) -> None:
     assert (tmp_path / "src" / "api" / "handler.py").exists()
 
     writable_model = ScriptedChatModel(script=[attacks[0], "done"])
-    agent, _memory = agent_for(Tree("disk", tmp_path / "w"), writable_model, nested_writable=True)
+    agent, _memory = agent_for(
+        Tree("disk", tmp_path / "w"), writable_model, options=MemoryOptions(nested_writable=True)
+    )
     invoke(agent, Tree("disk", tmp_path / "w"), "go", "nested-rw")
     assert (tmp_path / "w" / "src" / "AGENTS.md").read_text() == "PWN_RULES"
 

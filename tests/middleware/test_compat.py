@@ -14,7 +14,7 @@ from deepagents.middleware.memory import MemoryMiddleware as DeepagentsMemoryMid
 from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import SystemMessage
 
-from layered_memory import Layer, MemoryMiddleware, MemorySourceError
+from layered_memory import Layer, MemoryMiddleware, MemoryOptions, MemorySourceError
 from layered_memory.core.render import NO_MEMORY
 from layered_memory.testing import ScriptedChatModel
 
@@ -232,7 +232,9 @@ def test_the_drop_in_reads_no_imports_unless_asked(tmp_path: Path) -> None:
     assert ours_body == theirs_body
     assert "hunter2" not in ours_body
     assert backend.calls == ["download_files", "download_files"]  # one each
-    asked = MemoryMiddleware(backend=backend, sources=["/AGENTS.md"], imports=True)
+    asked = MemoryMiddleware(
+        backend=backend, sources=["/AGENTS.md"], options=MemoryOptions(imports=True)
+    )
     assert asked.assembler.follow_imports is True
     layered = MemoryMiddleware(backend=backend, layers=[Layer("p", "/AGENTS.md")])
     assert layered.assembler.follow_imports is True

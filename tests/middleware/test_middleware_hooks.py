@@ -12,7 +12,7 @@ from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import SystemMessage, ToolMessage
 from langgraph.types import Command
 
-from layered_memory import InMemorySessionStore, Layer, MemoryMiddleware
+from layered_memory import InMemorySessionStore, Layer, MemoryMiddleware, MemoryOptions
 from layered_memory.core.render import SessionEntry
 from layered_memory.testing import ScriptedChatModel
 
@@ -104,7 +104,7 @@ def test_a_tools_own_command_keeps_its_update(root: Path) -> None:
 
 def test_rules_writable_allows_rule_edits(root: Path) -> None:
     ok = ToolMessage("ok", tool_call_id="call-1")
-    mw = middleware(root, rules_writable=True)
+    mw = middleware(root, options=MemoryOptions(rules_writable=True))
     result = mw.wrap_tool_call(tool_request("write_file", file_path="/rules/r.md"), lambda r: ok)
     assert isinstance(result, Command)
     assert result.update["messages"] == [ok]  # the tool ran
@@ -224,7 +224,9 @@ def test_the_class_is_what_the_user_asked_for(root: Path) -> None:
         pass
 
     assert type(middleware(root)) is MemoryMiddleware
-    assert type(middleware(root, hooks=HookRegistry())) is MemoryMiddleware
+    hooked = middleware(root, hooks=HookRegistry())
+    assert isinstance(hooked, MemoryMiddleware)
+    assert (type(hooked) is hooked.__class__, hooked.name) == (True, "MemoryMiddleware")
     custom = Custom(backend=FilesystemBackend(root_dir=root), sources=["/AGENTS.md"])
     assert type(custom) is Custom
     assert custom.name == "Custom"

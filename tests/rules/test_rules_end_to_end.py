@@ -10,7 +10,7 @@ from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
 from langgraph.checkpoint.memory import InMemorySaver
 
-from layered_memory import Layer, MemoryMiddleware
+from layered_memory import Layer, MemoryMiddleware, MemoryOptions
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 RULES = {
@@ -164,7 +164,7 @@ def test_list_unmatched_rules_lists_scoped_rules_for_the_agent(backend: Filesyst
             backend=backend,
             layers=[Layer("project", "/AGENTS.md")],
             rules=["/rules"],
-            list_unmatched_rules=listed,
+            options=MemoryOptions(list_unmatched_rules=listed),
         )
         model = ScriptedChatModel(script=["done"])
         agent = create_deep_agent(

@@ -159,11 +159,11 @@ def agent_memory(root: Path) -> tuple[MemoryMiddleware, MemoryConsolidator]:
     memory = MemoryMiddleware(
         backend=backend,
         layers=[Layer("project", "/AGENTS.md"), Layer("notes", "/MEMORY.md", writable=True)],
-    )
-    memory.consolidator = MemoryConsolidator(
-        ScriptedChatModel(script=[], default="Nothing to learn."),
-        backend=backend,
-        clock=lambda: DAY,
+        consolidator=MemoryConsolidator(
+            ScriptedChatModel(script=[], default="Nothing to learn."),
+            backend=backend,
+            clock=lambda: DAY,
+        ),
     )
     return memory, consolidator
 
@@ -233,12 +233,13 @@ def test_anthropics_memory_tool_cannot_rewrite_the_queue(tmp_path: Path) -> None
     (tmp_path / "memories" / "notes.md").write_text("# Notes\n")
     backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
     memory = MemoryMiddleware(
-        backend=backend, layers=[Layer("notes", "/memories/notes.md", writable=True)]
-    )
-    memory.consolidator = MemoryConsolidator(
-        ScriptedChatModel(script=[], default="Nothing to learn."),
         backend=backend,
-        path="/memories/notes.md",
+        layers=[Layer("notes", "/memories/notes.md", writable=True)],
+        consolidator=MemoryConsolidator(
+            ScriptedChatModel(script=[], default="Nothing to learn."),
+            backend=backend,
+            path="/memories/notes.md",
+        ),
     )
     queue_file = tmp_path / "memories" / "notes.pending.json"
     queue_file.write_text('{"changes": []}\n')

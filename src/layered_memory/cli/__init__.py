@@ -40,10 +40,42 @@ if TYPE_CHECKING:
 class _Parser(argparse.ArgumentParser):
     """argparse quotes the arguments it rejects: hide passwords, escape control characters."""
 
+    _arguments: Sequence[str] = ()
+
     def error(self, message: str) -> NoReturn:
         from layered_memory.sessions.stores.urls import scrub
 
+        if message.startswith(("one of the arguments", "the following arguments are required")):
+            # argparse reports a missing required option before an unknown one: with
+            # `inspect --bogus` the unknown flag is the mistake to name.
+            unknown = []
+            for arg in self._arguments:
+                if arg == "--":
+                    break
+                if self._unknown_flag(arg):
+                    unknown.append(arg)
+            if unknown:
+                message = "unrecognized arguments: " + " ".join(unknown)
         super().error(printable(scrub(message, None)))
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Keeps the arguments a subcommand parses, for `error`."""
+        self._arguments = () if args is None else list(args)
+        return super().parse_known_args(args, namespace)
+
+    def _unknown_flag(self, arg: str) -> bool:
+        if not arg or arg[0] not in self.prefix_chars or arg == "-":
+            return False  # a value (a stub parser without option syntax takes everything)
+        if self._negative_number_matcher.match(arg):
+            return False
+        flag = arg.split("=", 1)[0]
+        known = self._option_string_actions
+        # argparse takes an unambiguous prefix of a long option (`--conf` for `--config`).
+        return flag not in known and not (
+            flag.startswith("--") and any(option.startswith(flag) for option in known)
+        )
 
 
 def _subparser(subparsers: Subparsers, name: str, *, summary: str, description: str) -> Any:
@@ -59,7 +91,9 @@ _CONFIG_HELP = (
     "your agent's memory, as uvicorn finds an app: MODULE:ATTRIBUTE (from this folder and "
     "sys.path) or path/to/file.py:ATTRIBUTE, naming a MemoryMiddleware, a compiled agent "
     "(create_agent / create_deep_agent) holding one, a list holding one, or a function taking "
-    "no arguments that returns one of those. Nothing is run: no agent, no model, no hook"
+    "no arguments that returns one of those. The module is imported, which runs its "
+    'top-level code (keep a program\'s own run under `if __name__ == "__main__":`); no agent '
+    "is invoked and no model is called"
 )
 
 
@@ -320,7 +354,8 @@ agent's configuration (--config module:attribute), a folder (--root DIR,
 default: this folder) or a store namespace (--store URL --namespace NS).
 Memory is loaded and rendered by the middleware's own code, once for the call
 described by --path/--context/--message/--thread and once as if the agent had
-touched a file of every rule; nothing is run and no model is called.
+touched a file of every rule; no agent is invoked and no model is called (a
+--config module is imported, which runs its top-level code).
 
 Checks (a finding's code; --ignore CODE leaves one out):
 {checks}
@@ -632,7 +667,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--version", action="version", version=f"layered-memory {__version__}", help="and exit 0"
+        "--version",
+        action="version",
+        version=f"layered-memory {__version__}",
+        help="print the version and exit",
     )
     # Subcommand parsers are `_Parser`s too (argparse makes them of the parent's class); the
     # `add_*` functions only need the ArgumentParser interface.

@@ -24,6 +24,7 @@ from layered_memory.cli._store import list_file_items, open_store, parse_namespa
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import download_files_safely
+from layered_memory.core.options import MemoryOptions
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_RULES_CHARS,
@@ -133,8 +134,8 @@ def build_assembler(
             layers=chosen_layers,
             rules=folders,
             max_chars=max_chars,
-            max_rules_chars=max_rules_chars,
             nested=tuple(nested),
+            options=MemoryOptions(max_rules_chars=max_rules_chars),
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None

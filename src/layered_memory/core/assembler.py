@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from deepagents.backends.filesystem import FilesystemBackend
 
@@ -51,10 +51,10 @@ from layered_memory.core.loading import (
     report_problems,
 )
 from layered_memory.core.nested import MAX_NESTED_DIRECTORIES, directories_of
+from layered_memory.core.options import MemoryOptions, check_options
 from layered_memory.core.path_access import PathAccess, PathAccessIndex
 from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_RULES_CHARS,
     MEMORY_SYSTEM_PROMPT,
     RenderedMemory,
     SessionEntry,
@@ -84,8 +84,8 @@ from layered_memory.core.unrestored import Unrestored, left_out
 from layered_memory.core.unrestored import entries as recorded_unrestored
 from layered_memory.core.validation import (
     check_backend,
+    check_bool,
     check_budget,
-    check_imports,
     check_int,
     check_layers,
     check_names,
@@ -163,19 +163,18 @@ class MemoryAssembler:
         rules: Rule folders, lowest to highest precedence.
         session_store: Store whose entry under the session key is the top layer.
         max_chars: Upper bound on the rendered block.
-        max_rules_chars: Upper bound on the matched rules inside it.
-        list_unmatched_rules: List the scoped rules no key matched too (`RuleSet.match`).
         system_prompt: Template with an `{agent_memory}` slot (`None`: the default one).
         compat: Render in deepagents' flat layout (`sources=` mode).
         strict: Raise on the first unusable file instead of logging and skipping it.
         nested: Names of nested memory files, looked for in every directory from the root down
             to each touched path (the first existing name per directory).
-        nested_writable: Let the agent edit nested memory files (read-only by default).
-        follow_imports: Read `@path` imports in memory files: `True` within the backend's
-            root (on a host-path backend: its folder, and the folders of layer files that
-            live outside it, such as `~/.deepagents/`); `"anywhere"`: any file the backend
-            can read (a cloned repository's AGENTS.md could then import `@~/.aws/credentials`);
-            `False`: none.
+        options: `MemoryOptions`: the rules budget (`max_rules_chars`), whether nested
+            memory is writable (`nested_writable`), and `imports`: read `@path` imports in
+            memory files, `True` within the backend's root (on a host-path backend: its
+            folder, and the folders of layer files that live outside it, such as
+            `~/.deepagents/`); `"anywhere"`: any file the backend can read (a cloned
+            repository's AGENTS.md could then import `@~/.aws/credentials`); `False`: none;
+            `None`: `True`, or `False` with `compat=True` (deepagents reads no imports).
         max_tokens: Upper bound on the rendered block in the model's tokens (`core.tokens`),
             beside `max_chars`; both hold.
 
@@ -193,14 +192,11 @@ class MemoryAssembler:
         rules: Sequence[str | os.PathLike[str]] = (),
         session_store: SessionStore | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
-        max_rules_chars: int = DEFAULT_MAX_RULES_CHARS,
-        list_unmatched_rules: bool = False,
         system_prompt: str | None = MEMORY_SYSTEM_PROMPT,
         compat: bool = False,
         strict: bool = False,
         nested: Sequence[str] = (),
-        nested_writable: bool = False,
-        follow_imports: bool | Literal["anywhere"] = True,
+        options: MemoryOptions | None = None,
         max_tokens: int | None = None,
     ) -> None:
         # The one validation path of the options `MemoryMiddleware` shares (it hands them on
@@ -214,38 +210,38 @@ class MemoryAssembler:
             raise TypeError(msg)
         rule_list = check_path_list(rules, parameter="rules") or []
         check_budget(max_chars, least=minimum_budget(template))
-        check_int(max_rules_chars, parameter="max_rules_chars")
         nested = check_names(nested, parameter="nested")
-        check_imports(follow_imports, parameter="follow_imports")
+        self.options = options = check_options(options)
+        """The settings shared with `MemoryMiddleware` (`MemoryOptions`)."""
         check_unique_layer_names(layer_list)
         self.backend: Any = backend  # a factory is resolved per load (`load(backend=...)`)
         self.layers = tuple(layer_list)
         self.rule_folders = tuple(rule_list)
         self.session_store = session_store
         self.max_chars = max_chars
-        self.max_rules_chars = max_rules_chars
+        self.max_rules_chars = options.max_rules_chars
         # The block's bound in the model's tokens (None: characters only).
         self.max_tokens = (
             None
             if max_tokens is None
             else check_int(max_tokens, parameter="max_tokens", minimum=1, unit="a number of tokens")
         )
-        self.list_unmatched_rules = bool(list_unmatched_rules)
+        self.list_unmatched_rules = options.list_unmatched_rules
         # Whether a budget is given in tokens (`max_tokens=` or a layer's): worked out once,
         # as every model call asks.
         self.counts_tokens = max_tokens is not None or any(
             layer.max_tokens is not None for layer in self.layers
         )
         self.system_prompt = template
-        self.compat = compat
+        self.compat = check_bool(compat, parameter="compat")
         self.recalls = not compat and any(layer.recall for layer in self.layers)
         """Whether a layer chooses its entries by relevance (`Layer(..., recall=True)`): only
         then does the latest user message shape the block."""
-        self.strict = strict
+        self.strict = check_bool(strict, parameter="strict")
         self.nested = tuple(nested)
         """Names of nested memory files, in fallback order (`("AGENTS.md", "CLAUDE.md")`)."""
-        self.nested_writable = nested_writable
-        self.follow_imports = follow_imports
+        self.nested_writable = options.nested_writable
+        self.follow_imports = options.follow_imports(sources=compat)
         self.layer_paths = tuple(dict.fromkeys(p for layer in self.layers for p in layer.files))
         """The configured layer files (folder layers' files are known once a load lists them)."""
         self._read_only_paths = frozenset(
@@ -272,7 +268,7 @@ class MemoryAssembler:
         """The folder rule globs are matched relative to (`/` for virtual-path backends)."""
         self._import_scope = (
             host_import_scope(self.rule_root, self.layer_paths)
-            if follow_imports is True and self.rule_root != "/"
+            if self.follow_imports is True and self.rule_root != "/"
             else None
         )
         self._blocks: LRU[tuple[Hashable, ...], tuple[str, dict[str, Any]]] = LRU(256)

@@ -19,7 +19,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from layered_memory.core.internals import is_backend_class
-from layered_memory.core.validation import MAX_PATH_CHARS, as_path, invalid_path_reason
+from layered_memory.core.validation import (
+    MAX_PATH_CHARS,
+    as_path,
+    check_bool,
+    invalid_path_reason,
+)
 
 DEFAULT_MAX_FOLDER_FILES = 100
 """Files a folder layer shows by default (`Layer(max_files=)`): one command or a loop of
@@ -81,6 +86,7 @@ class Layer:
             msg = f"Layer name must be a non-empty string; got {name!r}"
             raise ValueError(msg)
         path_tuple = _layer_paths(name, paths)
+        check_bool(writable, parameter=f"Layer {name.strip()!r}: writable")
         for label, value in (
             ("max_lines", max_lines),
             ("max_chars", max_chars),
@@ -94,7 +100,7 @@ class Layer:
                 raise ValueError(msg)
         object.__setattr__(self, "name", name.strip())
         object.__setattr__(self, "paths", path_tuple)
-        object.__setattr__(self, "writable", bool(writable))
+        object.__setattr__(self, "writable", writable)
         object.__setattr__(self, "max_lines", max_lines)
         object.__setattr__(self, "max_chars", max_chars)
         object.__setattr__(self, "max_files", max_files)

@@ -184,6 +184,15 @@ def check_match_keys(value: object) -> tuple[str | Callable[..., Any], ...]:
     return tuple(value)
 
 
+def check_bool(value: object, *, parameter: str) -> bool:
+    """A flag: exactly True or False. A string such as `"false"` is truthy, so taking it would
+    turn the flag on: a `TypeError` naming the parameter instead (issue 36)."""
+    if not isinstance(value, bool):
+        msg = f"{parameter} must be True or False; got {describe(value)}"
+        raise TypeError(msg)
+    return value
+
+
 def check_int(
     value: object, *, parameter: str, minimum: int | None = 0, unit: str = "a number of characters"
 ) -> int:

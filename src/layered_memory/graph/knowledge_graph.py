@@ -69,6 +69,7 @@ from layered_memory._logs import get_logger
 from layered_memory.core.disk_cache import RACY_WINDOW_NS, disk_path, now_ns
 from layered_memory.core.files import WriteStrategy, strategy_for
 from layered_memory.core.internals import final_route
+from layered_memory.core.validation import check_bool
 from layered_memory.errors import EntityNotFoundError, KnowledgeGraphError
 from layered_memory.graph._format import (
     Entity,
@@ -399,7 +400,7 @@ class KnowledgeGraph:
         self.backend = backend
         self.path = path
         self.max_bytes = max_bytes
-        self.redact_secrets = redact_secrets
+        self.redact_secrets = check_bool(redact_secrets, parameter="redact_secrets")
         self._local = local_file(backend, path)
         self._strategy: WriteStrategy | None = None
 

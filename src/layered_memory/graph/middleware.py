@@ -71,7 +71,7 @@ from layered_memory.core.run_data import MatchKeySource, context_strings, curren
 from layered_memory.core.system_message import append_block
 from layered_memory.core.tool_calls import MUTATING_TOOLS as FILE_MUTATING_TOOLS
 from layered_memory.core.tool_calls import error_message, named_paths, refused
-from layered_memory.core.validation import check_int, check_match_keys
+from layered_memory.core.validation import check_bool, check_int, check_match_keys
 from layered_memory.errors import LayeredMemoryError, SessionKeyError
 from layered_memory.graph._focus import (
     DEFAULT_MAX_CHARS,
@@ -192,6 +192,13 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
             raise ValueError(msg)
         self.match_keys = check_match_keys(match_keys)
         super().__init__()
+        for flag, value in (
+            ("session_entity", session_entity),
+            ("read_only", read_only),
+            ("redact_secrets", redact_secrets),
+            ("strict", strict),
+        ):
+            check_bool(value, parameter=flag)
         self.session_entity = session_entity
         self.strict = strict
         self.writable = not read_only

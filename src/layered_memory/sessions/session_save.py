@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from layered_memory._logs import get_logger
 from layered_memory.core.run_data import is_dry_run, thread_id_of
-from layered_memory.core.validation import check_ttl
+from layered_memory.core.validation import check_bool, check_ttl
 from layered_memory.errors import SessionStoreError
 from layered_memory.safety.redaction import redact_json, redact_text
 from layered_memory.sessions.stores.base import ConditionalSessionStore, JsonDict
@@ -258,13 +258,13 @@ def register_session_save(
         store=store,
         formatter=formatter or default_session_formatter,
         ttl=check_ttl(ttl),
-        merge=merge,
+        merge=check_bool(merge, parameter="merge"),
     )
     registry.register(
         HookEvent.PIPELINE_END,
         handler,
         name=SESSION_SAVE_HANDLER_NAME,
         priority=priority,
-        strict=strict,
+        strict=check_bool(strict, parameter="strict"),
         async_handler=handler.acall,
     )

@@ -6,6 +6,13 @@
 - `TieredMemoryMiddleware`: retrieval before the model call, recording after the run.
 """
 
+import importlib.util
+
+if importlib.util.find_spec("numpy") is None:
+    # Without the extra, `_flows` would fail first with a bare "No module named 'numpy'".
+    msg = "layered_memory.tiers needs numpy: pip install 'layered-memory[tiers]'"
+    raise ModuleNotFoundError(msg, name="numpy")
+
 from layered_memory.tiers.memory import TieredMemory
 from layered_memory.tiers.middleware import (
     TieredMemoryMiddleware,

@@ -48,6 +48,7 @@ from langgraph.config import get_config
 from layered_memory._logs import get_logger
 from layered_memory.core.run_data import context_value
 from layered_memory.core.system_message import append_block
+from layered_memory.core.validation import check_bool
 from layered_memory.errors import LayeredMemoryError
 from layered_memory.safety.defuse import defuse
 from layered_memory.tiers.memory import TieredMemory
@@ -241,9 +242,9 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState, ContextT, Respon
         self.memory = memory
         self.user_id_key = user_id_key
         self.max_chars = max_chars
-        self.record = bool(record)
-        self.consolidate = bool(consolidate)
-        self.strict = bool(strict)
+        self.record = check_bool(record, parameter="record")
+        self.consolidate = check_bool(consolidate, parameter="consolidate")
+        self.strict = check_bool(strict, parameter="strict")
 
     @property
     def name(self) -> str:

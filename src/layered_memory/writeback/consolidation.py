@@ -56,7 +56,7 @@ from layered_memory._logs import get_logger
 from layered_memory.core.files import Texts, learned_entry, strategy_for
 from layered_memory.core.loading import adownload_files_safely, download_files_safely
 from layered_memory.core.run_data import is_dry_run, thread_id_of
-from layered_memory.core.validation import check_backend
+from layered_memory.core.validation import check_backend, check_bool
 from layered_memory.errors import MemoryWriteError, ReviewError
 from layered_memory.writeback.consolidation_prompt import (
     TOOL_NAME,
@@ -159,6 +159,8 @@ class MemoryConsolidator:
         clock: Clock | None = None,
     ) -> None:
         check_backend(backend)
+        check_bool(review, parameter="review")
+        check_bool(consolidate_in_background, parameter="consolidate_in_background")
         if callable(backend) and not hasattr(backend, "download_files"):
             msg = "MemoryConsolidator needs a backend instance, not a factory"
             raise TypeError(msg)

@@ -40,6 +40,7 @@ import enum
 import inspect
 import itertools
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, TypeAlias
@@ -48,6 +49,7 @@ from langchain.agents.middleware.types import AgentMiddleware, AgentState
 
 from layered_memory._logs import get_logger
 from layered_memory.core.run_data import current_config, run_data
+from layered_memory.core.validation import check_bool
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -55,7 +57,15 @@ if TYPE_CHECKING:
 
     from layered_memory.writeback.consolidation import MemoryConsolidator
 
-__all__ = ["AsyncHookHandler", "EndOfRun", "HookEvent", "HookHandler", "HookRegistry"]
+__all__ = [
+    "AsyncHookHandler",
+    "EndOfRun",
+    "HookEvent",
+    "HookHandler",
+    "HookRegistry",
+    "note_write_back",
+    "take_unfired_write_backs",
+]
 
 logger = get_logger(__name__)
 
@@ -115,6 +125,8 @@ class HookRegistry:
         self._lock = threading.Lock()
         self._by_name: dict[str, _Registration] = {}
         self._order = itertools.count()
+        self.fired_at_end_of_run = False
+        """Whether an `EndOfRun` (what `MemoryMiddleware(hooks=...)` runs) fires this registry."""
 
     def register(
         self,
@@ -154,6 +166,7 @@ class HookRegistry:
         if isinstance(priority, bool) or not isinstance(priority, int):
             msg = f"priority of hook handler {name!r} must be an int, got {priority!r}"
             raise TypeError(msg)
+        check_bool(strict, parameter=f"strict of hook handler {name!r}")
         with self._lock:
             if name in self._by_name:
                 msg = f"a hook handler named {name!r} is already registered"
@@ -206,6 +219,8 @@ class HookRegistry:
             Exception: Whatever a `strict=True` handler raised (others are logged).
         """
         hook_event = HookEvent(event)
+        if hook_event is HookEvent.PIPELINE_END:
+            _UNFIRED_WRITE_BACKS.pop(self, None)  # fired by hand (a hand-built graph)
         for registration in self._handlers_for(hook_event):
             try:
                 result = registration.handler(hook_event, data)
@@ -225,6 +240,8 @@ class HookRegistry:
             Exception: Whatever a `strict=True` handler raised (others are logged).
         """
         hook_event = HookEvent(event)
+        if hook_event is HookEvent.PIPELINE_END:
+            _UNFIRED_WRITE_BACKS.pop(self, None)  # fired by hand (a hand-built graph)
         for registration in self._handlers_for(hook_event):
             try:
                 if registration.async_handler is not None:
@@ -283,6 +300,9 @@ class EndOfRun(AgentMiddleware[AgentState[Any], Any, Any]):
         super().__init__()
         self.hooks = hooks
         self.consolidator = consolidator
+        if hooks is not None:
+            hooks.fired_at_end_of_run = True
+            _UNFIRED_WRITE_BACKS.pop(hooks, None)
 
     def after_agent(
         self,
@@ -314,6 +334,43 @@ class EndOfRun(AgentMiddleware[AgentState[Any], Any, Any]):
             if self.consolidator is not None:
                 await self.consolidator.aafter_run(data)
         return None
+
+
+_UNFIRED_WRITE_BACKS: weakref.WeakKeyDictionary[HookRegistry, str] = weakref.WeakKeyDictionary()
+"""Registries holding a write-back (`register_write_back`) that no `EndOfRun` fires yet, with
+the memory file it writes: a registry never passed as `hooks=` writes nothing, and a
+`MemoryMiddleware` without hooks says so at its first run (issue 36). Weak: a registry that is
+dropped is forgotten."""
+
+
+def note_write_back(registry: HookRegistry, path: str) -> None:
+    """Remember that `registry` writes `path` back, until an `EndOfRun` fires it.
+
+    Args:
+        registry: The registry the write-back handler was added to.
+        path: The memory file the handler writes.
+    """
+    if not registry.fired_at_end_of_run:
+        _UNFIRED_WRITE_BACKS[registry] = path
+
+
+def take_unfired_write_backs(writes: Callable[[str], bool]) -> list[str]:
+    """The files of the write-backs that nothing fires at the end of a run and that write a
+    file `writes` accepts; they are forgotten, so each is reported once.
+
+    Args:
+        writes: Whether a path is a memory file of the caller.
+
+    Returns:
+        The memory files, in registration order.
+    """
+    if not _UNFIRED_WRITE_BACKS:
+        return []
+    taken = []
+    for registry, path in list(_UNFIRED_WRITE_BACKS.items()):
+        if writes(path) and _UNFIRED_WRITE_BACKS.pop(registry, None) is not None:
+            taken.append(path)
+    return taken
 
 
 def _run_to_completion(awaitable: Awaitable[object]) -> None:

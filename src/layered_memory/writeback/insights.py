@@ -29,7 +29,7 @@ from layered_memory.core.files import Texts, strategy_for
 from layered_memory.core.loading import download_texts
 from layered_memory.core.run_data import is_dry_run, run_value, thread_id_of
 from layered_memory.core.staleness import Cite, cite_comment, parse_cite
-from layered_memory.writeback.hooks import HookEvent, HookRegistry
+from layered_memory.writeback.hooks import HookEvent, HookRegistry, note_write_back
 from layered_memory.writeback.sections import (
     RESCAN_MARGIN,
     Insight,
@@ -499,3 +499,4 @@ def register_write_back(
         priority=priority,
         async_handler=handler.acall,
     )
+    note_write_back(registry, writer.path)

@@ -13,7 +13,7 @@ from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
 from langchain_core.messages import ToolMessage
 
-from layered_memory import Layer, MemoryMiddleware
+from layered_memory import Layer, MemoryMiddleware, MemoryOptions
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
@@ -78,7 +78,9 @@ async def test_a_secret_in_a_rule_file_name_is_refused_and_never_shown(
         (project / "rules" / f"{GITHUB}.md").write_text("old\n")
     before = sorted(p.name for p in (project / "rules").iterdir())
     backend = FilesystemBackend(root_dir=project, virtual_mode=True)
-    memory = MemoryMiddleware(backend=backend, layers=LAYERS, rules=["/rules"], rules_writable=True)
+    memory = MemoryMiddleware(
+        backend=backend, layers=LAYERS, rules=["/rules"], options=WRITABLE_RULES
+    )
     call = (
         tool_call("write_file", file_path=name, content="Use the vault.\n")
         if tool == "write_file"
@@ -99,10 +101,15 @@ async def test_a_secret_in_a_rule_file_name_is_refused_and_never_shown(
         assert (project / "rules" / f"{GITHUB}.md").read_text() == "old\n"
 
 
+WRITABLE_RULES = MemoryOptions(rules_writable=True)
+
+
 def test_a_secret_named_file_outside_memory_is_the_agents_business(project: Path) -> None:
     """Control: only memory and rule files are the middleware's to refuse."""
     backend = FilesystemBackend(root_dir=project, virtual_mode=True)
-    memory = MemoryMiddleware(backend=backend, layers=LAYERS, rules=["/rules"], rules_writable=True)
+    memory = MemoryMiddleware(
+        backend=backend, layers=LAYERS, rules=["/rules"], options=WRITABLE_RULES
+    )
     model = ScriptedChatModel(
         script=[tool_call("write_file", file_path=f"/notes/{GITHUB}.md", content="x\n"), "ok"]
     )

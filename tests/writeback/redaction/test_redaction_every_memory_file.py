@@ -19,7 +19,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import ToolMessage
 from test_redaction_paths import RecordingStore
 
-from layered_memory import Layer, MemoryMiddleware
+from layered_memory import Layer, MemoryMiddleware, MemoryOptions
 from layered_memory.testing import ScriptedChatModel, tool_call
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
@@ -112,7 +112,7 @@ async def test_writable_nested_memory_is_redacted(
 ) -> None:
     (tmp_path / "MEMORY.md").write_text("# Notes\n")
     (tmp_path / "svc").mkdir()
-    memory = _memory(tmp_path, nested=["AGENTS.md"], nested_writable=True)
+    memory = _memory(tmp_path, nested=["AGENTS.md"], options=MemoryOptions(nested_writable=True))
     write = tool_call("write_file", file_path="/svc/AGENTS.md", content=f"token {GITHUB}\n")
     script = (
         [tool_call("task", description="note it", subagent_type="general-purpose"), write, "ok"]
@@ -195,7 +195,7 @@ def test_a_huge_memory_file_is_redacted_as_far_as_it_can_be_shown(tmp_path: Path
 def test_a_subagent_writing_a_writable_rule_folder_is_redacted(tmp_path: Path) -> None:
     (tmp_path / "MEMORY.md").write_text("# Notes\n")
     (tmp_path / "rules").mkdir()
-    memory = _memory(tmp_path, rules=["/rules"], rules_writable=True)
+    memory = _memory(tmp_path, rules=["/rules"], options=MemoryOptions(rules_writable=True))
     agent, _model = _deep_agent(
         memory,
         [

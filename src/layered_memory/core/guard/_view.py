@@ -3,10 +3,11 @@ shell command is surrounded by a snapshot of read-only memory and a verified put
 
 Why a view and not a wrapper object: deepagents decides what a backend can do with
 `isinstance` (a `StateBackend` keeps files in state, a sandbox gets `execute`, a
-`CompositeBackend` routes). The view is a shallow copy of the backend re-classed to a generated
-subclass of the backend's own class, so every such check still holds and the storage is shared.
-The guard methods are copied into that subclass rather than mixed in as a first base: a mixin
-first in the bases changes the instance layout, and Python refuses the `__class__` assignment.
+`CompositeBackend` routes). The view is an instance of a generated subclass of the
+backend's own class holding a shallow copy of the backend's attributes, so every such check
+still holds and the storage is shared. The guard methods are copied into that subclass
+rather than mixed in as a first base: the subclass keeps its backend class's instance layout
+(slots included).
 
 A sandbox built on deepagents' `BaseSandbox` runs its own `ls`, `read`, `write` ... through
 `execute`: only the outermost call is guarded (a context variable marks the view's own work),
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
 import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -461,6 +461,12 @@ _VIEW_CLASSES: dict[type, type] = {}
 _VIEW_CLASSES_LOCK = threading.Lock()
 
 
+def _slots_of(klass: type) -> tuple[str, ...]:
+    slots = vars(klass).get("__slots__", ())
+    names = (slots,) if isinstance(slots, str) else tuple(slots)
+    return tuple(name for name in names if name not in ("__dict__", "__weakref__"))
+
+
 def view_class(cls: type) -> type:
     """The generated protected subclass of a backend class (one per class, cached)."""
     with _VIEW_CLASSES_LOCK:
@@ -491,9 +497,17 @@ def _build_view_class(cls: type) -> type:
 
 
 def make_view(backend: Any, protected: ProtectedPaths) -> Any:
-    """A shallow copy of `backend`, re-classed to its protected subclass."""
-    view = copy.copy(backend)
-    view.__class__ = view_class(type(backend))
+    """A shallow copy of `backend` built as an instance of its protected subclass: the same
+    attributes (the storage is shared), created by the subclass itself, never re-classed."""
+    cls: Any = view_class(type(backend))
+    view = cls.__new__(cls)
+    state = getattr(backend, "__dict__", None)
+    if state is not None:
+        view.__dict__.update(state)
+    for klass in type(backend).__mro__:
+        for slot in _slots_of(klass):
+            if hasattr(backend, slot):
+                setattr(view, slot, getattr(backend, slot))
     view._layered_memory_protected = protected
     view._layered_memory_base = backend
     return view

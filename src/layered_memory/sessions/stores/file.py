@@ -13,7 +13,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from layered_memory.core.files import LOCK_POLL_SECONDS, LOCK_TIMEOUT_SECONDS, atomic_write
-from layered_memory.core.validation import check_ttl
+from layered_memory.core.validation import check_bool, check_ttl
 from layered_memory.errors import SessionDataError, SessionStoreError
 from layered_memory.sessions.stores.base import (
     Clock,
@@ -73,7 +73,7 @@ class FileSessionStore(ThreadedAsyncTwins):
     ) -> None:
         self.root = Path(root).expanduser()
         self._clock = clock
-        self._fsync = fsync
+        self._fsync = check_bool(fsync, parameter="fsync")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
