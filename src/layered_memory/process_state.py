@@ -120,6 +120,14 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
     ),
     ProcessState(
         f"{_CORE}.render",
+        "_cleaned",
+        "lru_cache",
+        "a memory text without its HTML comments, outer blank lines trimmed",
+        "256 texts",
+        maxsize=256,
+    ),
+    ProcessState(
+        f"{_CORE}.render",
         "_recall_body",
         "lru_cache",
         "a recall layer's file, redacted and defused",

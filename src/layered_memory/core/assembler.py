@@ -70,6 +70,7 @@ from layered_memory.core.snapshot import (
     folder_chains,
     identity_of,
     local_root,
+    modes_at,
     text_digest,
     walk_nested,
 )
@@ -137,6 +138,8 @@ class MemorySnapshot:
         extras: Nested memory files and `@path` imports found by this load.
         rule_listing: Every rule file listed, `(folder index, path)`, read or not.
         other_files: The other files the rule folders hold (not rule files).
+        modes: Path -> `(normalized disk path, permission bits)` of the local files this
+            load stat'ed anyway (the read cache's), for the run-start snapshot.
     """
 
     files: Mapping[str, str]
@@ -148,6 +151,7 @@ class MemorySnapshot:
     extras: MemoryExtras = field(default_factory=MemoryExtras)
     rule_listing: tuple[tuple[int, str], ...] = ()
     other_files: tuple[str, ...] = ()
+    modes: Mapping[str, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
 
 
 class MemoryAssembler:
@@ -519,15 +523,19 @@ class MemoryAssembler:
         if self.nested:
             data["complete"] = complete
         # Permission bits, put back like content (`chmod 000` hides a folder from later runs).
+        # `is_read_only_layer_file`, its set lookup inline: this runs at every invocation.
+        read_only = self._read_only_paths
         layer_files = [
             path
             for path in (*snapshot.files, *snapshot.unreadable)
-            if self.is_read_only_layer_file(path)
+            if path in read_only or (self.read_only_folders and self.is_read_only_layer_file(path))
         ]
-        if modes := disk_modes(io, layer_files, self.read_only_folders):
+        if modes := _modes_of(io, layer_files, self.read_only_folders, snapshot.modes):
             data["modes"] = modes
         if self.rule_folders and (
-            rule_modes := disk_modes(io, snapshot.rule_files, self.rule_folders)
+            rule_modes := _modes_of(
+                io, snapshot.rule_files, self.rule_folders, snapshot.modes, self._folder_chains(io)
+            )
         ):
             data["rule_modes"] = rule_modes
         if self.rule_folders:
@@ -760,6 +768,7 @@ class MemoryAssembler:
             extras,
             rule_listing=tuple(rule_paths),
             other_files=other_files,
+            modes=result.modes,
         )
 
     def _left_out_since_earlier_runs(
@@ -1182,6 +1191,27 @@ class MemoryAssembler:
     def same_file(self, configured: str, tool_path: str) -> bool:
         """Whether a path named in a tool call is the configured layer path (any alias)."""
         return self._paths.same_file(configured, tool_path)
+
+
+def _modes_of(
+    io: Any,
+    files: Iterable[str],
+    folders: Sequence[str],
+    known: Mapping[str, tuple[str, int]],
+    chains: Sequence[str] | None = None,
+) -> dict[str, int]:
+    """`disk_modes(io, files, folders)`, the bits of the files this load's read cache stat'ed
+    taken from that `lstat`: a second one per file cost 200 rule files ~25 Python calls each
+    at every invocation (1.05x -> 1.33x deepagents' calls in the 200-rule conversation,
+    `benchmarks/run.py --only end_to_end`). `chains`: `folder_chains(io, folders)`, when the
+    caller remembers it."""
+    rest = [path for path in files if path not in known]
+    if rest or (folders and chains is None):
+        modes = disk_modes(io, rest, folders)
+    else:
+        modes = modes_at(chains) if chains else {}
+    modes.update([known[path] for path in files if path in known])
+    return modes
 
 
 def _writable_in(access: Mapping[str, loading.Access]) -> Callable[[str], bool]:

@@ -55,6 +55,9 @@ _MAX_REMEMBERED_PATHS = 16_384
 _FILE_TYPE_BITS = 0o170000
 """`stat.S_IFMT`'s mask, applied inline where a call per file shows in the benchmarks."""
 
+_PERMISSION_BITS = 0o7777
+"""What `stat.S_IMODE` keeps, applied inline likewise."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
@@ -69,22 +72,30 @@ class DiskReadCache:
         self._root = str(backend.cwd)
         self._virtual = backend.virtual_mode
         self._entries: dict[str, _Entry] = {}
-        self._disk_paths: dict[str, str] = {}
+        # Backend path -> (its disk path, that path normalized as the run-start snapshot keys
+        # permission bits): worked out once per path.
+        self._disk_paths: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
 
     def reusable(
         self, plan: Mapping[str, str]
-    ) -> tuple[dict[str, str], set[str], dict[str, Signature | str | None]]:
+    ) -> tuple[
+        dict[str, str], set[str], dict[str, Signature | str | None], dict[str, tuple[str, int]]
+    ]:
         """What need not be downloaded again, and the signatures of what must be.
 
         Returns:
-            `(texts, missing, to_read)`: still-valid texts and still-missing paths (by
-            requested path), and for every other requested path its signature taken now,
-            BEFORE the download, so a change racing with the download is seen next time.
+            `(texts, missing, to_read, modes)`: still-valid texts and still-missing paths (by
+            requested path), for every other requested path its signature taken now,
+            BEFORE the download, so a change racing with the download is seen next time, and
+            the permission bits of each path found that is not a link (requested path ->
+            `(normalized disk path, mode)`, as `core.snapshot.disk_modes` gives them): the
+            run-start snapshot takes them from this one `lstat`, not a second one per file.
         """
         texts: dict[str, str] = {}
         missing: set[str] = set()
         to_read: dict[str, Signature | str | None] = {}
+        modes: dict[str, tuple[str, int]] = {}
         # Read without the lock: `remember` replaces whole immutable entries, and one dict
         # lookup is atomic, so each entry read is one that was stored.
         entries = self._entries
@@ -97,11 +108,13 @@ class DiskReadCache:
             except KeyError:
                 entry = None
             if backend_path in disk_paths:
-                real = disk_paths[backend_path]
+                real, place = disk_paths[backend_path]
             else:
                 if len(disk_paths) >= _MAX_REMEMBERED_PATHS:  # nested lookups grow it
                     disk_paths.clear()
-                real = disk_paths[backend_path] = self._real(backend_path)
+                real = self._real(backend_path)
+                place = os.path.normpath(real)
+                disk_paths[backend_path] = (real, place)
             try:
                 info = os.lstat(real)
             except FileNotFoundError:
@@ -109,6 +122,8 @@ class DiskReadCache:
             except (OSError, ValueError):
                 signature = None
             else:
+                if info.st_mode & _FILE_TYPE_BITS != stat.S_IFLNK:
+                    modes[path] = (place, info.st_mode & _PERMISSION_BITS)
                 signature = (
                     (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev)
                     if info.st_mode & _FILE_TYPE_BITS == stat.S_IFREG
@@ -120,7 +135,7 @@ class DiskReadCache:
                 missing.add(path)
             else:
                 texts[path] = entry.text
-        return texts, missing, to_read
+        return texts, missing, to_read, modes
 
     def remember(
         self,

@@ -458,6 +458,13 @@ def cap_lines(text: str, max_lines: int | None, path: str) -> str:
 
 def clean_memory_text(text: str) -> str:
     """File text as injected: HTML comments removed, outer blank lines trimmed."""
+    return _cleaned(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _cleaned(text: str) -> str:
+    # Remembered by text, as `_redacted`: a render after a change of match keys meets the
+    # same files again, and a file with code fences costs a pass over its fence lines.
     return strip_html_comments(text).strip("\n").rstrip()
 
 

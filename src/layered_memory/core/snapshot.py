@@ -322,6 +322,12 @@ def disk_modes(backend: Any, files: Iterable[str], folders: Sequence[str]) -> di
         target, key = final_route(backend, path)
         if target is disk:
             places.append(os.path.normpath(disk_path(root, key, virtual=disk.virtual_mode)))
+    return modes_at(places)
+
+
+def modes_at(places: Iterable[str]) -> dict[str, int]:
+    """The permission bits of the disk paths `places` that exist and are not links: disk path
+    -> mode (`disk_modes` once the places are known)."""
     modes: dict[str, int] = {}
     for place in places:
         try:
