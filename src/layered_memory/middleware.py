@@ -26,13 +26,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Optional, Self
 
-from deepagents.backends import StateBackend
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     ContextT,
@@ -53,7 +51,6 @@ from layered_memory.core import internals
 from layered_memory.core.assembler import MemoryAssembler, MemorySnapshot
 from layered_memory.core.guard import (
     MEMORY_TOOL,
-    REDACTED_ARGUMENTS,
     SHELL_TOOLS,
     note_redaction,
     protect,
@@ -132,15 +129,22 @@ from layered_memory.core.validation import (
     describe,
     is_backend,
 )
+from layered_memory.core.wiring_checks import (
+    WarnOnce,
+    check_consolidated_file,
+    checks_files,
+    says_not_found,
+    unreachable_memory,
+    warn_if_no_tool_writes,
+    warn_unfired_write_backs,
+    write_landed_elsewhere,
+    wrote_memory,
+)
 from layered_memory.recall.entries import RecallQuery
 from layered_memory.safety.redaction import Redaction
 from layered_memory.writeback.consolidation import MemoryConsolidator
-from layered_memory.writeback.hooks import (
-    EndOfRun,
-    HookEvent,
-    HookRegistry,
-    take_unfired_write_backs,
-)
+from layered_memory.writeback.end_of_run import with_end_of_run
+from layered_memory.writeback.hooks import EndOfRun, HookEvent, HookRegistry
 from layered_memory.writeback.insights import MemoryWriter, register_write_back
 from layered_memory.writeback.review_queue import QUEUE_OWNER
 
@@ -230,7 +234,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if cls._plain_class is None and any(
             kwargs.get(name) is not None for name in ("hooks", "write_back", "consolidator")
         ):
-            cls = _with_end_of_run(cls)  # noqa: PLW0642 (as CachedCheckpointSaver.__new__)
+            cls = with_end_of_run(cls)  # noqa: PLW0642 (as CachedCheckpointSaver.__new__)
         return super().__new__(cls)
 
     def __init__(
@@ -310,14 +314,14 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             None if is_backend(backend) else backend  # type: ignore[assignment]
         )
         if consolidator is not None:
-            _check_consolidated_file(self.assembler, consolidator)
+            check_consolidated_file(self.assembler, consolidator)
         self._found_read_only = _FoundReadOnly()
         # Said once per middleware at its first model call (a logging concern, not run state).
         self._check_tools = not self.assembler.compat and any(
             layer.writable for layer in self.assembler.layers
         )
         self._parent_queues: tuple[str, ...] = ()
-        self._unreachable_warnings = _WarnOnce()
+        self._unreachable_warnings = WarnOnce()
         self._read_only_layer_paths = frozenset(
             path for layer in self.assembler.layers if not layer.writable for path in layer.files
         )
@@ -423,7 +427,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """
         config = current_config(config)
         if self.end_of_run is None:
-            _warn_unfired_write_backs(self.assembler)
+            warn_unfired_write_backs(self.assembler)
         if self.hooks is not None:
             self.hooks.trigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
         backend = self._backend(state, runtime, config)
@@ -450,7 +454,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """Async twin of `before_agent`."""
         config = current_config(config)
         if self.end_of_run is None:
-            _warn_unfired_write_backs(self.assembler)
+            warn_unfired_write_backs(self.assembler)
         if self.hooks is not None:
             await self.hooks.atrigger(HookEvent.PIPELINE_START, run_data(state, runtime, config))
         backend = self._backend(state, runtime, config)
@@ -486,7 +490,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """
         if self._check_tools:
             self._check_tools = False
-            _warn_if_no_tool_writes(self.assembler.layers, request.tools)
+            warn_if_no_tool_writes(self.assembler.layers, request.tools)
         update: dict[str, Any] = {}
         if needs_reload(request.state):
             config = current_config()
@@ -513,7 +517,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         """Async twin of `wrap_model_call` (only a reload after a memory edit does I/O)."""
         if self._check_tools:
             self._check_tools = False
-            _warn_if_no_tool_writes(self.assembler.layers, request.tools)
+            warn_if_no_tool_writes(self.assembler.layers, request.tools)
         update: dict[str, Any] = {}
         if needs_reload(request.state):
             config = current_config()
@@ -549,10 +553,22 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             result = self._put_back(request, result)
         else:
             result = note_redaction(handler(request), redaction)
-        if _says_not_found(request, result):
-            result = self._unreachable_memory(request, result)
-        elif _wrote_memory(request, result, notes):
-            result = self._write_landed_elsewhere(request, result)
+        if says_not_found(request, result):
+            result = unreachable_memory(
+                request,
+                result,
+                assembler=self.assembler,
+                tool_backend=self._tool_backend,
+                warnings=self._unreachable_warnings,
+            )
+        elif wrote_memory(request, result, notes):
+            result = write_landed_elsewhere(
+                request,
+                result,
+                assembler=self.assembler,
+                tool_backend=self._tool_backend,
+                warnings=self._unreachable_warnings,
+            )
         if self.hooks is not None and self._reports_rules(notes):
             self.hooks.trigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
@@ -563,7 +579,7 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
         """Async twin of `wrap_tool_call`."""
-        if _checks_files(request):
+        if checks_files(request):
             # The guard's checks resolve and stat paths on disk: in one worker thread hop
             # (which carries the run's context along), never on the event loop.
             refusal_message, notes, request, redaction = await asyncio.to_thread(
@@ -582,11 +598,25 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             result = await asyncio.to_thread(self._put_back, request, result)
         else:
             result = note_redaction(await handler(request), redaction)
-        if _says_not_found(request, result):
+        if says_not_found(request, result):
             # It asks the memory backend whether the file is there: not on the event loop.
-            result = await asyncio.to_thread(self._unreachable_memory, request, result)
-        elif _wrote_memory(request, result, notes):
-            result = await asyncio.to_thread(self._write_landed_elsewhere, request, result)
+            result = await asyncio.to_thread(
+                unreachable_memory,
+                request,
+                result,
+                assembler=self.assembler,
+                tool_backend=self._tool_backend,
+                warnings=self._unreachable_warnings,
+            )
+        elif wrote_memory(request, result, notes):
+            result = await asyncio.to_thread(
+                write_landed_elsewhere,
+                request,
+                result,
+                assembler=self.assembler,
+                tool_backend=self._tool_backend,
+                warnings=self._unreachable_warnings,
+            )
         if self.hooks is not None and self._reports_rules(notes):
             await self.hooks.atrigger(HookEvent.RULES_MATCHED, self._rules_after(request, notes))
         return with_state_update(result, notes)
@@ -796,67 +826,6 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
             edits_memory = edits_memory or self._brings_memory(state, tool_name, paths)
         return None, tool_notes(state, paths, edits_memory)
 
-    def _unreachable_memory(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
-        """A file tool answered "not found" for memory this middleware loaded, and the memory
-        backend still has it: the agent's tools use another backend (`create_deep_agent`
-        without `backend=` gives them deepagents' `StateBackend`), so its edits of memory
-        cannot land. Without this the agent only sees "File not found" and the developer
-        nothing (issue 26): one warning per file naming the fix, and a note for the model.
-        """
-        state = getattr(request, "state", None) or {}
-        path = self._loaded_memory_named(state, named_paths(request.tool_call))
-        if path is None:
-            return result
-        backend = self._tool_backend(request)
-        try:
-            [response] = backend.download_files([path])
-        except Exception:  # a failing backend: nothing is known, so say nothing
-            return result
-        if (
-            getattr(response, "error", None) is not None
-            or getattr(response, "content", None) is None
-        ):
-            return result  # gone from memory too (deleted mid-run): "not found" is the truth
-        self._unreachable_warnings.once(path)
-        return with_note(result, _unreachable_note(path))
-
-    def _write_landed_elsewhere(self, request: ToolCallRequest, result: ToolResult) -> ToolResult:
-        """A `write_file` of a layer file answered success, yet the memory backend has no such
-        file: the agent's tools wrote somewhere else (deepagents' default `StateBackend`). One
-        warning per file naming the fix, and a note for the model."""
-        paths = [
-            path for path in named_paths(request.tool_call) if self.assembler.access_of(path)[0]
-        ]
-        if not paths:
-            return result
-        backend = self._tool_backend(request)
-        if isinstance(internals.final_route(backend, paths[0])[0], StateBackend):
-            return result  # the memory itself lives in the state: the write is there
-        try:
-            [response] = backend.download_files(paths[:1])
-        except Exception:  # a failing backend: nothing is known, so say nothing
-            return result
-        if getattr(response, "error", None) != "file_not_found":
-            return result
-        self._unreachable_warnings.once(paths[0])
-        return with_note(result, _unreachable_note(paths[0]))
-
-    def _loaded_memory_named(self, state: Mapping[str, Any], paths: set[str]) -> str | None:
-        """The loaded memory file (as it was loaded) one of `paths` names, if any."""
-        memory = loaded(state)
-        extras = extras_of(state)
-        candidates: list[str] = [
-            *(state.get("memory_contents") or {}),
-            *(memory.get("rule_files") or {}),
-            *extras.nested,
-            *extras.imports,
-        ]
-        for tool_path in sorted(paths):
-            for path in candidates:
-                if path == tool_path or self.assembler.same_file(path, tool_path):
-                    return path
-        return None
-
     def _brings_memory(self, state: Mapping[str, Any], tool_name: str, paths: set[str]) -> bool:
         """A path in a folder nested memory was not looked up in yet, or an edit of a nested
         or imported file: the next model call loads again."""
@@ -1047,241 +1016,6 @@ class _FoundReadOnly:
     def writable(self) -> frozenset[str]:
         """Writable memory files found (read-only ones found too are left out by the guard)."""
         return self._writable
-
-
-def _checks_files(request: ToolCallRequest) -> bool:
-    """Whether the checks before this call look at the disk: only for a call that changes or
-    writes a file (`changed_paths`, the redacted arguments). A shell command or a subagent is
-    checked after it ran (`_put_back`)."""
-    call = request.tool_call
-    name = call.get("name")
-    return name in REDACTED_ARGUMENTS or name == MEMORY_TOOL or bool(changed_paths(call))
-
-
-_READS_ONE_FILE = frozenset({"read_file", "edit_file", "delete"})
-"""deepagents' file tools that answer "File '<path>' not found" for a missing file."""
-
-
-_NOT_FOUND = re.compile(r"(?:Error: )*(?:File '(?P<path>.*)'|File) not found")
-"""deepagents' answer for a missing file, whole (`Error: File '/x' not found`, from every
-backend's read, edit and delete), never text inside a file that was read."""
-
-
-def _says_not_found(request: ToolCallRequest, result: ToolResult) -> bool:
-    """A file tool's error that the file it named is missing (cheap: every tool call asks).
-
-    "String not found in file" is `edit_file` finding the file but not the text.
-    """
-    if request.tool_call.get("name") not in _READS_ONE_FILE:
-        return False
-    message = result if isinstance(result, ToolMessage) else _tool_message_of(result)
-    if message is None or not isinstance(message.content, str):
-        return False
-    found = _NOT_FOUND.fullmatch(message.content.strip())
-    if found is None:
-        return False  # file content that happens to say "not found", or another error
-    named = found.group("path")
-    return named is None or named in named_paths(request.tool_call)
-    # A `write_file` of memory on the tools' `StateBackend` succeeds there: see
-    # `_wrote_a_layer_file`.
-
-
-def _wrote_memory(request: ToolCallRequest, result: ToolResult, notes: Mapping[str, Any]) -> bool:
-    """A `write_file` of memory that answered success: the memory backend should have the
-    file now. When the agent's tools use deepagents' default `StateBackend`, the write lands
-    in the graph state and never reaches the memory file, while the tool says it succeeded
-    (`create_deep_agent` without `backend=`, MEMORY.md not created yet; issue 36)."""
-    if request.tool_call.get("name") != "write_file" or "memory_edits" not in notes:
-        return False
-    message = result if isinstance(result, ToolMessage) else _tool_message_of(result)
-    return (
-        message is not None
-        and message.status != "error"
-        and not (isinstance(message.content, str) and message.content.startswith("Error"))
-    )
-
-
-_WRITING_TOOLS = frozenset({*MUTATING_TOOLS, MEMORY_TOOL, *SHELL_TOOLS})
-"""Tools that can change a memory file: without one, writable memory cannot be written."""
-
-
-def _warn_if_no_tool_writes(layers: Sequence[Layer], tools: Sequence[Any]) -> None:
-    """One warning when the agent has writable memory and no tool that can write it
-    (`create_agent` without deepagents' `FilesystemMiddleware`): the model would be told to
-    edit memory and get "edit_file is not a valid tool" (issue 36)."""
-    names = {
-        tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", None)
-        for tool in tools
-    }
-    if names & _WRITING_TOOLS:
-        return
-    writable = [layer.name for layer in layers if layer.writable]
-    logger.warning(
-        "memory layers %s are writable, but the agent has no tool that can write a file "
-        "(edit_file, write_file, the memory tool or a shell): the model cannot edit them. "
-        "Give the agent file tools (create_deep_agent, or create_agent(..., middleware=["
-        "memory, FilesystemMiddleware(backend=memory.protected_backend)])), or make the "
-        "layers read-only (Layer(..., writable=False))",
-        ", ".join(writable),
-    )
-
-
-def _tool_message_of(result: ToolResult) -> ToolMessage | None:
-    if isinstance(result, Command) and isinstance(result.update, Mapping):
-        for message in reversed(list(result.update.get("messages") or ())):
-            if isinstance(message, ToolMessage):
-                return message
-    return None
-
-
-def _unreachable_note(path: str) -> str:
-    return (
-        f"\n\nNote: {path} is memory loaded for this agent from another backend than the "
-        "file tools use: changes made with these tools do not reach that memory."
-    )
-
-
-class _WarnOnce:
-    """The unreachable-memory warning, once per memory file and middleware. What was logged
-    is a logging concern of this process, not run state: a resumed run may warn again."""
-
-    def __init__(self) -> None:
-        self._warned: set[str] = set()
-        self._lock = threading.Lock()
-
-    def once(self, path: str) -> None:
-        with self._lock:
-            if path in self._warned:
-                return
-            self._warned.add(path)
-        logger.warning(
-            "memory file %s was loaded by MemoryMiddleware, but the agent's file tools "
-            "answered 'not found': they use another backend (create_deep_agent without "
-            "backend= gives them a StateBackend), so the agent's edits of memory are lost. "
-            "Give the agent the memory's backend: "
-            "create_deep_agent(..., backend=memory.protected_backend)",
-            path,
-        )
-
-
-class _EndOfRunHooks:
-    """The `after_agent` pair of a middleware with an end of run (`EndOfRun`): the user's own
-    `after_agent` (if its class has one) first, then `PIPELINE_END` and the consolidator."""
-
-    def after_agent(
-        self: Any,
-        state: LayeredMemoryState,
-        runtime: Runtime[ContextT],
-        config: Optional[RunnableConfig] = None,  # noqa: UP045 (LangGraph matches this spelling)
-    ) -> dict[str, Any] | None:
-        """Fire PIPELINE_END with the final state (write-back handlers run here), then hand
-        the run to the consolidator."""
-        own = self._own_after_agent
-        update = None if own is None else own(self, state, runtime, config)
-        self.end_of_run.after_agent(state, runtime, config)
-        return update  # type: ignore[no-any-return]
-
-    async def aafter_agent(
-        self: Any,
-        state: LayeredMemoryState,
-        runtime: Runtime[ContextT],
-        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see after_agent)
-    ) -> dict[str, Any] | None:
-        """Async twin of `after_agent`."""
-        own = self._own_aafter_agent
-        update = None if own is None else await own(self, state, runtime, config)
-        await self.end_of_run.aafter_agent(state, runtime, config)
-        return update  # type: ignore[no-any-return]
-
-
-_WITH_END_OF_RUN: dict[type[Any], type[Any]] = {}
-_WITH_END_OF_RUN_LOCK = threading.Lock()
-
-
-def _with_end_of_run(cls: type[Any]) -> type[Any]:
-    """`cls` with an end of run: a subclass whose `after_agent` fires `EndOfRun`.
-
-    `create_agent` adds an `after_agent` node for every middleware whose class overrides the
-    hook. Without hooks or a consolidator the node did nothing, yet ran at every invocation:
-    5% of the Python calls of the 20-turn deep-agent conversation of `make bench` (scenario 6,
-    the `sources=` drop-in: 1.073x deepagents' own middleware with the node, 1.018x without
-    it). So `MemoryMiddleware` defines no `after_agent`, and `__new__` picks this subclass
-    (one per class, cached) when there is an end of run: `type(m) is m.__class__` always.
-    """
-    with _WITH_END_OF_RUN_LOCK:
-        subclass = _WITH_END_OF_RUN.get(cls)
-        if subclass is None:
-            name = f"{cls.__name__}WithEndOfRun"
-            subclass = type(
-                name,
-                (cls,),
-                {
-                    "__module__": cls.__module__,
-                    "__qualname__": f"{cls.__qualname__}WithEndOfRun",
-                    "__doc__": f"`{cls.__qualname__}` with an end of run (write-back).",
-                    "after_agent": _EndOfRunHooks.after_agent,
-                    "aafter_agent": _EndOfRunHooks.aafter_agent,
-                    "_plain_class": cls,
-                    "_own_after_agent": _static(_own_hook(cls, "after_agent")),
-                    "_own_aafter_agent": _static(_own_hook(cls, "aafter_agent")),
-                },
-            )
-            _WITH_END_OF_RUN[cls] = subclass
-        return subclass
-
-
-def _static(hook: Callable[..., Any] | None) -> Any:
-    """A class attribute that stays the plain function (or None) when read on an instance."""
-    return None if hook is None else staticmethod(hook)
-
-
-def _own_hook(cls: type[Any], name: str) -> Callable[..., Any] | None:
-    """A user subclass's own `after_agent` / `aafter_agent`, called as LangGraph would call it
-    (with `config` only when it takes one), or None."""
-    hook = getattr(cls, name)
-    if hook is getattr(AgentMiddleware, name):
-        return None
-    if "config" in inspect.signature(hook).parameters:
-        return hook  # type: ignore[no-any-return]
-    if asyncio.iscoroutinefunction(hook):
-
-        async def without_config_async(self: Any, state: Any, runtime: Any, _config: Any) -> Any:
-            return await hook(self, state, runtime)
-
-        return without_config_async
-
-    def without_config(self: Any, state: Any, runtime: Any, _config: Any) -> Any:
-        return hook(self, state, runtime)
-
-    return without_config
-
-
-def _warn_unfired_write_backs(assembler: MemoryAssembler) -> None:
-    """One warning per write-back of this middleware's memory registered on a `HookRegistry`
-    that nothing fires: `register_write_back(registry, ...)` without `hooks=registry` writes
-    nothing, and used to say nothing (issue 36)."""
-    for path in take_unfired_write_backs(lambda path: assembler.access_of(path)[0] is not None):
-        logger.warning(
-            "write-back to %s is registered on a HookRegistry that no MemoryMiddleware fires, "
-            "so nothing will be written: pass the registry as MemoryMiddleware(..., "
-            "hooks=registry), or let the middleware write back itself: "
-            "MemoryMiddleware(..., write_back=%r)",
-            path,
-            path,
-        )
-
-
-def _check_consolidated_file(assembler: MemoryAssembler, consolidator: MemoryConsolidator) -> None:
-    """The consolidator must write a writable layer file: read-only memory never changes, and a
-    file no layer loads would learn lessons no run reads."""
-    access, _layer = assembler.access_of(consolidator.path)
-    if access != "writable":
-        what = "read-only memory" if access is not None else "not a layer file of this middleware"
-        msg = (
-            f"consolidator writes {consolidator.path!r}, which is {what}: give it the path of "
-            "a writable layer (Layer(..., writable=True))"
-        )
-        raise ValueError(msg)
 
 
 def _outer_run() -> Pinned | None:

@@ -213,7 +213,7 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
     ),
     # -- the middleware ----------------------------------------------------------------------
     ProcessState(
-        "layered_memory.middleware",
+        "layered_memory.writeback.end_of_run",
         "_WITH_END_OF_RUN",
         "registry",
         "the subclass `__new__` picks for a MemoryMiddleware with an end of run, per class",
