@@ -32,6 +32,9 @@ How the classes read a text (normalised, as tokens and concepts) is `writeback.l
 MCP tools). A lesson whose content is drawn from that other text, its addresses, paths or
 commands, or most of its words, is held unless it is plainly a project fact (no directive
 to the agent, every address, path and command also said by the user or the project's files).
+The consolidator also asks the project itself (`writeback._project_facts`, through its
+backend): an effect-free lesson whose every path exists there and every command is named by
+the project's files is a project fact, wherever the run read it.
 
 Both are cheap (no model, linear in the text: bounded windows, no nested quantifiers), and
 tuned to hold rather than to let through: a held lesson is never lost, a person approves it
