@@ -399,3 +399,52 @@ def test_a_web_lesson_is_held_when_the_project_only_comes_close(
     (tmp_path / "Makefile").write_text(readme + "\n")
 
     assert held(tmp_path, [text], _web_page_run(text)) == [text]
+
+
+def test_the_project_is_asked_a_bounded_number_of_times_per_consolidation(
+    tmp_path: Path,
+) -> None:
+    """One listing per folder and one read of the project's files, cached for the call; past
+    `MAX_LOOKUPS` folders nothing more is listed and what is unconfirmed stays held."""
+    from layered_memory.writeback._project_facts import MAX_LOOKUPS, PROJECT_FILES
+
+    folders = [f"pkg{n}/mod" for n in range(MAX_LOOKUPS + 4)]
+    lessons = [f"The {name} code is in {name}/ and built by `make build`." for name in folders]
+    _project_tree(tmp_path, lessons)
+    calls: list[str] = []
+
+    class Counting(FilesystemBackend):
+        def ls(self, path: str):  # type: ignore[no-untyped-def]
+            calls.append(f"ls {path}")
+            return super().ls(path)
+
+        def download_files(self, paths: list[str]):  # type: ignore[no-untyped-def]
+            calls.append(f"download {len(paths)}")
+            return super().download_files(paths)
+
+    (tmp_path / "MEMORY.md").write_text("# Memory\n")
+    run = _web_page_run(" ".join(lessons))
+    model = ScriptedChatModel(
+        script=[tool_call("update_memory", operations=[{"op": "add", "text": t} for t in lessons])]
+    )
+    backend = Counting(root_dir=tmp_path, virtual_mode=True)
+    consolidator = MemoryConsolidator(model, backend=backend, review=False, clock=lambda: DAY)
+
+    result = consolidator.consolidate(run, thread_id="t1")
+
+    assert len([call for call in calls if call.startswith("ls")]) == MAX_LOOKUPS
+    assert calls.count(f"download {len(PROJECT_FILES)}") == 1
+    assert len(result.applied) == MAX_LOOKUPS
+    assert len(result.pending) == len(folders) - MAX_LOOKUPS
+
+
+def test_a_project_file_past_the_byte_bound_is_not_read(tmp_path: Path) -> None:
+    from layered_memory.writeback._project_facts import MAX_PROJECT_BYTES
+
+    text = "Run the suite with `make check-all`."
+    small, large = _folder(tmp_path, "small"), _folder(tmp_path, "large")
+    (small / "README.md").write_text("Run `make check-all`.\n")
+    (large / "README.md").write_text("Run `make check-all`.\n" + "x" * MAX_PROJECT_BYTES)
+
+    assert held(small, [text], _web_page_run(text)) == []
+    assert held(large, [text], _web_page_run(text)) == [text]

@@ -20,6 +20,7 @@ import re
 import unicodedata
 from typing import Any, Final
 
+from layered_memory.core.disk_cache import oversized_files
 from layered_memory.core.loading import download_files_safely
 
 MAX_LOOKUPS: Final = 16
@@ -117,7 +118,11 @@ class ProjectFacts:
             parts: list[str] = []
             budget = MAX_PROJECT_BYTES
             try:
-                responses = download_files_safely(self._backend, paths)
+                # A file on disk past the budget costs one stat, never a read (fail closed:
+                # what only it names is not confirmed).
+                large = oversized_files(self._backend, paths, MAX_PROJECT_BYTES)
+                paths = [path for path in paths if path not in large]
+                responses = download_files_safely(self._backend, paths) if paths else []
             except Exception:  # a backend that cannot read: nothing named
                 responses = []
             for response in responses:
