@@ -58,6 +58,7 @@ from layered_memory.core.loading import adownload_files_safely, download_files_s
 from layered_memory.core.run_data import is_dry_run, thread_id_of
 from layered_memory.core.validation import check_backend, check_bool
 from layered_memory.errors import MemoryWriteError, ReviewError
+from layered_memory.writeback._project_facts import ProjectFacts
 from layered_memory.writeback.consolidation_prompt import (
     TOOL_NAME,
     UPDATE_MEMORY_TOOL,
@@ -252,7 +253,10 @@ class MemoryConsolidator:
         """The async form of `consolidate` (same arguments, result and errors)."""
         entries = self._entries(await adownload_files_safely(self.backend, [self.path]))
         reply = await self._require_model().ainvoke(self._prompt(entries, messages), _OWN_RUN)
-        proposals, rejected, provenance = self._read_reply(reply, thread_id, messages, entries)
+        # The hold may look the project up through the backend: off the event loop.
+        proposals, rejected, provenance = await asyncio.to_thread(
+            self._read_reply, reply, thread_id, messages, entries
+        )
         if not proposals:
             return self._report(ConsolidationResult(rejected=rejected))
         await asyncio.to_thread(self._key)  # read once, off the event loop
@@ -485,6 +489,8 @@ class MemoryConsolidator:
         if not proposals:
             return []
         sources = sources_of(convert_to_messages(list(messages)))
+        # Asked lazily, cached for this call, bounded (`writeback._project_facts`).
+        project = ProjectFacts(self.backend, posixpath.dirname(self.path), exclude=(self.path,))
         texts = [p.change.text for p in proposals if p.change.text is not None]
         shown = [text for _entry_id, text in entries[:MAX_CONTEXT]]
         judged: list[Proposal] = []
@@ -495,7 +501,12 @@ class MemoryConsolidator:
                 continue
             others = [other for other in texts if other is not text] + shown
             judged.append(
-                replace(proposal, hold=hold_reason(text, sources=sources, context=others))
+                replace(
+                    proposal,
+                    hold=hold_reason(
+                        text, sources=sources, context=others, project_fact=project.is_fact
+                    ),
+                )
             )
         return judged
 

@@ -32,6 +32,9 @@ How the classes read a text (normalised, as tokens and concepts) is `writeback.l
 MCP tools). A lesson whose content is drawn from that other text, its addresses, paths or
 commands, or most of its words, is held unless it is plainly a project fact (no directive
 to the agent, every address, path and command also said by the user or the project's files).
+The consolidator also asks the project itself (`writeback._project_facts`, through its
+backend): an effect-free lesson whose every path exists there and every command is named by
+the project's files is a project fact, wherever the run read it.
 
 Both are cheap (no model, linear in the text: bounded windows, no nested quantifiers), and
 tuned to hold rather than to let through: a held lesson is never lost, a person approves it
@@ -41,7 +44,7 @@ with one command. `tests/writeback/test_lesson_hold_corpus.py` measures both sid
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -233,6 +236,7 @@ def hold_reason(
     *,
     sources: Sources | None = None,
     context: Sequence[str] = (),
+    project_fact: Callable[[str], bool] | None = None,
 ) -> str | None:
     """Why the lesson `text` must wait for a person, in a reviewer's words; None when it may
     be applied.
@@ -243,6 +247,12 @@ def hold_reason(
         context: Other lessons it would stand beside (the answer's other texts, the section's
             entries): an effect that shows only when `text` is read with one of them (a
             download in one lesson, the pipe into a shell in another) holds it too.
+        project_fact: Whether a lesson is plainly a fact about the project (every path it
+            names exists there, every command is named by its files). Asked only of a lesson
+            with no effect that would be held for its provenance; None: never.
+
+    Returns:
+        The reason, or None.
     """
     known = sources.hosts if sources is not None else frozenset()
     found = effects(text, known_hosts=known)
@@ -264,6 +274,8 @@ def hold_reason(
                 )
     if not found and sources is not None:
         origin = _provenance(text, sources)
+        if origin is not None and project_fact is not None and project_fact(text):
+            origin = None  # read from the web, but every path and command is the project's
         if origin is not None:
             found = [origin]
     if not found:
