@@ -24,7 +24,10 @@ from layered_memory.graph import KnowledgeGraph
 from layered_memory.writeback.review_queue import (
     Provenance,
     Queue,
+    advance_generation,
+    commit_generation,
     new_change,
+    queue_binding,
     queue_text,
     read_queue,
     review_key,
@@ -52,20 +55,34 @@ def root(tmp_path: Path) -> Path:
     (tmp_path / "AGENTS.md").write_text("Our biggest client is Acme Corp.\n")
     (tmp_path / "TEAM.md").write_text("Nothing about that client here.\n")
     (tmp_path / "MEMORY.pending.json").write_text(
-        _sealed_queue(["Acme Corp asked for a discount", "the user likes green tea"])
+        _sealed_queue(tmp_path, ["Acme Corp asked for a discount", "the user likes green tea"])
     )
     return tmp_path
 
 
-def _sealed_queue(texts: list[str]) -> str:
-    """A review queue as the consolidator writes it: each change and the list sealed."""
+def _binding(root: Path) -> str:
+    return queue_binding(_backend(root), "/MEMORY.pending.json")
+
+
+def _sealed_queue(root: Path, texts: list[str]) -> str:
+    """A review queue as the consolidator writes it: each change and the list sealed, bound
+    to its place and a generation the state folder records."""
     provenance = Provenance(thread_id="t1", date="2026-12-07", model="m")
     changes = [new_change("add", None, text, provenance=provenance) for text in texts]
-    return queue_text(Queue(changes=changes), memory_path="/MEMORY.md", key=review_key())
+    generation = advance_generation(_binding(root), len(changes))
+    commit_generation(_binding(root))
+    return queue_text(
+        Queue(changes=changes),
+        memory_path="/MEMORY.md",
+        key=review_key(),
+        binding=_binding(root),
+        generation=generation,
+    )
 
 
 def _queue(root: Path) -> Queue:
-    return read_queue((root / "MEMORY.pending.json").read_text(), review_key())
+    text = (root / "MEMORY.pending.json").read_text()
+    return read_queue(text, review_key(), binding=_binding(root))
 
 
 def _backend(root: Path) -> FilesystemBackend:

@@ -24,7 +24,7 @@ from deepagents.backends import FilesystemBackend
 from layered_memory import MemoryConsolidator
 from layered_memory.testing import ScriptedChatModel, tool_call
 from layered_memory.writeback.consolidation import learned_entries
-from layered_memory.writeback.review_queue import read_queue, review_key
+from layered_memory.writeback.review_queue import queue_binding, read_queue, review_key
 
 KILLS = 110
 DAY = dt.date(2025, 6, 1)
@@ -86,9 +86,15 @@ def check(root: Path, ever_held: set[str]) -> None:
         if path.exists()
     )  # an applied lesson may have rotated into the archive since
     queue_file = root / "MEMORY.pending.json"
-    queue = read_queue(queue_file.read_text() if queue_file.exists() else None, review_key())
+    binding = queue_binding(
+        FilesystemBackend(root_dir=root, virtual_mode=True), "/MEMORY.pending.json"
+    )
+    queue = read_queue(
+        queue_file.read_text() if queue_file.exists() else None, review_key(), binding=binding
+    )
     assert queue.problem is None
-    assert all(change.untrusted is None for change in queue.changes)
+    untrusted = [change.untrusted for change in queue.changes if change.untrusted is not None]
+    assert not untrusted, untrusted
     learned = {entry["text"] for entry in learned_entries(memory)}
     held = {change.text for change in queue.changes}
     lost = sorted(text for text in ever_held if text not in held and text not in learned)

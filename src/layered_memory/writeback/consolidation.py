@@ -44,7 +44,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from langchain_core.messages import (
     AIMessage,
@@ -53,7 +53,7 @@ from langchain_core.messages import (
 )
 
 from layered_memory._logs import get_logger
-from layered_memory.core.files import Texts, learned_entry, strategy_for
+from layered_memory.core.files import Texts, Transform, learned_entry, strategy_for
 from layered_memory.core.loading import adownload_files_safely, download_files_safely
 from layered_memory.core.run_data import is_dry_run, thread_id_of
 from layered_memory.core.validation import check_backend, check_bool
@@ -80,6 +80,7 @@ from layered_memory.writeback.review_queue import (
     Change,
     Provenance,
     Queue,
+    commit_generation,
     new_change,
     provenance_of,
     queue_binding,
@@ -102,6 +103,7 @@ __all__ = [
 ]
 
 logger = get_logger(__name__)
+_T = TypeVar("_T")
 
 MAX_OPERATIONS: Final = 50
 """Operations carried out per consolidation; more are rejected (a runaway answer)."""
@@ -244,7 +246,7 @@ class MemoryConsolidator:
         proposals, rejected, provenance = self._read_reply(reply, thread_id, messages, entries)
         if not proposals:
             return self._report(ConsolidationResult(rejected=rejected))
-        result = self._strategy.transact(self._consolidation(proposals, entries, provenance))
+        result = self._transact(self._consolidation(proposals, entries, provenance))
         return self._report(replace(result, rejected=[*rejected, *result.rejected]))
 
     async def aconsolidate(
@@ -260,8 +262,21 @@ class MemoryConsolidator:
         if not proposals:
             return self._report(ConsolidationResult(rejected=rejected))
         await asyncio.to_thread(self._key)  # read once, off the event loop
-        result = await self._strategy.atransact(self._consolidation(proposals, entries, provenance))
+        result = await self._atransact(self._consolidation(proposals, entries, provenance))
         return self._report(replace(result, rejected=[*rejected, *result.rejected]))
+
+    def _transact(self, transform: Transform[_T]) -> _T:
+        """One locked transaction of the memory file, archive and queue; then the queue's new
+        generation is confirmed (`review_queue.commit_generation`): only after the file holds
+        it, so a crash in between never makes the queue look like an older copy."""
+        result = self._strategy.transact(transform)
+        commit_generation(self._files.binding)
+        return result
+
+    async def _atransact(self, transform: Transform[_T]) -> _T:
+        result = await self._strategy.atransact(transform)
+        await asyncio.to_thread(commit_generation, self._files.binding)
+        return result
 
     # -- review -----------------------------------------------------------------------------
 
@@ -326,12 +341,12 @@ class MemoryConsolidator:
                 text changed or it is not trusted, or the queue is unreadable; nothing was
                 written.
         """
-        return self._strategy.transact(self._decision(_id_of(change), approve=True))
+        return self._transact(self._decision(_id_of(change), approve=True))
 
     async def aapprove(self, change: Change | str) -> ConsolidationResult:
         """The async form of `approve`."""
         await asyncio.to_thread(self._key)  # read once, off the event loop
-        return await self._strategy.atransact(self._decision(_id_of(change), approve=True))
+        return await self._atransact(self._decision(_id_of(change), approve=True))
 
     def reject(self, change: Change | str) -> Change:
         """Take a pending change off the queue without applying it.
@@ -345,13 +360,13 @@ class MemoryConsolidator:
         Raises:
             ReviewError: No change with this id waits, or the queue is unreadable.
         """
-        result = self._strategy.transact(self._decision(_id_of(change), approve=False))
+        result = self._transact(self._decision(_id_of(change), approve=False))
         return result.rejected[0]
 
     async def areject(self, change: Change | str) -> Change:
         """The async form of `reject`."""
         await asyncio.to_thread(self._key)  # read once, off the event loop
-        result = await self._strategy.atransact(self._decision(_id_of(change), approve=False))
+        result = await self._atransact(self._decision(_id_of(change), approve=False))
         return result.rejected[0]
 
     # -- in a middleware --------------------------------------------------------------------

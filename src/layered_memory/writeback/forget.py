@@ -14,6 +14,7 @@ the lock and writes nothing. Read-only files are read, never changed: the caller
 
 from __future__ import annotations
 
+import asyncio
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,16 @@ from typing import TYPE_CHECKING, Any
 from layered_memory.core.files import atransact, transact
 from layered_memory.core.loading import download_files_safely
 from layered_memory.safety.defuse import drop_invisible
-from layered_memory.writeback.review_queue import Change, Queue, queue_text, read_queue, review_key
+from layered_memory.writeback.review_queue import (
+    Change,
+    Queue,
+    advance_generation,
+    commit_generation,
+    queue_binding,
+    queue_text,
+    read_queue,
+    review_key,
+)
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
@@ -100,7 +110,12 @@ def forget_lines(text: str, matcher: SubjectMatcher) -> tuple[str, list[str]]:
 
 
 def forget_in_queue(
-    text: str | None, matcher: SubjectMatcher, *, memory_path: str
+    text: str | None,
+    matcher: SubjectMatcher,
+    *,
+    memory_path: str,
+    binding: str = "",
+    dry_run: bool = False,
 ) -> tuple[str | None, int]:
     """The review queue's text without the queued changes that name the subject.
 
@@ -114,6 +129,8 @@ def forget_in_queue(
         text: The queue file's text (None: no queue).
         matcher: The subject.
         memory_path: The memory file the queue belongs to (named in the file).
+        binding: Where the queue lives (`review_queue.queue_binding`): its seals bind it.
+        dry_run: Nothing will be written: no new generation is announced.
 
     Returns:
         The new text (None: unchanged) and how many changes were removed.
@@ -121,7 +138,7 @@ def forget_in_queue(
     if not text or not matcher.names(text):
         return None, 0  # the usual case: the key file is not even read
     key = review_key()
-    queue = read_queue(text, key)
+    queue = read_queue(text, key, binding=binding)
     if queue.problem is not None:
         return None, 0
     kept = [change for change in queue.changes if not _names_change(change, queue, matcher)]
@@ -130,7 +147,11 @@ def forget_in_queue(
     if not removed:
         return None, 0
     queue.changes, queue.foreign = kept, foreign
-    return queue_text(queue, memory_path=memory_path, key=key), removed
+    generation = None if dry_run else advance_generation(binding, len(queue.changes))
+    return (
+        queue_text(queue, memory_path=memory_path, key=key, binding=binding, generation=generation),
+        removed,
+    )
 
 
 def _names_any(value: Any, matcher: SubjectMatcher) -> bool:
@@ -171,7 +192,7 @@ class FileForgotten:
 
 
 def _transform(
-    path: str, queue_path: str | None, matcher: SubjectMatcher, dry_run: bool
+    path: str, queue_path: str | None, matcher: SubjectMatcher, dry_run: bool, binding: str
 ) -> Callable[[Mapping[str, str | None]], tuple[dict[str, str], FileForgotten]]:
     def transform(texts: Mapping[str, str | None]) -> tuple[dict[str, str], FileForgotten]:
         writes: dict[str, str] = {}
@@ -183,7 +204,9 @@ def _transform(
                 writes[path] = new
         queued = 0
         if queue_path is not None:
-            new_queue, queued = forget_in_queue(texts.get(queue_path), matcher, memory_path=path)
+            new_queue, queued = forget_in_queue(
+                texts.get(queue_path), matcher, memory_path=path, binding=binding, dry_run=dry_run
+            )
             if new_queue is not None:
                 writes[queue_path] = new_queue
         found = FileForgotten(path, tuple(removed), queue_path, queued)
@@ -218,7 +241,11 @@ def forget_in_file(
             memory of a protected backend; nothing was written.
     """
     paths = [path] if queue_path is None else [path, queue_path]
-    return transact(backend, paths, _transform(path, queue_path, matcher, dry_run))
+    binding = queue_binding(backend, queue_path) if queue_path is not None else ""
+    found = transact(backend, paths, _transform(path, queue_path, matcher, dry_run, binding))
+    if found.queued and not dry_run:
+        commit_generation(binding)  # only once the queue file holds the new generation
+    return found
 
 
 async def aforget_in_file(
@@ -242,7 +269,11 @@ async def aforget_in_file(
         What was (or would be) removed.
     """
     paths = [path] if queue_path is None else [path, queue_path]
-    return await atransact(backend, paths, _transform(path, queue_path, matcher, dry_run))
+    binding = queue_binding(backend, queue_path) if queue_path is not None else ""
+    found = await atransact(backend, paths, _transform(path, queue_path, matcher, dry_run, binding))
+    if found.queued and not dry_run:
+        await asyncio.to_thread(commit_generation, binding)
+    return found
 
 
 def read_only_naming(

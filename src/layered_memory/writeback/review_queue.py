@@ -70,6 +70,7 @@ __all__ = [
     "Queue",
     "advance_generation",
     "change_id",
+    "commit_generation",
     "generation_of",
     "new_change",
     "provenance_of",
@@ -288,9 +289,13 @@ class Generation:
 
     number: int
     changes: int
+    pending: tuple[int, ...] = ()
+    """Writes announced by `advance_generation` and not confirmed by `commit_generation`
+    (a crash came in between): the file may hold any of them."""
 
 
 _generation_lock = threading.Lock()
+MAX_PENDING: Final = 16
 
 
 def _generation_path(binding: str) -> str:
@@ -322,19 +327,38 @@ def generation_of(binding: str) -> Generation | None:
         msg = f"{_generation_path(binding)}: not a review queue record ({exc}); delete it"
         raise OSError(msg) from exc
     number, changes = data.get("generation"), data.get("changes")
+    pending, pending_changes = data.get("pending"), data.get("pending_changes")
     if not isinstance(number, int) or not isinstance(changes, int):
         msg = f"{_generation_path(binding)}: not a review queue record; delete it"
         raise OSError(msg)
-    return Generation(number, changes)
+    if (
+        not isinstance(pending, list)
+        or not all(isinstance(n, int) for n in pending)
+        or not isinstance(pending_changes, int)
+    ):
+        return Generation(number, changes)
+    return Generation(number, changes, tuple(pending))
+
+
+def _write_record(binding: str, record: dict[str, Any]) -> None:
+    path = _generation_path(binding)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    with open(temporary, "w", encoding="utf-8") as stream:
+        json.dump({"binding": binding, **record}, stream)
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(temporary, path)
 
 
 def advance_generation(binding: str, changes: int) -> int | None:
-    """Record the next write of the queue at `binding` and return its generation.
+    """Announce the next write of the queue at `binding` and return its generation.
 
-    Called under the queue's write lock (`core.files`), so writers of one queue take turns; a
-    crash between this record and the queue's write leaves a queue one generation behind,
-    which is reported as an older copy (its changes are then rejected and learned again:
-    the safe side of a rare crash).
+    Called under the queue's write lock (`core.files`), so writers of one queue take turns. The
+    record keeps the last confirmed generation beside the announced one until
+    `commit_generation` confirms it after the write: a crash in between leaves a queue of
+    either generation, and both are trusted (a held change is never lost to a crash), while a
+    copy of any earlier generation is reported as an older copy.
 
     Args:
         binding: Where the queue lives (`queue_binding`).
@@ -348,18 +372,45 @@ def advance_generation(binding: str, changes: int) -> int | None:
     """
     if not binding.startswith("folder:"):
         return None
-    path = _generation_path(binding)
     with _generation_lock:
         known = generation_of(binding)
-        number = (known.number if known is not None else 0) + 1
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        with open(temporary, "w", encoding="utf-8") as stream:
-            json.dump({"binding": binding, "generation": number, "changes": changes}, stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
+        confirmed = known if known is not None else Generation(0, 0)
+        number = max((confirmed.number, *confirmed.pending)) + 1
+        _write_record(
+            binding,
+            {
+                "generation": confirmed.number,
+                "changes": confirmed.changes,
+                # every unconfirmed write stays acceptable until one is confirmed: a crash
+                # after any of them leaves that one in the file (at most MAX_PENDING kept)
+                "pending": [*confirmed.pending, number][-MAX_PENDING:],
+                "pending_changes": changes,
+            },
+        )
     return number
+
+
+def commit_generation(binding: str) -> None:
+    """Confirm the write `advance_generation` announced, once the queue file holds it.
+
+    Args:
+        binding: Where the queue lives (`queue_binding`).
+
+    Raises:
+        OSError: The state folder cannot be written.
+    """
+    if not binding.startswith("folder:"):
+        return
+    with _generation_lock:
+        path = _generation_path(binding)
+        try:
+            with open(path, encoding="utf-8") as stream:
+                data = json.load(stream)
+        except (FileNotFoundError, ValueError):
+            return
+        pending, pending_changes = data.get("pending"), data.get("pending_changes")
+        if isinstance(pending, list) and pending and isinstance(pending_changes, int):
+            _write_record(binding, {"generation": pending[-1], "changes": pending_changes})
 
 
 # --- The queue --------------------------------------------------------------------------------
@@ -474,7 +525,11 @@ def _stale(generation: int | None, recorded: Generation | None, binding: str) ->
             f"generation {generation}: it was copied from another project or machine (or "
             "the state folder was reset)"
         )
-    if recorded is not None and generation != recorded.number:
+    if (
+        recorded is not None
+        and generation != recorded.number
+        and generation not in recorded.pending
+    ):
         return (
             f"it is an older copy of the queue (generation {generation}; layered-memory last "
             f"wrote generation {recorded.number} here): a restored or copied file brings "
