@@ -111,6 +111,7 @@ from layered_memory.core.system_message import (
 )
 from layered_memory.core.tool_calls import (
     MUTATING_TOOLS,
+    ToolResult,
     changed_paths,
     error_message,
     invalid_path_refused,
@@ -159,8 +160,6 @@ if TYPE_CHECKING:
 __all__ = ["LayeredMemoryState", "MatchKeySource", "MemoryMiddleware"]
 
 logger = get_logger(__name__)
-
-ToolResult = ToolMessage | Command[Any]
 
 
 class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT]):

@@ -215,3 +215,29 @@ def test_a_tool_call_that_changes_no_file_stays_on_the_event_loop(
     )
     asyncio.run(graph.ainvoke({"messages": [{"role": "user", "content": "go"}]}))
     assert hops == ["_checked"]
+
+
+def test_listing_the_review_queue_reads_the_state_folder_off_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    """`apending` checks each change's seal with the key and the queue's generation record,
+    both files of the user's state folder: never read on the event loop."""
+    from layered_memory import MemoryConsolidator
+    from layered_memory.testing import tool_call as call
+
+    (tmp_path / "MEMORY.md").write_text("# Memory\n")
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    model = ScriptedChatModel(
+        script=[call("update_memory", operations=[{"op": "add", "text": "Builds use uv."}])]
+    )
+    queued = MemoryConsolidator(model, backend=backend, review=True)
+    queued.consolidate([{"role": "user", "content": "a run"}], thread_id="t1")
+    fresh = MemoryConsolidator(ScriptedChatModel(script=[]), backend=backend, review=True)
+
+    async def listed() -> list[Any]:
+        with disk_watched_on(threading.get_ident()):
+            return await fresh.apending()
+
+    SEEN.clear()
+    assert [change.text for change in asyncio.run(listed())] == ["Builds use uv."]
+    assert not SEEN, sorted(SEEN)

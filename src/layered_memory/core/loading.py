@@ -420,8 +420,9 @@ def download_files_safely(
 
 
 async def adownload_files_safely(backend: Any, paths: Sequence[str]) -> list[FileDownloadResponse]:
-    """Async twin of `download_files_safely`."""
-    special, rest = _special_answers(backend, paths)
+    """Async twin of `download_files_safely`; the check for special files stats the disk, so it
+    runs off the event loop."""
+    special, rest = await asyncio.to_thread(_special_answers, backend, paths)
     if not special:
         return cast("list[FileDownloadResponse]", await backend.adownload_files(list(paths)))
     return _answers(paths, special, await backend.adownload_files(rest) if rest else [])

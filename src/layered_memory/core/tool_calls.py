@@ -5,7 +5,7 @@ or carry the call's notes back into the graph state with the tool's own result.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
@@ -14,9 +14,8 @@ from layered_memory.core.guard import MEMORY_TOOL
 from layered_memory.core.protection import Operation, refusal_message
 from layered_memory.core.validation import invalid_path_reason
 
-if TYPE_CHECKING:
-    pass
-
+ToolResult = ToolMessage | Command[Any]
+"""What a tool call hands back through `wrap_tool_call`: its message, or a state update."""
 
 MUTATING_TOOLS: Mapping[str, Operation] = {
     "write_file": "write",
@@ -92,9 +91,7 @@ def invalid_path_refused(call: Mapping[str, Any], paths: Iterable[str]) -> ToolM
     return None
 
 
-def with_state_update(
-    result: ToolMessage | Command[Any], update: Mapping[str, Any]
-) -> ToolMessage | Command[Any]:
+def with_state_update(result: ToolResult, update: Mapping[str, Any]) -> ToolResult:
     """The tool's result with `update` applied to the graph state in the same step.
 
     Returned as a `Command` beside the tool's message, the notes are checkpointed with the

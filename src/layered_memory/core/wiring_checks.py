@@ -27,7 +27,13 @@ from layered_memory._logs import get_logger
 from layered_memory.core import internals
 from layered_memory.core.guard import MEMORY_TOOL, REDACTED_ARGUMENTS, SHELL_TOOLS
 from layered_memory.core.state import extras_of, loaded
-from layered_memory.core.tool_calls import MUTATING_TOOLS, changed_paths, named_paths, with_note
+from layered_memory.core.tool_calls import (
+    MUTATING_TOOLS,
+    ToolResult,
+    changed_paths,
+    named_paths,
+    with_note,
+)
 from layered_memory.writeback.hooks import take_unfired_write_backs
 
 if TYPE_CHECKING:
@@ -50,8 +56,6 @@ __all__ = [
 ]
 
 logger = get_logger(__name__)
-
-ToolResult = ToolMessage | Command[Any]
 
 
 def checks_files(request: ToolCallRequest) -> bool:

@@ -294,8 +294,10 @@ class MemoryConsolidator:
 
     async def apending(self) -> list[Change]:
         """The async form of `pending`."""
-        await asyncio.to_thread(self._key)  # read once, off the event loop
-        return self._queued(await adownload_files_safely(self.backend, [self.pending_path]))
+        responses = await adownload_files_safely(self.backend, [self.pending_path])
+        # The key and the queue's generation record are files of the state folder: read off
+        # the event loop.
+        return await asyncio.to_thread(self._queued, responses)
 
     def queue_problems(self) -> list[str]:
         """Why the review queue cannot be trusted, in a reviewer's words; empty when it can.
