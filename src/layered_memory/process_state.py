@@ -373,6 +373,13 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         "1,024 matrices, least recently used dropped",
     ),
     ProcessState(
+        "layered_memory.tiers.vectors",
+        "BY_REVISION",
+        "cache",
+        "one page's or segment's vector and its unit copy, by the revision it was written with",
+        "64 MiB of vectors, least recently used dropped",
+    ),
+    ProcessState(
         "layered_memory.tiers.page_index",
         "INDEXES",
         "cache",
