@@ -397,13 +397,13 @@ def consolidate(
     yield from _archive(ctx, loaded, touched, report)
     lpm_changed = yield from _promote(ctx, loaded, report)
     changed = bool(report.moved or report.archived or report.promoted)
+    lpm_put = _long_term_put(ctx, loaded) if lpm_changed else None
     puts: Puts = []
-    if changed or not written:
+    if changed or lpm_changed or not written:
         puts += _state_puts(ctx, loaded)
-    if lpm_changed:
-        assert loaded.lpm_read  # never the empty stand-in: it would drop every entry
-        puts.append(PutOp(ctx.namespace, LPM_KEY, loaded.lpm.dump()))
-    if puts and (changed or lpm_changed or not written):
+    if lpm_put is not None:
+        puts.append(lpm_put)
+    if puts:
         yield StoreBatch(tuple(puts))
     return Consolidation(
         moved=report.moved,
@@ -413,6 +413,16 @@ def consolidate(
         facts=report.facts,
         pending=max(0, len(loaded.state.stm) - ctx.settings.stm_capacity),
     )
+
+
+def _long_term_put(ctx: Context, loaded: Loaded) -> PutOp:
+    """The write of the long-term record; the state record, written in the same batch and
+    before it, names its new revision (a retrieval reads the record only when it names one
+    it does not hold; one that never got written costs a read, never a stale answer)."""
+    assert loaded.lpm_read  # never the empty stand-in: it would drop every entry
+    value = loaded.lpm.dump()
+    loaded.state.long_term = value["rev"]
+    return PutOp(ctx.namespace, LPM_KEY, value)
 
 
 def _state_puts(ctx: Context, loaded: Loaded, *, pages: bool = True) -> Puts:
@@ -742,12 +752,13 @@ def _lexical_promotion(pages: Sequence[PageRec]) -> list[Entry]:
 def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
     """The relevant pages of every tier (hybrid search), the relevant long-term entries, and
     the short-term pages; returning a segment's page counts as a visit to it."""
-    items = yield StoreBatch(
-        tuple(GetOp(ctx.namespace, key) for key in (STATE_KEY, LPM_KEY, VISITS_KEY))
-    )
-    state_item, lpm_item, visits_item = (_value(item) for item in items)
+    items = yield StoreBatch(tuple(GetOp(ctx.namespace, key) for key in (STATE_KEY, VISITS_KEY)))
+    state_item, visits_item = (_value(item) for item in items)
     state = UserState.load(state_item, user_id=ctx.user_id, where=ctx.where)
-    lpm = LongTerm.read(lpm_item, where=ctx.where)  # shared: never changed here
+    lpm = LongTerm.cached(state.long_term)  # shared: never changed here
+    if lpm is None:
+        items = yield StoreBatch((GetOp(ctx.namespace, LPM_KEY),))
+        lpm = LongTerm.read(_value(items[0]), where=ctx.where)
     short = [page for page in state.stm if not page.forgotten]
     base = Retrieval(short_term=tuple(page.public() for page in short))
     facts = [fact for fact in lpm.facts if fact.shown]
@@ -851,7 +862,7 @@ def _relevant_entries(
         cosines = {fact.id: c for fact, c in zip(lpm.facts, every, strict=True)}
     scored = []
     for fact in facts:
-        score = ranking.score_extra(found, word_counts(fact.text), cosines.get(fact.id))
+        score = ranking.score_extra(found, lpm.words(fact), cosines.get(fact.id))
         if score > 0 and score >= found.last_score:
             scored.append((score, fact))
     scored.sort(key=lambda pair: (-pair[0], -pair[1].timestamp))
@@ -944,11 +955,14 @@ def forget(ctx: Context, item_id: str, *, purge: bool, hide: bool = True) -> Flo
         lpm_changed = yield from _forget_segment(ctx, loaded, item_id, purge=purge, hide=hide)
     else:
         _forget_fact(loaded.lpm, item_id, purge=purge, hide=hide)
+    lpm_put = _long_term_put(ctx, loaded) if lpm_changed else None
     puts: Puts = []
     if kind != "fact":
         puts += _state_puts(ctx, loaded, pages=False)
-    if lpm_changed:
-        puts.append(PutOp(ctx.namespace, LPM_KEY, loaded.lpm.dump()))
+    elif lpm_put is not None:
+        puts.append(PutOp(ctx.namespace, STATE_KEY, loaded.state.dump()))
+    if lpm_put is not None:
+        puts.append(lpm_put)
     yield StoreBatch(tuple(puts))
     return Forgotten(item_id, kind, purged=purge)
 

@@ -174,7 +174,8 @@ class _Indexes:
                     return None
             for number in range(stale, len(revs)):
                 index.add(number, blocks[number], vectors)
-        self._bound()
+        if stale < len(revs):
+            self._bound()  # only when it grew: the sum runs over every user's index
         return index
 
     def _bound(self) -> None:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from layered_memory._logs import get_logger
+from layered_memory.recall.text import word_counts
 from layered_memory.errors import TierStoreError
 from layered_memory.tiers.values import Fact, FactKind, Page, Segment
 from layered_memory.tiers.vectors import (
@@ -432,6 +433,8 @@ class UserState:
     of the index is current without reading the blocks."""
     archive: list[tuple[str, int]] = field(default_factory=list)
     """(revision, segments) of each archive block."""
+    long_term: str = ""
+    """The revision of the `long_term` record last written ("" unknown: read it)."""
     seq_rebuilt: bool = False
     """`seq` was unusable and rebuilt from the short-term ids (the caller raises it past the
     other records' ids)."""
@@ -474,6 +477,7 @@ class UserState:
                 state.stm.append(page)
         state.index = _revs(value.get("index"), where, "index")
         state.archive = _revs(value.get("archive"), where, "archive")
+        state.long_term = _str(value.get("long_term"))
         if bad:
             _report(where, "state record", bad)
         if state.seq != seq:
@@ -493,6 +497,7 @@ class UserState:
             "stm": [page.dump() for page in self.stm],
             "index": [list(pair) for pair in self.index],
             "archive": [list(pair) for pair in self.archive],
+            "long_term": self.long_term,
         }
 
 
@@ -732,6 +737,8 @@ class LongTerm:
     vectors: dict[str, Vector] = field(default_factory=dict)
     matrix: Vector | None = None
     """The vectors as read, one row per entry in order (a retrieval scores them at once)."""
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Each entry's content words, by id, counted when a retrieval first asks (`words`)."""
 
     @classmethod
     def load(cls, value: object, *, where: str) -> LongTerm:
@@ -774,42 +781,35 @@ class LongTerm:
         return lpm
 
     @classmethod
-    def read(cls, value: object, *, where: str) -> LongTerm:
-        """`load` for a reader that changes nothing (a retrieval, every turn): the entries
-        parsed once per version of the record. The version is its revision plus each entry's
-        id, text length and flags, read in the same call: a new write, or an edit of what a
-        retrieval shows, is parsed again."""
-        if not isinstance(value, Mapping) or not isinstance(value.get("facts"), list):
-            return cls.load(value, where=where)
-        vectors = value.get("vectors")
-        text = vectors if isinstance(vectors, str) else ""
-        key = (
-            value.get("rev"),
-            value.get("dim"),
-            (len(text), text[:32], text[-32:]),
-            tuple(
-                tuple(
-                    tuple(field) if isinstance(field, list) else field
-                    for field in map(raw.get, _FACT_FIELDS)
-                )
-                if isinstance(raw, Mapping)
-                else None
-                for raw in value["facts"]
-            ),
-        )
-        try:
-            hash(key)
-        except TypeError:  # an unhashable value where a string belongs: parse (and warn)
-            return cls.load(value, where=where)
+    def cached(cls, rev: str) -> LongTerm | None:
+        """The record of revision `rev` as this process last read it (None: not held)."""
         with _READ_LOCK:
-            found = _READ.get(key)
-        if found is None:
-            found = cls.load(value, where=where)
+            found = _READ.get(rev) if rev else None
+            if found is not None:
+                _READ.move_to_end(rev)
+            return found
+
+    @classmethod
+    def read(cls, value: object, *, where: str) -> LongTerm:
+        """`load` for a reader that changes nothing (a retrieval, every turn), remembered by
+        the record's own revision: the state record names the revision last written, so a
+        retrieval reads this record only when it names one this process does not hold
+        (`cached`). A writer draws a new revision for every write; an edit by hand must too."""
+        found = cls.load(value, where=where)
+        rev = value.get("rev") if isinstance(value, Mapping) else None
+        if isinstance(rev, str) and rev:
             with _READ_LOCK:
-                _READ[key] = found
+                _READ[rev] = found
                 while len(_READ) > 256:
                     _READ.popitem(last=False)
         return found
+
+    def words(self, fact: FactRec) -> dict[str, int]:
+        """The content words of `fact`'s text, counted once per record read."""
+        counts = self.counts.get(fact.id)
+        if counts is None:
+            counts = self.counts[fact.id] = word_counts(fact.text)
+        return counts
 
     def dump(self) -> dict[str, Any]:
         # The newest entry's dimension (the embeddings in use): after a change of embedding
@@ -854,8 +854,7 @@ class LongTerm:
         return max((id_number(fact.id) for fact in self.facts), default=0)
 
 
-_FACT_FIELDS = ("id", "text", "kind", "timestamp", "source", "forgotten", "pages", "hidden_by")
-_READ: OrderedDict[tuple[Any, ...], LongTerm] = OrderedDict()
+_READ: OrderedDict[str, LongTerm] = OrderedDict()
 _READ_LOCK = threading.Lock()
 
 
