@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langgraph.store.base import GetOp, Op, PutOp, Result
 from langgraph.store.memory import InMemoryStore
-from tiers_helpers import Clock
+from tiers_helpers import Clock, call
 
 from layered_memory.errors import TierStoreError
 from layered_memory.testing import LexicalEmbeddings
@@ -141,10 +141,7 @@ async def test_a_store_of_another_layout_is_refused_and_left_as_it_is(use_async,
     ]
     for name, args in calls:
         with pytest.raises(TierStoreError, match=f"layout version {version}") as excinfo:
-            if use_async:
-                await getattr(memory, f"a{name}")(*args)
-            else:
-                getattr(memory, name)(*args)
+            await call(memory, name, *args, use_async=use_async)
         assert "delete this user's namespace" in str(excinfo.value)
         assert excinfo.value.where == ns[-1]
     assert _everything(store) == before  # nothing lost, nothing overwritten
@@ -154,8 +151,8 @@ def test_segment_vectors_changed_by_another_process_are_read_again() -> None:
     store, clock = InMemoryStore(), Clock()
     memory = _filled(store, clock)
     ns = user_namespace(memory.namespace, USER)
-    flow_ctx = memory._context(USER)  # noqa: SLF001 - the flow's own view of the records
-    loaded = memory._run(_flows.load(flow_ctx))  # noqa: SLF001
+    flow_ctx = memory._context(USER)
+    loaded = memory._run(_flows.load(flow_ctx))
     segment = loaded.mid.segments[0]
     assert segment.id in loaded.mid.vectors  # read once: now in this process's copies
     # Another process (its own copies) gives the segment a new vector, as a writer does: a
@@ -168,7 +165,7 @@ def test_segment_vectors_changed_by_another_process_are_read_again() -> None:
         if raw["id"] == segment.id:
             raw["vector"] = rev
     store.put(ns, "mid_term", mid)
-    again = memory._run(_flows.load(flow_ctx))  # noqa: SLF001
+    again = memory._run(_flows.load(flow_ctx))
     assert again.mid.vectors[segment.id].tolist() == pytest.approx(other)
     stored = read_vector(store.get((*ns, "vectors"), segment.id).value, rev=rev, dim=512)  # type: ignore[union-attr]
     assert stored is not None

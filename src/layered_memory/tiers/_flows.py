@@ -257,8 +257,7 @@ def _segment_vectors(ctx: Context, loaded: Loaded) -> Flow[None]:
         warn(
             ctx.where,
             "mid_term record",
-            f"segment vectors unreadable ({', '.join(unreadable[:5])}); segments kept without "
-            "them",
+            f"segment vectors unreadable ({', '.join(unreadable[:5])}); segments kept without them",
         )
 
 
@@ -858,10 +857,17 @@ def _relevant_entries(
         return []
     cosines: dict[str, float] = {}
     if q is not None and lpm.matrix is not None and lpm.matrix.shape[1:] == q.shape:
-        every = ranking.cosines(lpm.matrix, q).tolist()
-        cosines = {fact.id: c for fact, c in zip(lpm.facts, every, strict=True)}
+        every = ranking.cosines(lpm.matrix, q)
+        # Only an entry above the dense cut or holding a query word can score (score_extra):
+        # the others (most of up to 100, every turn) are not scored at all.
+        cosines = {
+            lpm.facts[i].id: float(every[i]) for i in np.flatnonzero(every > found.dense_cut)
+        }
+    lexical = lpm.holding(found.idf) if found.max_lexical > 0 else set()
     scored = []
     for fact in facts:
+        if fact.id not in lexical and fact.id not in cosines:
+            continue
         score = ranking.score_extra(found, lpm.words(fact), cosines.get(fact.id))
         if score > 0 and score >= found.last_score:
             scored.append((score, fact))

@@ -37,14 +37,14 @@ from __future__ import annotations
 import math
 import threading
 import uuid
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from layered_memory._logs import get_logger
-from layered_memory.recall.text import word_counts
 from layered_memory.errors import TierStoreError
+from layered_memory.recall.text import word_counts
 from layered_memory.tiers.values import Fact, FactKind, Page, Segment
 from layered_memory.tiers.vectors import (
     BY_REVISION,
@@ -737,8 +737,10 @@ class LongTerm:
     vectors: dict[str, Vector] = field(default_factory=dict)
     matrix: Vector | None = None
     """The vectors as read, one row per entry in order (a retrieval scores them at once)."""
-    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    counts: dict[str, Counter[str]] = field(default_factory=dict)
     """Each entry's content words, by id, counted when a retrieval first asks (`words`)."""
+    postings: dict[str, set[str]] | None = None
+    """Content word -> the ids of the entries holding it (`holding`)."""
 
     @classmethod
     def load(cls, value: object, *, where: str) -> LongTerm:
@@ -804,12 +806,26 @@ class LongTerm:
                     _READ.popitem(last=False)
         return found
 
-    def words(self, fact: FactRec) -> dict[str, int]:
+    def words(self, fact: FactRec) -> Counter[str]:
         """The content words of `fact`'s text, counted once per record read."""
         counts = self.counts.get(fact.id)
         if counts is None:
             counts = self.counts[fact.id] = word_counts(fact.text)
         return counts
+
+    def holding(self, words: Iterable[str]) -> set[str]:
+        """The ids of the entries whose text holds one of `words` (an index made once per
+        record read: a retrieval looks up its query words, never every entry)."""
+        if self.postings is None:
+            postings: dict[str, set[str]] = {}
+            for fact in self.facts:
+                for word in self.words(fact):
+                    postings.setdefault(word, set()).add(fact.id)
+            self.postings = postings
+        found: set[str] = set()
+        for word in words:
+            found |= self.postings.get(word, set())
+        return found
 
     def dump(self) -> dict[str, Any]:
         # The newest entry's dimension (the embeddings in use): after a change of embedding
