@@ -373,6 +373,13 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         "1,024 matrices, least recently used dropped",
     ),
     ProcessState(
+        "layered_memory.tiers.records",
+        "MIDTERMS",
+        "cache",
+        "a user's mid-term tier as this process last wrote it, by store, user and revision",
+        "64 users, least recently used dropped (writers take an entry out while they work)",
+    ),
+    ProcessState(
         "layered_memory.tiers.vectors",
         "BY_REVISION",
         "cache",

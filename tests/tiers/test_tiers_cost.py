@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
+from langchain.agents import create_agent
 from langgraph.store.base import GetOp, Op, PutOp, Result
 from langgraph.store.memory import InMemoryStore
 from tiers_helpers import Clock, call
 
 from layered_memory.errors import TierStoreError
-from layered_memory.testing import LexicalEmbeddings
-from layered_memory.tiers import TieredMemory, _flows, records
+from layered_memory.testing import LexicalEmbeddings, ScriptedChatModel
+from layered_memory.tiers import TieredMemory, TieredMemoryMiddleware, _flows, records
 from layered_memory.tiers.namespaces import user_namespace
 from layered_memory.tiers.records import read_vector, vector_record
 
@@ -170,3 +172,44 @@ def test_segment_vectors_changed_by_another_process_are_read_again() -> None:
     stored = read_vector(store.get((*ns, "vectors"), segment.id).value, rev=rev, dim=512)  # type: ignore[union-attr]
     assert stored is not None
     assert again.mid.vectors[segment.id].tolist() == stored.tolist()
+
+
+async def test_an_agent_on_a_store_of_another_layout_is_told_why_and_the_store_kept(
+    caplog, use_async
+) -> None:
+    store, clock = InMemoryStore(), Clock()
+    memory = _filled(store, clock)
+    ns = user_namespace(memory.namespace, USER)
+    state = store.get(ns, "state").value  # type: ignore[union-attr]
+    store.put(ns, "state", {**state, "version": 1})
+    before = _everything(store)
+    model = ScriptedChatModel(script=[], default="Noted.")
+    agent = create_agent(model, tools=[], middleware=[TieredMemoryMiddleware(memory)])
+    inputs = {"messages": [("user", "Where does Clara live?")]}
+    with caplog.at_level(logging.WARNING):
+        if use_async:
+            await agent.ainvoke(inputs, context={"user_id": USER})
+        else:
+            agent.invoke(inputs, context={"user_id": USER})
+    assert model.system_prompts  # the run went on
+    for what in ("retrieval", "recording"):
+        assert f"TieredMemoryMiddleware: {what} failed (tiered memory {ns[-1]}: written by " in (
+            caplog.text
+        )
+    assert _everything(store) == before
+
+
+def test_a_mid_term_tier_changed_by_another_process_is_read_again() -> None:
+    store, clock = InMemoryStore(), Clock()
+    memory = _filled(store, clock)  # this process now holds its mid-term tier as written
+    ns = user_namespace(memory.namespace, USER)
+    # Another process renames a segment's summary and writes the record, as a writer does:
+    # a new revision.
+    mid = copy.deepcopy(store.get(ns, "mid_term").value)  # type: ignore[union-attr]
+    mid["segments"][0]["summary"] = "written by the other process"
+    mid["rev"] = "another process's revision"
+    store.put(ns, "mid_term", mid)
+    clock.advance(60)
+    memory.add_page(USER, "One more page.", "ok")
+    summaries = [s["summary"] for s in store.get(ns, "mid_term").value["segments"]]  # type: ignore[union-attr]
+    assert "written by the other process" in summaries  # not overwritten by a stale copy

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 import uuid
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -53,6 +53,7 @@ from layered_memory.tiers.records import (
     STATE_KEY,
     VECTORS,
     VISITS_KEY,
+    MIDTERMS,
     ArchiveBlock,
     FactRec,
     IndexBlock,
@@ -183,6 +184,13 @@ class Loaded:
     lpm_read: bool = True
     """Whether `lpm` is the stored record (it holds every entry's vector: a consolidation
     reads it only to promote)."""
+    mid_rev: str = ""
+    """The revision of the `mid_term` record `mid` is (as read, then as written)."""
+
+
+def _keep(ctx: Context, loaded: Loaded) -> None:
+    """Hand the mid-term tier back to this process's copy (its writes succeeded)."""
+    MIDTERMS.put((ctx.store, ctx.namespace), loaded.mid_rev, loaded.mid)
 
 
 def _read_long_term(ctx: Context, loaded: Loaded) -> Flow[None]:
@@ -195,21 +203,27 @@ def _value(item: object) -> object:
     return item.value if isinstance(item, Item) else None
 
 
-def load(ctx: Context, *, long_term: bool = True) -> Flow[Loaded]:
+def load(ctx: Context, *, long_term: bool = True, writer: bool = False) -> Flow[Loaded]:
     """Read the user's small records in one batch (blocks are read when needed; with
-    `long_term=False` the long-term record too: `_read_long_term`)."""
+    `long_term=False` the long-term record too: `_read_long_term`). A `writer` (holding the
+    user's lock) takes this process's copy of the mid-term tier when it is the revision read,
+    and hands it back with `_keep` once its writes succeeded."""
     keys = (STATE_KEY, MID_TERM_KEY, VISITS_KEY) + ((LPM_KEY,) if long_term else ())
     items = yield StoreBatch(tuple(GetOp(ctx.namespace, key) for key in keys))
     state_item, mid_item, visits_item, *lpm_item = (_value(item) for item in items)
     state = UserState.load(state_item, user_id=ctx.user_id, where=ctx.where)
+    rev = mid_item.get("rev") if isinstance(mid_item, Mapping) else None
+    mid = MIDTERMS.take((ctx.store, ctx.namespace), rev) if writer else None
     loaded = Loaded(
         state=state,
-        mid=MidTerm.load(mid_item, where=ctx.where),
+        mid=mid if mid is not None else MidTerm.load(mid_item, where=ctx.where),
         visits=load_visits(visits_item),
         lpm=LongTerm.load(lpm_item[0], where=ctx.where) if long_term else LongTerm(),
         lpm_read=long_term,
+        mid_rev=rev if isinstance(rev, str) else "",
     )
-    yield from _segment_vectors(ctx, loaded)
+    if mid is None:
+        yield from _segment_vectors(ctx, loaded)
     if state.seq_rebuilt:
         yield from _read_long_term(ctx, loaded)
         # Ids come from `seq`: its floor is the highest id kept anywhere, archived ones too.
@@ -362,7 +376,7 @@ def add_page(
     ctx: Context, query: str, response: str, meta: dict[str, Any], *, then_consolidate: bool = True
 ) -> Flow[Page]:
     """Append a page to short-term memory (written at once), then consolidate."""
-    loaded = yield from load(ctx, long_term=False)
+    loaded = yield from load(ctx, long_term=False, writer=True)
     state = loaded.state
     page = PageRec(
         id=state.next_id("p"), query=query, response=response, timestamp=ctx.now, meta=meta
@@ -372,6 +386,8 @@ def add_page(
     yield StoreBatch((PutOp(ctx.namespace, STATE_KEY, state.dump()),))
     if then_consolidate:
         yield from consolidate(ctx, loaded, written=True)
+    else:
+        _keep(ctx, loaded)
     return page.public()
 
 
@@ -389,7 +405,7 @@ def consolidate(
 ) -> Flow[Consolidation]:
     """Move short-term overflow to mid-term, archive the coldest segments, promote hot ones."""
     if loaded is None:
-        loaded = yield from load(ctx, long_term=False)
+        loaded = yield from load(ctx, long_term=False, writer=True)
     report = _Report()
     touched: set[str] = set()
     yield from _move_overflow(ctx, loaded, touched, report)
@@ -404,6 +420,7 @@ def consolidate(
         puts.append(lpm_put)
     if puts:
         yield StoreBatch(tuple(puts))
+    _keep(ctx, loaded)
     return Consolidation(
         moved=report.moved,
         created=report.created,
@@ -449,6 +466,7 @@ def _state_puts(ctx: Context, loaded: Loaded, *, pages: bool = True) -> Puts:
         loaded.visits = {k: v for k, v in loaded.visits.items() if k in kept}
         puts.append(PutOp(ctx.namespace, VISITS_KEY, dump_visits(loaded.visits)))
     mid, vectors = loaded.mid.dump(state.dim)
+    loaded.mid_rev = mid["rev"]
     puts += [PutOp(ctx.vectors, item_id, value) for item_id, value in vectors.items()]
     puts.append(PutOp(ctx.namespace, MID_TERM_KEY, mid))
     puts.append(PutOp(ctx.namespace, STATE_KEY, state.dump()))
@@ -953,7 +971,7 @@ def forget(ctx: Context, item_id: str, *, purge: bool, hide: bool = True) -> Flo
     once purged).
     """
     kind = _kind(item_id)
-    loaded = yield from load(ctx)
+    loaded = yield from load(ctx, writer=True)
     lpm_changed = True
     if kind == "page":
         lpm_changed = yield from _forget_page(ctx, loaded, item_id, purge=purge, hide=hide)
@@ -970,6 +988,7 @@ def forget(ctx: Context, item_id: str, *, purge: bool, hide: bool = True) -> Flo
     if lpm_put is not None:
         puts.append(lpm_put)
     yield StoreBatch(tuple(puts))
+    _keep(ctx, loaded)
     return Forgotten(item_id, kind, purged=purge)
 
 

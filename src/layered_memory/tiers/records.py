@@ -569,11 +569,58 @@ class MidTerm:
         for segment_id in [sid for sid in self.stored if sid not in kept]:
             writes[segment_id] = None
             del self.stored[segment_id]
-        record = {"version": VERSION, "segments": [segment.dump() for segment in self.segments]}
+        record = {
+            "version": VERSION,
+            "rev": uuid.uuid4().hex,
+            "segments": [segment.dump() for segment in self.segments],
+        }
         return record, writes
 
     def top_seq(self) -> int:
         return max((id_number(i) for seg in self.segments for i in (seg.id, *seg.pages)), default=0)
+
+
+class _MidTerms:
+    """The mid-term tier as the last write of this process left it, per (store, user), by the
+    revision of the `mid_term` record it wrote: the next consolidation of that user, finding
+    that revision in the record it reads, skips parsing 200 segments and looking up their
+    vectors (the bulk of a page's cost once the tier is full).
+
+    A writer takes its user's entry out (`take`) and puts it back only after its writes
+    succeeded (`put`), so a flow that failed half-way leaves nothing behind, and no two flows
+    share one: writes of one user are serialized within a process, and readers that hold no
+    lock (listing segments) parse the record themselves. Another process's write draws a new
+    revision, which no entry here has.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[int, tuple[str, ...]], tuple[str, MidTerm]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: tuple[int, tuple[str, ...]], rev: object) -> MidTerm | None:
+        """The entry of `key` if it is of revision `rev`; removed either way."""
+        with self._lock:
+            found = self._entries.pop(key, None)
+        if found is None or not isinstance(rev, str) or found[0] != rev:
+            return None
+        return found[1]
+
+    def put(self, key: tuple[int, tuple[str, ...]], rev: str, mid: MidTerm) -> None:
+        if not rev:
+            return
+        with self._lock:
+            self._entries[key] = (rev, mid)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+MIDTERMS = _MidTerms()
 
 
 @dataclass(slots=True)
