@@ -65,7 +65,7 @@ def diagnose(loaded: Loaded) -> tuple[list[Finding], list[dict[str, str]]]:
     findings = [
         *load_findings(loaded),
         *import_findings(loaded.snapshot.extras),
-        *stale_findings(loaded.snapshot.files),
+        *stale_findings(loaded.backend, loaded.snapshot.files),
     ]
     if not assembler.layers and not assembler.rule_folders:
         message = "no memory file and no rule folder found: the agent gets no memory"
@@ -336,15 +336,25 @@ def load_findings(loaded: Loaded) -> list[Finding]:
     return findings
 
 
-def stale_findings(files: Mapping[str, str]) -> list[Finding]:
-    """Entries the load marked stale: a cited span changed, moved or vanished
-    (`core.staleness`)."""
-    from layered_memory.core.staleness import stale_entries
+def stale_findings(backend: Any, files: Mapping[str, str]) -> list[Finding]:
+    """Entries the load marked stale: a cited span changed, moved or vanished. The list is
+    `writeback.cites.stale_lessons`, the one `layered-memory review stale` prints."""
+    from layered_memory.core.staleness import STALE_MARK
+    from layered_memory.writeback.cites import stale_lessons
 
+    marked = {path: text for path, text in files.items() if STALE_MARK in text}
+    if not marked:
+        return []
     return [
-        Finding("stale-lesson", "warning", path, f"{entry}: update or delete the entry")
-        for path, text in files.items()
-        for entry in stale_entries(text)
+        Finding(
+            "stale-lesson",
+            "warning",
+            lesson.path,
+            f"{lesson.entry}: {'; '.join(lesson.reasons)}"
+            + (f" since {lesson.since}" if lesson.since else "")
+            + f"; update or delete the entry (`layered-memory review stale`, id {lesson.id})",
+        )
+        for lesson in stale_lessons(backend, marked)
     ]
 
 
