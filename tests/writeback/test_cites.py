@@ -78,17 +78,19 @@ def test_checked_cites_refuses_each_hostile_cite_with_a_reason(root: Path) -> No
         "/src/app.py#L1-2",
     ]
     reasons = "\n".join(skipped)
-    assert "'/../outside.txt'" in reasons and "escapes" in reasons
+    assert "'/../outside.txt'" in reasons
+    assert "escapes" in reasons
     assert "'/.env': a credential file is never cited" in reasons
     assert "starting with /" in reasons
     assert "longer than 300 characters" in reasons
     assert "not int" in reasons
     assert checked_cites({"a": 1}, backend_of(root))[1] == [
-        'cites "{\'a\': 1}": expected a list of file paths'
+        "cites \"{'a': 1}\": expected a list of file paths"
     ]
     many, skipped = checked_cites([f"/src/app.py#L{i}" for i in range(1, 20)], backend_of(root))
     assert len(many) == 8
-    assert len(skipped) == 11 and "8 cites at most" in skipped[0]
+    assert len(skipped) == 11
+    assert "8 cites at most" in skipped[0]
 
 
 # --- record_insight ----------------------------------------------------------------------------
@@ -126,8 +128,10 @@ async def test_record_insight_cites_are_stored_and_bad_ones_skipped(
     logged = caplog.text
     assert "'/.env': a credential file is never cited" in logged
     assert "'/src/keys.py': the cited lines hold a secret" in logged
-    assert "'/../outside.txt'" in logged and "'/nowhere.py': no such file" in logged
-    assert "hunter2" not in logged and "AKIA" not in logged
+    assert "'/../outside.txt'" in logged
+    assert "'/nowhere.py': no such file" in logged
+    assert "hunter2" not in logged
+    assert "AKIA" not in logged
     assert "[stale" not in loaded(root)
     (root / "src" / "app.py").write_text(APP.replace("return 3", "return 5"))
     assert "[stale: /src/app.py lines 1-2 changed since 2026-12-07" in loaded(root)
@@ -190,7 +194,8 @@ async def test_update_memory_cites_stale_marker_shown_and_an_update_refreshes(
     assert [change.text for change in result.applied] == ["retries are capped at 3"]
     memory = (root / "MEMORY.md").read_text()
     assert re.search(r"cites=/src/app\.py#L1-2@[0-9a-f]{12} -->", memory)
-    assert ".env" not in memory and "outside" not in memory
+    assert ".env" not in memory
+    assert "outside" not in memory
     assert "'/.env': a credential file is never cited" in caplog.text
     assert "'/../outside.txt'" in caplog.text
 
@@ -232,7 +237,8 @@ def test_an_update_without_cites_keeps_them_and_a_held_change_keeps_its_cites(
     worker = consolidator(root, tool_call("update_memory", operations=[add]), reword, review=True)
     worker.consolidate(RUN)
     [held] = worker.pending()
-    assert held.cites is not None and held.cites.startswith("/src/app.py#L1-2@")
+    assert held.cites is not None
+    assert held.cites.startswith("/src/app.py#L1-2@")
     worker.approve(held)
     worker.consolidate(RUN)
     worker.approve(worker.pending()[0])
@@ -291,12 +297,15 @@ def test_review_lists_drops_and_refreshes_stale_entries_as_doctor_counts_them(
         rf"retries are capped at 3 <!-- cites=/src/app\.py#L1-2@\w+ date={today}", memory
     )
     code, data = cli(capsys, "review", "drop", shorter[:8], *where)
-    assert code == 0 and data["decisions"][0]["outcome"] == "dropped"
+    assert code == 0
+    assert data["decisions"][0]["outcome"] == "dropped"
     memory = (root / "MEMORY.md").read_text()
-    assert "other() does nothing" not in memory and "tea is good" in memory
+    assert "other() does nothing" not in memory
+    assert "tea is good" in memory
     assert "[stale" not in loaded(root)
     code, data = cli(capsys, "review", "drop", "abcdef12", *where)
-    assert code == 1 and data["decisions"][0]["reason"] == "no stale entry has this id"
+    assert code == 1
+    assert data["decisions"][0]["reason"] == "no stale entry has this id"
 
 
 def test_stale_lessons_reads_a_marked_text_as_the_written_one(root: Path) -> None:
@@ -311,7 +320,8 @@ def test_stale_lessons_reads_a_marked_text_as_the_written_one(root: Path) -> Non
     text = assembler.load().files["/MEMORY.md"]
     assert "[stale" in text
     [marked] = stale_lessons(backend_of(root), {"/MEMORY.md": text})
-    assert raw.id == marked.id and raw.entry == marked.entry
+    assert raw.id == marked.id
+    assert raw.entry == marked.entry
     assert raw.cites == (("/src/app.py#L1-2", "moved"),)
 
 
@@ -331,12 +341,13 @@ async def test_expire_after_days_archives_what_nobody_confirmed(
 
     digest = cite_comment([Cite("/src/app.py", 1, 2)], {"/src/app.py": APP}, "x").split("@")[1][:12]
     old, recent = "2026-10-01", "2026-12-01"
+    fresh, changed = f"/src/app.py#L1-2@{digest}", "/src/app.py#L1-2@000000000000"
     lines = [
         learned("aaaa", "an old lesson", date=old),
         learned("bbbb", "an old lesson a person approved lately", date=old, reviewed=recent),
         learned("cccc", "a recent lesson", date=recent),
-        learned("dddd", "an old lesson citing fresh lines", date=old, cites=f"/src/app.py#L1-2@{digest}"),
-        learned("eeee", "an old lesson citing changed lines", date=old, cites="/src/app.py#L1-2@000000000000"),
+        learned("dddd", "an old lesson citing fresh lines", date=old, cites=fresh),
+        learned("eeee", "an old lesson citing changed lines", date=old, cites=changed),
         "- a line written by hand",
     ]  # fmt: skip
     (root / "MEMORY.md").write_text("## Learned\n\n" + "\n".join(lines) + "\n")
@@ -344,11 +355,13 @@ async def test_expire_after_days_archives_what_nobody_confirmed(
     result = await worker.aconsolidate(RUN) if use_async else worker.consolidate(RUN)
     assert result.expired == ["[aaaa] an old lesson", "[eeee] an old lesson citing changed lines"]
     memory = (root / "MEMORY.md").read_text()
-    assert "an old lesson <!--" not in memory and "citing changed lines" not in memory
+    assert "an old lesson <!--" not in memory
+    assert "citing changed lines" not in memory
     for kept in ("approved lately", "a recent lesson", "citing fresh lines", "written by hand"):
         assert kept in memory
     archive = (root / "MEMORY.archive.md").read_text()
-    assert "an old lesson <!--" in archive and "citing changed lines" in archive
+    assert "an old lesson <!--" in archive
+    assert "citing changed lines" in archive
 
 
 def test_expiry_is_off_by_default_and_validated(root: Path) -> None:
@@ -356,7 +369,8 @@ def test_expiry_is_off_by_default_and_validated(root: Path) -> None:
         "## Learned\n\n" + learned("aaaa", "old", date="2000-01-01") + "\n"
     )
     result = consolidator(root, "nothing").consolidate(RUN)
-    assert result.expired == [] and "old" in (root / "MEMORY.md").read_text()
+    assert result.expired == []
+    assert "old" in (root / "MEMORY.md").read_text()
     with pytest.raises(ValueError, match="expire_after_days must be >= 1"):
         consolidator(root, expire_after_days=0)
     with pytest.raises(TypeError, match="expire_after_days must be an int"):

@@ -67,6 +67,8 @@ MAX_CITES_PER_ENTRY: Final = 8
 MAX_CITE_CHARS: Final = 300
 """The longest cite taken (a path and its line range)."""
 
+_MAX_LOOKED_AT: Final = MAX_CITES_PER_ENTRY * 2
+"""Cites of one lesson read at all (each skipped one is a warning)."""
 _SECRET_SUFFIXES: Final = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx")
 _DATE_FIELD = re.compile(r"\bdate=\d{4}-\d{2}-\d{2}\b")
 _ID_CHARS: Final = 12
@@ -97,7 +99,7 @@ def checked_cites(raw: Any, backend: Any) -> tuple[list[Cite], list[str]]:
         return [], [f"cites {_shown(raw)}: expected a list of file paths"]
     cites: dict[Cite, None] = {}
     skipped: list[str] = []
-    for spec in specs:
+    for spec in specs[:_MAX_LOOKED_AT]:
         if len(cites) >= MAX_CITES_PER_ENTRY:
             skipped.append(
                 f"cite {_shown(spec)}: a lesson keeps {MAX_CITES_PER_ENTRY} cites at most"
@@ -116,6 +118,8 @@ def checked_cites(raw: Any, backend: Any) -> tuple[list[Cite], list[str]]:
                 continue
         shown = "(it holds a secret)" if reason.startswith("the path holds") else _shown(spec)
         skipped.append(f"cite {shown}: {reason}")
+    if len(specs) > _MAX_LOOKED_AT:  # one line for the rest: a million cites, one warning
+        skipped.append(f"{len(specs) - _MAX_LOOKED_AT} more cites not looked at")
     return list(cites), skipped
 
 
@@ -361,7 +365,10 @@ def _refreshed(
     stop = line.find(" ", at, closed)
     stop = closed if stop < 0 else stop
     specs = line[at + len(CITES_FIELD) : stop].split(",")
-    cites = [parse_cite(spec.rsplit("@", 1)[0]) for spec in specs if "@" in spec]
+    try:
+        cites = [parse_cite(spec.rsplit("@", 1)[0]) for spec in specs if "@" in spec]
+    except ValueError as exc:
+        return None, f"{exc}: edit the cite or drop the entry"
     done, skipped = digested(backend, cites, current)
     if skipped:
         return None, f"{'; '.join(skipped)}: edit the cite or drop the entry"
