@@ -89,8 +89,9 @@ def test_checked_cites_refuses_each_hostile_cite_with_a_reason(root: Path) -> No
     ]
     many, skipped = checked_cites([f"/src/app.py#L{i}" for i in range(1, 20)], backend_of(root))
     assert len(many) == 8
-    assert len(skipped) == 11
+    assert len(skipped) == 9  # 16 looked at, one line for the rest
     assert "8 cites at most" in skipped[0]
+    assert skipped[-1] == "3 more cites not looked at"
 
 
 # --- record_insight ----------------------------------------------------------------------------

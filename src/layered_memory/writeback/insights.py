@@ -159,8 +159,10 @@ class MemoryWriter:
             without entity: the same text today), and nothing was written.
 
         Raises:
-            ValueError: `text` is empty once cleaned, or a cite is not a path with an
-                optional `#L<first>-<last>`.
+            ValueError: `text` is empty once cleaned, or a cite cannot be kept: not a path
+                with an optional `#L<first>-<last>`, outside the backend's root, a credential
+                file, a missing file or lines past its end, or cited lines holding a secret
+                (`writeback.cites`; the message names the cite and why).
             MemoryWriteError: The backend could not read or write the files; the memory file
                 is left as it was.
         """
