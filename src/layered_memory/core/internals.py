@@ -11,6 +11,8 @@ below), not the features built on it.
   store's own connection and lock. Imported lazily: the `postgres` extra stays optional.
 - deepagents' backend factory form, `backend=lambda runtime: ...`, resolved per hook call (a
   `ToolRuntime` built the way deepagents builds it for its factories).
+- langgraph's stream writer: whether anyone streams `stream_mode="custom"` from a node (the
+  writer LangGraph hands a node otherwise does nothing).
 """
 
 from __future__ import annotations
@@ -186,3 +188,46 @@ def resolve(
 
 def _no_stream(_chunk: Any) -> None:
     """Stream writer for a factory called outside a streaming run."""
+
+
+# -- langgraph's stream writer --------------------------------------------------------------------
+
+
+def _quiet(_chunk: Any) -> None:
+    pass
+
+
+def _quiet_documented(_chunk: Any) -> None:
+    """A writer that does nothing, with a docstring (its constant sits at another index)."""
+
+
+_DOES_NOTHING = frozenset(f.__code__.co_code for f in (_quiet, _quiet_documented))
+"""The bytecode of a function that returns a constant and does nothing else: a writer with it
+has no effect, whatever its name or home."""
+
+
+def custom_stream_writer(runtime: Any) -> Callable[[Any], None] | None:
+    """The model call's stream writer when someone streams `stream_mode="custom"`, else None.
+
+    LangGraph has no public "is custom mode streamed?". When the caller of `invoke`, `stream`
+    or `astream` does not stream custom mode (and, in a subgraph, no parent streams it with
+    `subgraphs=True`), `Pregel.stream` hands every node a local `def stream_writer(c): pass`
+    (`Runtime`'s default is `_no_op_stream_writer`, also empty). A writer whose code does
+    nothing is taken for that; anything else (a wrapped writer, a callable object, a builtin)
+    counts as someone listening. One attribute read per model call, no Python call.
+
+    Args:
+        runtime: The model call's LangGraph runtime (`request.runtime`), or None.
+
+    Returns:
+        The writer, or None when nobody would receive what it writes.
+    """
+    try:
+        writer: Callable[[Any], None] = runtime.stream_writer
+    except AttributeError:  # outside a graph (None), or a runtime without a writer
+        return None
+    try:
+        quiet = writer.__code__.co_code in _DOES_NOTHING  # type: ignore[attr-defined]
+    except AttributeError:  # a builtin or a callable object: it may do anything
+        return writer
+    return None if quiet else writer
