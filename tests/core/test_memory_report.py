@@ -78,12 +78,14 @@ def test_each_model_call_streams_the_files_rules_and_budget_it_was_given(root: P
         "cut": False,
         "outcome": "whole",
         "why": [],
+        "unit": "chars",
     }
     notes = files["/MEMORY.md"]
     assert notes["access"] == "writable"
     assert notes["cut"] is True
     assert notes["outcome"] == "truncated"
     assert any("max_chars=2000" in why for why in notes["why"])
+    assert notes["unit"] == "chars"  # a character cap bound the cut: its marker counts chars
     assert 0 < notes["chars"] <= 2_000 + 200  # the layer cap, plus the element's tags
     rules = {rule["name"]: rule for rule in report["rules"]}
     assert rules["always"]["why"] == "always"
@@ -117,7 +119,10 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return real(*args, **kwargs)
 
     for name, module in list(sys.modules.items()):
-        if name.startswith("layered_memory") and getattr(module, "build_memory_report", None) is real:
+        if (
+            name.startswith("layered_memory")
+            and getattr(module, "build_memory_report", None) is real
+        ):
             monkeypatch.setattr(module, "build_memory_report", counting)
     return built
 

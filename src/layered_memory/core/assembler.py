@@ -54,8 +54,10 @@ from layered_memory.core.nested import MAX_NESTED_DIRECTORIES, directories_of
 from layered_memory.core.options import MemoryOptions, check_options
 from layered_memory.core.path_access import PathAccess, PathAccessIndex
 from layered_memory.core.render import (
+    CHARS,
     DEFAULT_MAX_CHARS,
     MEMORY_SYSTEM_PROMPT,
+    CutCount,
     RenderedMemory,
     SessionEntry,
     minimum_budget,
@@ -1023,7 +1025,12 @@ class MemoryAssembler:
         token budgets (`core.tokens.fit_block`)."""
         match = self.match_rules(rule_files, keys)
 
-        def render_at(layers: Sequence[Layer], max_chars: int) -> RenderedMemory:
+        def render_at(
+            layers: Sequence[Layer],
+            max_chars: int,
+            tokens: CutCount = CHARS,
+            budget_in_tokens: bool = False,
+        ) -> RenderedMemory:
             return self._rendered(
                 files,
                 match,
@@ -1033,6 +1040,8 @@ class MemoryAssembler:
                 query=query,
                 layers=layers,
                 max_chars=max_chars,
+                tokens=tokens,
+                budget_in_tokens=budget_in_tokens,
             )
 
         if counter is None:
@@ -1109,6 +1118,8 @@ class MemoryAssembler:
         query: RecallQuery | None,
         layers: Sequence[Layer],
         max_chars: int,
+        tokens: CutCount,
+        budget_in_tokens: bool,
     ) -> RenderedMemory:
         rules_renderer = None
         if match is not None and (match.applied or match.requested):
@@ -1127,6 +1138,8 @@ class MemoryAssembler:
             unreadable=unreadable,
             extras=extras,
             query=query,
+            tokens=tokens,
+            budget_in_tokens=budget_in_tokens,
         )
 
     def _report_rule_problems(self, rule_set: RuleSet) -> None:

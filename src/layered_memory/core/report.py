@@ -18,7 +18,8 @@ Keys of the record (`"version": 1`; keys are stable, new keys may be added):
   "chars" (characters of its part of the block, tags included; 0 when dropped),
   "source_chars" (characters of the file's text before any cap), "cut" (false only when
   shown whole), "outcome" ("whole", "truncated", "stub", "dropped"), "why" (the caps and
-  budget decisions that cut it, in words)}`, in prompt order.
+  budget decisions that cut it, in words), "unit" (what its cut marker counts: "tokens" when
+  a token budget bound the cut, else "chars")}`, in prompt order.
 - `rules[]`: each rule whose body was injected: `{"name", "path", "why" ("always", "path":
   a match key matched one of its globs, "key": a match key named the rule), "key", "glob"}`.
 - `listed_rules[]`: `{"name", "path"}` of the rules listed by name only (`requested` rules
@@ -187,6 +188,7 @@ def _file(
         "cut": piece.outcome != "whole",
         "outcome": piece.outcome,
         "why": [reworded.get(why, why) for why in piece.why],
+        "unit": piece.unit,
     }
 
 

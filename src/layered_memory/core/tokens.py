@@ -25,7 +25,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from layered_memory._logs import get_logger
 from layered_memory.core.layers import Layer
-from layered_memory.core.render import RenderedMemory, clean_memory_text
+from layered_memory.core.render import CutCount, RenderedMemory, clean_memory_text
 
 __all__ = [
     "APPROXIMATE",
@@ -227,7 +227,7 @@ class TokenFit:
 
 
 def fit_block(
-    render_at: Callable[[Sequence[Layer], int], RenderedMemory],
+    render_at: Callable[[Sequence[Layer], int, CutCount, bool], RenderedMemory],
     layers: Sequence[Layer],
     files: Mapping[str, str],
     counter: TokenCounter,
@@ -240,7 +240,9 @@ def fit_block(
     that meets it, then the block's `max_tokens` (both bounds hold beside `max_chars`).
 
     Args:
-        render_at: Renders the block from these layers within a character budget.
+        render_at: Renders the block from these layers within a character budget, its cut
+            markers counting in the `CutCount` given (a layer's cap with `max_tokens`, and
+            the block's budget when the flag says it is in tokens).
         layers: The configured layers.
         files: Layer path -> text, as loaded.
         counter: The model's token counter.
@@ -259,11 +261,13 @@ def fit_block(
         for layer, fit in zip(layers, fitted, strict=True)
         if fit is not layer
     }
+    # What a token budget cut is said in tokens: "12 more tokens", not "48 more chars".
+    in_tokens = CutCount("tokens", counter.count)
     if max_tokens is None:
-        rendered = render_at(fitted, max_chars)
+        rendered = render_at(fitted, max_chars, in_tokens, False)
         return TokenFit(rendered, max_chars, "chars", len(rendered.block), reworded)
     rendered, tokens = fit_to_tokens(
-        lambda chars: render_at(fitted, chars),
+        lambda chars: render_at(fitted, chars, in_tokens, True),
         counter.count,
         max_tokens=max_tokens,
         max_chars=max_chars,
