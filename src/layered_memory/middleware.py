@@ -222,9 +222,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _plain_class: type[Any] | None = None
     """On a class `__new__` chose for its end of run: the class the user called."""
-    _last_block: (
-        tuple[str, list[str], list[str], str, MemoryReport, object, str | None] | None
-    ) = None
+    _last_block: tuple[str, list[str], list[str], str, MemoryReport, object, str | None] | None = (
+        None
+    )
 
     def __new__(cls, *_args: Any, **kwargs: Any) -> Self:
         """The class LangChain will read the hooks from, chosen once: with an end of run

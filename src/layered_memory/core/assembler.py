@@ -268,7 +268,7 @@ class MemoryAssembler:
             if self.follow_imports is True and self.rule_root != "/"
             else None
         )
-        self._blocks: LRU[tuple[Hashable, ...], tuple[str, dict[str, Any]]] = LRU(256)
+        self._blocks: LRU[tuple[Hashable, ...], tuple[str, MemoryReport]] = LRU(256)
         self._logged: set[tuple[str, str]] = set()
         self._last_load: tuple[tuple[Mapping[str, str] | str | None, ...], str] | None = None
         self._probed_folders: set[str] = set()
