@@ -715,7 +715,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if self.system_prompt is not None:
             block, report = self._memory_call(state, request.model)
             system_message = append_block(system_message, block)
-            emit_memory_report(request.runtime, report)
+            listeners = internals.report_listeners(request.runtime)
+            if listeners is not None:
+                emit_memory_report(listeners, report)
         if (
             self._add_cache_control
             and system_message is not None

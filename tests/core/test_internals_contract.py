@@ -99,7 +99,7 @@ def test_store_table_sql_reads_and_writes_what_the_store_does(postgres_store: ob
 
 
 def _writers_seen(run: object) -> list[object]:
-    """What `internals.custom_stream_writer` answers inside a node, for each way of running."""
+    """The writer `internals.report_listeners` finds inside a node, for each way of running."""
     from langgraph.graph import END, START, StateGraph
     from langgraph.runtime import Runtime
     from typing_extensions import TypedDict
@@ -110,7 +110,8 @@ def _writers_seen(run: object) -> list[object]:
     seen: list[object] = []
 
     def node(state: State, runtime: Runtime) -> State:
-        seen.append(internals.custom_stream_writer(runtime))
+        listeners = internals.report_listeners(runtime)
+        seen.append(None if listeners is None else listeners.writer)
         return {"n": 1}
 
     builder = StateGraph(State)
@@ -164,5 +165,22 @@ def test_a_writer_that_is_not_a_plain_function_counts_as_listening() -> None:
     class Runtime:
         stream_writer = chunks.append
 
-    assert internals.custom_stream_writer(Runtime()) == chunks.append
-    assert internals.custom_stream_writer(None) is None
+    listeners = internals.report_listeners(Runtime())
+    assert listeners is not None
+    assert listeners.writer == chunks.append
+    assert listeners.span is None
+    assert internals.report_listeners(None) is None
+
+
+def test_the_open_span_is_the_one_langsmith_reports() -> None:
+    from langsmith.run_helpers import get_current_run_tree, set_tracing_parent
+    from langsmith.run_trees import RunTree
+
+    assert internals.report_listeners(None) is None
+    span = RunTree(name="wrap_model_call", run_type="chain")
+    with set_tracing_parent(span):
+        listeners = internals.report_listeners(None)
+        assert listeners is not None
+        assert listeners.span is get_current_run_tree() is span
+        assert listeners.writer is None
+    assert internals.report_listeners(None) is None

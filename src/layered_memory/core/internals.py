@@ -21,7 +21,7 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from deepagents.backends.composite import CompositeBackend
@@ -206,28 +206,55 @@ _DOES_NOTHING = frozenset(f.__code__.co_code for f in (_quiet, _quiet_documented
 has no effect, whatever its name or home."""
 
 
-def custom_stream_writer(runtime: Any) -> Callable[[Any], None] | None:
-    """The model call's stream writer when someone streams `stream_mode="custom"`, else None.
+class Listeners(NamedTuple):
+    """Who receives a model call's memory report.
+
+    Attributes:
+        writer: The run's stream writer, when someone streams `stream_mode="custom"`.
+        span: The open LangSmith span (a `RunTree`), when the call is traced.
+    """
+
+    writer: Callable[[Any], None] | None
+    span: Any | None
+
+
+def report_listeners(runtime: Any) -> Listeners | None:
+    """Who would receive the memory report of a model call: None when nobody would.
 
     LangGraph has no public "is custom mode streamed?". When the caller of `invoke`, `stream`
     or `astream` does not stream custom mode (and, in a subgraph, no parent streams it with
     `subgraphs=True`), `Pregel.stream` hands every node a local `def stream_writer(c): pass`
     (`Runtime`'s default is `_no_op_stream_writer`, also empty). A writer whose code does
     nothing is taken for that; anything else (a wrapped writer, a callable object, a builtin)
-    counts as someone listening. One attribute read per model call, no Python call.
+    counts as someone listening.
+
+    The open span is what `langsmith.run_helpers.get_current_run_tree()` returns, read from
+    the context variable it reads (`_context._PARENT_RUN_TREE_REF`, a weak reference): every
+    model call asks, and this costs one C call where that costs three Python calls.
 
     Args:
         runtime: The model call's LangGraph runtime (`request.runtime`), or None.
 
     Returns:
-        The writer, or None when nobody would receive what it writes.
+        The writer and the span (either may be None), or None when both are.
     """
+    # Imported here (no Python call once imported): the CLI's commands never pay for it.
+    import langsmith._internal._context as langsmith_context
+
+    ref = langsmith_context._PARENT_RUN_TREE_REF.get()
+    span = ref() if ref is not None else None
+    # Attribute reads only (no Python call): every model call asks.
+    writer: Callable[[Any], None] | None
     try:
-        writer: Callable[[Any], None] = runtime.stream_writer
-    except AttributeError:  # outside a graph (None), or a runtime without a writer
+        writer = runtime.stream_writer
+    except AttributeError:  # outside a graph (no runtime), or a runtime without a writer
+        writer = None
+    else:
+        try:
+            if writer.__code__.co_code in _DOES_NOTHING:  # type: ignore[union-attr]
+                writer = None
+        except AttributeError:  # a builtin or a callable object: it may do anything
+            pass
+    if writer is None and span is None:
         return None
-    try:
-        quiet = writer.__code__.co_code in _DOES_NOTHING  # type: ignore[attr-defined]
-    except AttributeError:  # a builtin or a callable object: it may do anything
-        return writer
-    return None if quiet else writer
+    return Listeners(writer, span)

@@ -8,8 +8,9 @@ inspect` prints it for a configuration.
 The record is built from what rendering computed anyway (the renderer's own account of each
 part, and the rule match behind the rules), kept beside the block as a `MemoryReport`, and only
 when someone asks: a model call nobody streams custom mode from, outside a trace, builds
-nothing and writes nothing (`custom_stream_writer`). Once built, the record is handed out as is
-to every call that reuses the block: read it, copy it, never change it in place.
+nothing and writes nothing (`core.internals.report_listeners`). Once built, the record is
+handed out as is to every call that reuses the block: read it, copy it, never change it in
+place.
 
 Keys of the record (`"version": 1`; keys are stable, new keys may be added):
 
@@ -37,9 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langsmith.run_helpers import get_current_run_tree
-
-from layered_memory.core.internals import custom_stream_writer
+from layered_memory.core.internals import Listeners
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.render import PieceReport, RenderedMemory
@@ -211,22 +210,19 @@ def _rules(match: RuleMatch | None) -> list[dict[str, Any]]:
     return found
 
 
-def emit_memory_report(runtime: Any, report: MemoryReport) -> None:
-    """Hand the record of one model call to whoever listens: the run's custom stream and an
-    open LangSmith trace span; when neither listens, the record is not even built.
+def emit_memory_report(listeners: Listeners, report: MemoryReport) -> None:
+    """Hand the record of one model call to whoever listens: the run's custom stream and the
+    open LangSmith span. The caller asks `report_listeners(runtime)` first and calls this only
+    when someone listens: a call nobody listens to neither builds nor writes the record.
 
     Args:
-        runtime: The model call's LangGraph runtime (`request.runtime`; None outside a graph).
+        listeners: Who listens (`core.internals.report_listeners`).
         report: What the record is built from; the record is shared, not copied.
     """
-    writer = custom_stream_writer(runtime)
-    # The span LangChain opens around this middleware's `wrap_model_call` (traced runs only):
-    # the record sits beside the model run it describes.
-    span = get_current_run_tree()
-    if writer is None and span is None:
-        return
     record = report.record()
-    if writer is not None:
-        writer({REPORT_KEY: record})
-    if span is not None:
-        span.add_metadata({REPORT_KEY: record})
+    if listeners.writer is not None:
+        listeners.writer({REPORT_KEY: record})
+    if listeners.span is not None:
+        # The span LangChain opens around this middleware's `wrap_model_call` (traced runs
+        # only): the record sits beside the model run it describes.
+        listeners.span.add_metadata({REPORT_KEY: record})
