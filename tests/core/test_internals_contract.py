@@ -18,7 +18,12 @@ from postgres_schema import Schema
 
 
 def test_the_versions_are_named() -> None:
-    assert set(internals.WRITTEN_FOR) == {"deepagents", "langgraph-checkpoint-postgres"}
+    assert set(internals.WRITTEN_FOR) == {
+        "deepagents",
+        "langgraph-checkpoint-postgres",
+        "langgraph",
+        "langsmith",
+    }
     installed = importlib.metadata.version("deepagents")
     major_minor = ".".join(internals.WRITTEN_FOR["deepagents"].split(".")[:2])
     assert installed.startswith(major_minor), (

@@ -112,6 +112,28 @@ def test_a_layer_cut_by_its_max_tokens_says_tokens_and_a_max_chars_cut_says_char
     assert units == {"/AGENTS.md": "chars", "/MEMORY.md": "tokens"}
 
 
+def test_a_rule_cut_by_max_tokens_says_tokens_and_one_cut_by_its_own_cap_says_chars(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "AGENTS.md").write_text("Use uv.\n")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "long.md").write_text("word " * 5_000)
+
+    def middleware(**budget: Any) -> Any:
+        return MemoryMiddleware(
+            backend=FilesystemBackend(root_dir=tmp_path, virtual_mode=True),
+            layers=[Layer("project", "/AGENTS.md")],
+            rules=["/rules"],
+            **budget,
+        )
+
+    block, report = _call(middleware(max_tokens=800), WordModel(script=[]))
+    assert re.search(r"truncated: \d+ more tokens \(\d+ lines\) of /rules/long\.md", block)
+    assert report["rules_part"]["cut"] is True
+    block, _report = _call(middleware(), WordModel(script=[]))
+    assert re.search(r"truncated: \d+ more chars \(\d+ lines\) of /rules/long\.md", block)
+
+
 def test_without_a_counter_of_its_own_the_approximation_counts(root: Path) -> None:
     from langchain_core.messages.utils import count_tokens_approximately
 

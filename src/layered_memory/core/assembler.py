@@ -1125,7 +1125,11 @@ class MemoryAssembler:
         if match is not None and (match.applied or match.requested):
 
             def rules_renderer(limit: int) -> str:
-                return render_rules(match, max_chars=min(limit, self.max_rules_chars))
+                # Cut by the block's budget (in tokens, with one) or by the rules' own cap.
+                counted = tokens if budget_in_tokens and limit < self.max_rules_chars else CHARS
+                return render_rules(
+                    match, max_chars=min(limit, self.max_rules_chars), counted=counted
+                )
 
         return render_memory_report(
             layers,

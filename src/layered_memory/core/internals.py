@@ -1,4 +1,4 @@
-"""The one place that reads private internals of deepagents and langgraph.
+"""The one place that reads private internals of deepagents, langgraph and langsmith.
 
 Neither library has a public API for these. Each is used by name here only, so an upgrade that
 renames one breaks this module and `tests/core/test_internals_contract.py` (which names the versions
@@ -12,7 +12,8 @@ below), not the features built on it.
 - deepagents' backend factory form, `backend=lambda runtime: ...`, resolved per hook call (a
   `ToolRuntime` built the way deepagents builds it for its factories).
 - langgraph's stream writer: whether anyone streams `stream_mode="custom"` from a node (the
-  writer LangGraph hands a node otherwise does nothing).
+  writer LangGraph hands a node otherwise does nothing); langsmith's open span, read from the
+  context variable `get_current_run_tree` reads.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ if TYPE_CHECKING:
 
 # -- deepagents' and langgraph's private API ------------------------------------------------------
 
-WRITTEN_FOR = {"deepagents": "0.7.32", "langgraph-checkpoint-postgres": "3.2.0"}
+WRITTEN_FOR = {
+    "deepagents": "0.7.32",
+    "langgraph-checkpoint-postgres": "3.2.0",
+    "langgraph": "1.2.24",
+    "langsmith": "0.15.1",
+}
 """The versions these adapters were written and tested against."""
 
 # -- deepagents -------------------------------------------------------------------------------
