@@ -98,6 +98,7 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "GenerationalSessionStore",
         "HybridSessionStore",
         "InMemorySessionStore",
+        "ListableSessionStore",
         "PostgresSessionStore",
         "RedisSessionStore",
         "SessionStore",

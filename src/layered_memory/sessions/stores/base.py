@@ -8,10 +8,11 @@ the same message), the encoding with secrets redacted, and the async twins of a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -24,16 +25,21 @@ __all__ = [
     "Clock",
     "ConditionalSessionStore",
     "ExpiryAwareSessionStore",
+    "KEY_PAGE_SIZE",
     "GenerationalSessionStore",
     "JsonDict",
+    "ListableSessionStore",
+    "PagedKeys",
     "SessionStore",
     "StoredSession",
     "ThreadedAsyncTwins",
     "check_key",
+    "check_prefix",
     "clean_value",
     "compact_json",
     "decode_value",
     "encode_value",
+    "listed_key",
     "wall_clock",
 ]
 
@@ -53,6 +59,11 @@ MAX_KEY_BYTES = 1024
 PostgreSQL's primary-key index refuses an entry over about 2,700 bytes; one limit below it,
 checked before any I/O, makes every store refuse the same keys with the same message.
 """
+
+KEY_PAGE_SIZE = 500
+"""Keys one listing round trip returns at most (a SCAN's COUNT, a SELECT's LIMIT, directory
+entries read per worker-thread hop): a store of millions of keys is listed in bounded memory,
+page by page, and an event loop is never held for more than one page."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -82,6 +93,39 @@ def check_key(key: object) -> str:
         )
         raise SessionStoreError(msg, key=key)
     return key
+
+
+def check_prefix(prefix: object) -> str:
+    """Return ``prefix`` (a key prefix to list under) if every adapter can match it, else raise.
+
+    Raises:
+        SessionStoreError: Not a str, or one `check_key` would refuse (the empty prefix lists
+            every key).
+    """
+    if prefix == "":
+        return ""
+    if not isinstance(prefix, str):
+        msg = f"a session key prefix must be a str, got {prefix!r}"
+        raise SessionStoreError(msg)
+    return check_key(prefix)
+
+
+def listed_key(key: object, where: str) -> str | None:
+    """A key found by a listing, or None (one warning naming where) when no method could take it.
+
+    A store shared with other programs (a Redis database, a folder) may hold names this
+    package never wrote: they are skipped, never passed on to fail later.
+    """
+    try:
+        return check_key(key)
+    except SessionStoreError as exc:
+        logger.warning(
+            "session store %s: skipped a stored key that is no session key (%s); remove it or "
+            "give the store a key prefix of its own",
+            where,
+            exc,
+        )
+        return None
 
 
 def _escape_surrogate(match: re.Match[str]) -> str:
@@ -337,6 +381,50 @@ class GenerationalSessionStore(Protocol):
         ...
 
 
+@runtime_checkable
+class ListableSessionStore(SessionStore, Protocol):
+    """A store that can list the keys it holds (every built-in store can).
+
+    Listing is paged (`KEY_PAGE_SIZE` keys per round trip), so a store of millions of keys is
+    listed in bounded memory; a key written while a listing runs may or may not be listed,
+    and one may be listed twice (a Redis SCAN): callers act on each key idempotently.
+    `layered_memory.forget` lists the keys to search this way.
+    """
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        """The live keys that start with ``prefix`` (expired entries left out).
+
+        Args:
+            prefix: Only keys starting with it (the empty prefix: every key).
+
+        Returns:
+            An iterator over the keys, in no particular order.
+
+        Raises:
+            SessionStoreError: A prefix no key could start with (as `check_key` refuses).
+        """
+        ...
+
+    def akeys(self, prefix: str = "") -> AsyncIterator[str]:
+        """Async twin of `keys`."""
+        ...
+
+
+class _Paged(Protocol):
+    def _key_pages(self, prefix: str) -> Iterator[list[str]]: ...
+
+
+class PagedKeys:
+    """`keys` over a store's `_key_pages(prefix)`: pages of at most `KEY_PAGE_SIZE` keys."""
+
+    def keys(self: _Paged, prefix: str = "") -> Iterator[str]:
+        """The live keys that start with ``prefix`` (see `ListableSessionStore.keys`)."""
+        pages = self._key_pages(check_prefix(prefix))
+        with contextlib.closing(pages):
+            for page in pages:
+                yield from page
+
+
 # -- the async twins of a store whose I/O blocks (files; psycopg's sync pool): each runs the
 # sync method in a worker thread, so an event loop never waits on the disk or the network.
 
@@ -353,7 +441,8 @@ class _Blocking(Protocol):
 
 
 class ThreadedAsyncTwins:
-    """`aget_entry`, `aget`, `aset`, `adelete`, `aadd`, `areplace` over the sync methods."""
+    """`aget_entry`, `aget`, `aset`, `adelete`, `aadd`, `areplace`, `akeys` over the sync
+    methods."""
 
     async def aget_entry(self: _Blocking, key: str) -> StoredSession | None:
         """Async twin of `get_entry`."""
@@ -385,3 +474,14 @@ class ThreadedAsyncTwins:
     ) -> bool:
         """Async twin of `replace`."""
         return await asyncio.to_thread(self.replace, key, expected, value, ttl=ttl)
+
+    async def akeys(self: _Paged, prefix: str = "") -> AsyncIterator[str]:
+        """Async twin of `keys`: each page is read in a worker thread."""
+        pages = self._key_pages(check_prefix(prefix))  # a generator: nothing runs yet
+        try:
+            while (page := await asyncio.to_thread(next, pages, None)) is not None:
+                for key in page:
+                    yield key
+        finally:
+            # Closing runs the generator's cleanup (a directory handle, a cursor): off the loop.
+            await asyncio.to_thread(pages.close)
