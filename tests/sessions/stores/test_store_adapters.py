@@ -202,7 +202,6 @@ def test_redis_store_lists_only_its_prefix_and_skips_foreign_names(
     client.delete(store.prefix[:-1] + "-other:entity:a:x")
 
 
-
 def test_redis_store_uses_the_prefix_and_server_ttl(
     redis_store: tuple[RedisSessionStore, RedisClock],
 ) -> None:
