@@ -419,3 +419,104 @@ def test_the_command_forgets_lists_read_only_files_and_exits_1(
     assert (root / "MEMORY.md").read_text().splitlines() == KEPT
     (root / "AGENTS.md").write_text("Our biggest client is someone.\n")
     assert main(args) == 0
+
+
+def _session_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:
+    """The `--sessions` options of a store of `kind` holding the entries of `_fill`."""
+    if kind == "file":
+        folder = tmp_path / "sessions"
+        FileSessionStore(folder)
+        return ["--sessions", str(folder)]
+    if kind == "redis":
+        return ["--sessions", request.getfixturevalue("redis_url")]
+    schema = request.getfixturevalue("postgres_schema").name
+    return ["--sessions", request.getfixturevalue("postgres_url"), "--sessions-namespace", schema]
+
+
+@pytest.mark.parametrize("kind", ["file", "redis", "postgres"])
+async def test_the_command_forgets_in_every_entry_of_a_session_store(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from layered_memory.cli import main
+
+    options = _session_url(kind, tmp_path, request)
+    if kind == "redis":  # a prefix of its own: the database is shared
+        options += ["--sessions-namespace", f"lm-forget-cli-{uuid.uuid4().hex[:8]}:"]
+        store: Any = RedisSessionStore.from_url(options[1], prefix=options[3])
+    elif kind == "postgres":
+        store = PostgresSessionStore.from_conn_string(options[1], schema=options[3])
+        store.setup()
+    else:
+        store = FileSessionStore(options[1])
+    try:
+        await _fill(store)
+        args = ["forget", SUBJECT, "--root", str(tmp_path), *options]
+        assert main([*args, "--dry-run", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert sorted(s["key"] for s in data["sessions"]) == sorted(
+            [*SESSION_KEYS[:3], "entity:gone:evaluation"]
+        )
+        assert await store.aget("entity:gone:evaluation") == {"about": "ACME Corp"}
+        assert main([*args, "--session-key", "entity:gone:evaluation"]) == 0
+        out = capsys.readouterr().out
+        assert "session entity:gone:evaluation: removed 1 values; the entry goes" in out
+        assert await store.aget(SESSION_KEYS[0]) == NAMING_ENTRY, "not named: kept"
+        assert main(args) == 0
+        capsys.readouterr()
+        for key in SESSION_KEYS[:3]:
+            assert await store.aget(key) == {"notes": ["likes tea"], "step": 3}
+        assert await store.aget("entity:other:evaluation") == {"client": "Globex"}
+    finally:
+        if kind == "redis":
+            for key in SESSION_KEYS:
+                await store.adelete(key)
+            await store.aclose()
+        elif kind == "postgres":
+            store.close()
+
+
+def test_the_command_forgets_in_every_users_tiered_memory(
+    postgres_schema: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langgraph.store.postgres import PostgresStore
+
+    from layered_memory.cli import main
+    from layered_memory.testing import LexicalEmbeddings
+    from layered_memory.tiers import TieredMemory
+
+    with PostgresStore.from_conn_string(postgres_schema.url) as store:
+        store.setup()
+        memory = TieredMemory(store, embeddings=LexicalEmbeddings())
+        memory.add_page("u1", "I work at Acme Corp", "Noted.")
+        memory.add_page("u1", "I like tea", "Noted.")
+        memory.add_page("u2", "Acme Corp again", "Noted.")
+        args = ["forget", SUBJECT, "--root", str(tmp_path), "--tiers", postgres_schema.url]
+        assert main([*args, "--user", "u2", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert [(t["user_id"], t["kind"]) for t in data["tiers"]] == [("u2", "page")]
+        assert [p.query for p in memory.short_term("u1")] == ["I work at Acme Corp", "I like tea"]
+        assert main(args) == 0
+        assert "tiers of u1: removed page" in capsys.readouterr().out
+        assert [p.query for p in memory.short_term("u1")] == ["I like tea"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--user", "u1"], "--user goes with --tiers"),
+        (["--session-key", "k"], "--session-key goes with --sessions"),
+        (["--sessions", "ftp://x"], "no store for ftp://"),
+        (["--sessions", "/no/such/folder"], "no such folder"),
+        (["--tiers", "postgresql://x/y", "--tiers-namespace", "a.b"], "--tiers-namespace"),
+        (["--config", "app:agent"], "unrecognized arguments: --config"),
+    ],
+)
+def test_the_command_refuses_bad_store_options_before_writing(
+    root: Path, options: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from layered_memory.cli import main
+
+    before = (root / "MEMORY.md").read_text()
+    assert main(["forget", SUBJECT, "--root", str(root), *options]) == 2
+    assert message in capsys.readouterr().err
+    assert (root / "MEMORY.md").read_text() == before

@@ -24,7 +24,7 @@ same removals and writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -219,7 +219,15 @@ def forget(
                         files=["/MEMORY.md"], read_only=["/AGENTS.md"])
         assert report.complete, report.read_only
     """
-    matcher = _checked(subject, backend, files, read_only, tier_users, session_store, session_keys)
+    matcher = _checked(
+        subject,
+        backend=backend,
+        files=files,
+        read_only=read_only,
+        tier_users=tier_users,
+        session_store=session_store,
+        session_keys=session_keys,
+    )
     forgotten_files = [
         forget_in_file(backend, path, matcher, queue_path=queue, dry_run=dry_run)  # type: ignore[arg-type]
         for path, queue in _queues(files, queues)
@@ -288,7 +296,15 @@ async def aforget(
         MemoryWriteError: As `forget`.
         SessionStoreError: As `forget`.
     """
-    matcher = _checked(subject, backend, files, read_only, tier_users, session_store, session_keys)
+    matcher = _checked(
+        subject,
+        backend=backend,
+        files=files,
+        read_only=read_only,
+        tier_users=tier_users,
+        session_store=session_store,
+        session_keys=session_keys,
+    )
     forgotten_files = [
         await aforget_in_file(backend, path, matcher, queue_path=queue, dry_run=dry_run)  # type: ignore[arg-type]
         for path, queue in _queues(files, queues)
@@ -320,6 +336,7 @@ async def aforget(
 
 def _checked(
     subject: str,
+    *,
     backend: BackendProtocol | None,
     files: Sequence[str],
     read_only: Sequence[str],

@@ -364,10 +364,7 @@ async def test_keys_come_from_l2_without_the_stores_own_entries(
     await call(store, use_async, "set", "entity:a:x", {"v": 1})
     l1.set("only-in-l1", {"v": 2})  # a cache entry L2 does not hold is no session
     l2.set(MARKER_KEY, {"l1_missed_writes_before": 1.0})
-    if use_async:
-        keys = [key async for key in store.akeys()]
-    else:
-        keys = list(store.keys())
+    keys = [key async for key in store.akeys()] if use_async else list(store.keys())
     assert keys == ["entity:a:x"]
 
 

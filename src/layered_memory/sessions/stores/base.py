@@ -12,7 +12,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -21,11 +21,11 @@ from layered_memory.errors import SessionDataError, SessionStoreError
 from layered_memory.safety.redaction import redact_json, redact_text
 
 __all__ = [
+    "KEY_PAGE_SIZE",
     "MAX_KEY_BYTES",
     "Clock",
     "ConditionalSessionStore",
     "ExpiryAwareSessionStore",
-    "KEY_PAGE_SIZE",
     "GenerationalSessionStore",
     "JsonDict",
     "ListableSessionStore",
@@ -411,7 +411,7 @@ class ListableSessionStore(SessionStore, Protocol):
 
 
 class _Paged(Protocol):
-    def _key_pages(self, prefix: str) -> Iterator[list[str]]: ...
+    def _key_pages(self, prefix: str) -> Generator[list[str]]: ...
 
 
 class PagedKeys:

@@ -7,16 +7,16 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from layered_memory._logs import get_logger
 from layered_memory.core.files import LOCK_POLL_SECONDS, LOCK_TIMEOUT_SECONDS, atomic_write
 from layered_memory.core.validation import check_bool, check_ttl
 from layered_memory.errors import SessionDataError, SessionStoreError
-from layered_memory._logs import get_logger
 from layered_memory.sessions.stores.base import (
     KEY_PAGE_SIZE,
     MAX_KEY_BYTES,
@@ -218,7 +218,7 @@ class FileSessionStore(PagedKeys, ThreadedAsyncTwins):
             msg = f"cannot delete session file {str(path)!r}: {exc.strerror or exc}"
             raise SessionStoreError(msg, key=key) from exc
 
-    def _key_pages(self, prefix: str) -> Iterator[list[str]]:
+    def _key_pages(self, prefix: str) -> Generator[list[str]]:
         # One flat folder, read entry by entry (never listed whole): a page ends after
         # `KEY_PAGE_SIZE` entries, session files or not, so a folder of millions of files is
         # walked in bounded memory and no worker-thread hop reads more than a page of it.
@@ -263,8 +263,8 @@ class FileSessionStore(PagedKeys, ThreadedAsyncTwins):
                 where,
             )
             return None
-        key, expires_at = found
-        if listed_key(key, where) is None:
+        key = listed_key(found[0], where)
+        if key is None:
             return None
         if file_name_for(key) != name:
             logger.warning(
@@ -273,6 +273,7 @@ class FileSessionStore(PagedKeys, ThreadedAsyncTwins):
                 where,
             )
             return None
+        expires_at = found[1]
         return key if expires_at is None or expires_at > now else None
 
     def purge_expired(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator
 
 from layered_memory.core.validation import check_ttl
 from layered_memory.sessions.stores.base import (
@@ -117,7 +117,7 @@ class InMemorySessionStore(PagedKeys):
                 self._entries[key] = (text, None if seconds is None else now + seconds)
         return True
 
-    def _key_pages(self, prefix: str) -> Iterator[list[str]]:
+    def _key_pages(self, prefix: str) -> Generator[list[str]]:
         # The names are copied under the lock (references: 8 bytes a key), then read a page
         # at a time; a key written meanwhile may or may not be listed, as with every store.
         with self._lock:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, LiteralString, Self, TypeVar
@@ -417,7 +417,7 @@ class PostgresSessionStore(PagedKeys, ThreadedAsyncTwins):
         check_key(key)
         self._execute("delete", {"key": key}, key)
 
-    def _key_pages(self, prefix: str) -> Iterator[list[str]]:
+    def _key_pages(self, prefix: str) -> Generator[list[str]]:
         after: str | None = None
         while True:
             params = {"prefix": prefix, "after": after, "limit": KEY_PAGE_SIZE, "now": self._now()}

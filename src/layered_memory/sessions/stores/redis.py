@@ -417,9 +417,11 @@ class RedisSessionStore:
         match = self._match(check_prefix(prefix))
         cursor: Any = 0
         while True:
-            cursor, names = self._call(
-                lambda at=cursor: self._client.scan(at, match=match, count=KEY_PAGE_SIZE), None
-            )
+
+            def scan(at: Any = cursor) -> Any:
+                return self._client.scan(at, match=match, count=KEY_PAGE_SIZE)
+
+            cursor, names = self._call(scan, None)
             yield from self._listed(names)
             if int(cursor) == 0:
                 return
@@ -429,10 +431,11 @@ class RedisSessionStore:
         match = self._match(check_prefix(prefix))
         cursor: Any = 0
         while True:
-            cursor, names = await self._acall(
-                lambda client, at=cursor: client.scan(at, match=match, count=KEY_PAGE_SIZE),
-                None,
-            )
+
+            async def scan(client: redis_async.Redis, at: Any = cursor) -> Any:
+                return await client.scan(at, match=match, count=KEY_PAGE_SIZE)
+
+            cursor, names = await self._acall(scan, None)
             for key in self._listed(names):
                 yield key
             if int(cursor) == 0:
