@@ -521,7 +521,11 @@ class MemoryConsolidator:
                 replace(
                     proposal,
                     hold=hold_reason(
-                        text, sources=sources, context=others, project_fact=project.is_fact
+                        text,
+                        sources=sources,
+                        context=others,
+                        project_fact=project.is_fact,
+                        project_hosts=project.hosts,
                     ),
                 )
             )
