@@ -175,13 +175,13 @@ def test_file_store_lists_its_own_files_and_skips_the_rest_with_a_warning(
     (tmp_path / "notes.json").write_text("{}")
     store.path_for("renamed").write_bytes(store.path_for("entity:copied:x").read_bytes())
     (tmp_path / ".tmp-abc").write_text("half written")
-    with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores.file"):
+    with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores"):
         assert sorted(store.keys()) == ["entity:copied:x", "entity:kept:x"]
-    warned = "\n".join(r.getMessage() for r in caplog.records)
-    for planted in ("fifo", "link", "corrupt", "renamed"):
-        assert store.path_for(planted).name in warned
-    assert "notes.json" in warned
-    assert ".tmp-abc" not in warned, "a write in progress is no problem"
+    # One warning for the listing (a million planted files cost one line), with the count;
+    # a write in progress is no problem.
+    [warned] = [r.getMessage() for r in caplog.records]
+    assert "skipped 5 listed name(s)" in warned
+    assert str(tmp_path) in warned
 
 
 # -- Redis ----------------------------------------------------------------------------------
@@ -196,9 +196,10 @@ def test_redis_store_lists_only_its_prefix_and_skips_foreign_names(
     client.set(store.prefix.encode() + b"\xff\xfe-not-utf8", b"{}")
     client.set(store.prefix + "y" * (MAX_KEY_BYTES + 1), b"{}")
     client.set(store.prefix[:-1] + "-other:entity:a:x", b"{}")  # a neighbour's prefix
-    with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores.base"):
+    with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores"):
         assert list(store.keys()) == ["entity:a:x"]
-    assert len([r for r in caplog.records if "no session key" in r.getMessage()]) == 2
+    [warned] = [r.getMessage() for r in caplog.records]
+    assert "skipped 2 listed name(s)" in warned
     client.delete(store.prefix[:-1] + "-other:entity:a:x")
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "ListableSessionStore",
     "PagedKeys",
     "SessionStore",
+    "SkippedNames",
     "StoredSession",
     "ThreadedAsyncTwins",
     "check_key",
@@ -39,7 +40,6 @@ __all__ = [
     "compact_json",
     "decode_value",
     "encode_value",
-    "listed_key",
     "wall_clock",
 ]
 
@@ -110,22 +110,49 @@ def check_prefix(prefix: object) -> str:
     return check_key(prefix)
 
 
-def listed_key(key: object, where: str) -> str | None:
-    """A key found by a listing, or None (one warning naming where) when no method could take it.
+class SkippedNames:
+    """What one listing skipped: counted, the first one named, told in one warning at its end.
 
     A store shared with other programs (a Redis database, a folder) may hold names this
-    package never wrote: they are skipped, never passed on to fail later.
+    package never wrote: they are skipped, never passed on to fail later, and a million of
+    them cost one log line, not a million.
+
+    Args:
+        where: The store, as the warning names it (no password).
     """
-    try:
-        return check_key(key)
-    except SessionStoreError as exc:
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.count = 0
+        self.first: tuple[str, str] | None = None
+
+    def add(self, name: str, reason: str) -> None:
+        """Count a skipped name (the first one is named in the warning)."""
+        self.count += 1
+        if self.first is None:
+            self.first = (name, reason)
+
+    def key(self, name: object) -> str | None:
+        """`name` if it is a session key, else None (counted)."""
+        try:
+            return check_key(name)
+        except SessionStoreError as exc:
+            self.add(repr(name)[:200], str(exc))
+            return None
+
+    def report(self) -> None:
+        """One warning when anything was skipped."""
+        if self.first is None:
+            return
+        name, reason = self.first
         logger.warning(
-            "session store %s: skipped a stored key that is no session key (%s); remove it or "
-            "give the store a key prefix of its own",
-            where,
-            exc,
+            "session store %s: skipped %d listed name(s) that are no sessions of this store, "
+            "first %s: %s; remove them, or give the store a place of its own",
+            self.where,
+            self.count,
+            name,
+            reason,
         )
-        return None
 
 
 def _escape_surrogate(match: re.Match[str]) -> str:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from layered_memory._logs import get_logger
 from layered_memory.core.files import LOCK_POLL_SECONDS, LOCK_TIMEOUT_SECONDS, atomic_write
 from layered_memory.core.validation import check_bool, check_ttl
 from layered_memory.errors import SessionDataError, SessionStoreError
@@ -23,18 +22,16 @@ from layered_memory.sessions.stores.base import (
     Clock,
     JsonDict,
     PagedKeys,
+    SkippedNames,
     StoredSession,
     ThreadedAsyncTwins,
     check_key,
     compact_json,
     encode_value,
-    listed_key,
     wall_clock,
 )
 
 __all__ = ["LOCK_FILE_NAME", "FileSessionStore"]
-
-logger = get_logger(__name__)
 
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9_]+")
 _SLUG_MAX = 64
@@ -223,6 +220,7 @@ class FileSessionStore(PagedKeys, ThreadedAsyncTwins):
         # `KEY_PAGE_SIZE` entries, session files or not, so a folder of millions of files is
         # walked in bounded memory and no worker-thread hop reads more than a page of it.
         now = self._clock()
+        skipped = SkippedNames(f"folder {str(self.root)!r}")
         try:
             entries = os.scandir(self.root)
         except OSError as exc:
@@ -233,7 +231,7 @@ class FileSessionStore(PagedKeys, ThreadedAsyncTwins):
             seen = 0
             for entry in entries:
                 seen += 1
-                key = self._listed(entry, now)
+                key = self._listed(entry, now, skipped)
                 if key is not None and key.startswith(prefix):
                     page.append(key)
                 if seen == KEY_PAGE_SIZE:
@@ -241,37 +239,27 @@ class FileSessionStore(PagedKeys, ThreadedAsyncTwins):
                     page, seen = [], 0
             if page:
                 yield page
+        skipped.report()
 
-    def _listed(self, entry: os.DirEntry[str], now: float) -> str | None:
-        """The live key of one folder entry, or None (a warning unless it is none of ours)."""
+    def _listed(self, entry: os.DirEntry[str], now: float, skipped: SkippedNames) -> str | None:
+        """The live key of one folder entry, or None (counted in `skipped` unless it is the
+        lock or a write in progress)."""
         name = entry.name
         if name == LOCK_FILE_NAME or name.startswith(_TEMP_PREFIX):
             return None
-        where = str(self.root / name)
         if not _FILE_NAME.fullmatch(name):
-            logger.warning(
-                "session folder: skipped %r, not a file this store writes (move it elsewhere)",
-                where,
-            )
+            skipped.add(repr(name), "not a file name this store writes")
             return None
         head = _read_head(entry.path)
         found = None if head is None else _parse_head(head)
         if found is None:
-            logger.warning(
-                "session folder: skipped %r, not a regular file starting with a session "
-                "key (corrupt or foreign: remove it)",
-                where,
-            )
+            skipped.add(repr(name), "not a regular file starting with a session key (corrupt?)")
             return None
-        key = listed_key(found[0], where)
+        key = skipped.key(found[0])
         if key is None:
             return None
         if file_name_for(key) != name:
-            logger.warning(
-                "session folder: skipped %r, its key belongs to another file name (copied or "
-                "renamed by hand: remove it)",
-                where,
-            )
+            skipped.add(repr(name), "its key belongs to another file name (copied or renamed?)")
             return None
         expires_at = found[1]
         return key if expires_at is None or expires_at > now else None

@@ -33,12 +33,12 @@ from layered_memory.errors import SessionStoreError, StoreUnavailableError, Stor
 from layered_memory.sessions.stores.base import (
     KEY_PAGE_SIZE,
     JsonDict,
+    SkippedNames,
     StoredSession,
     check_key,
     check_prefix,
     decode_value,
     encode_value,
-    listed_key,
 )
 from layered_memory.sessions.stores.urls import driver_detail, redact_url, scrub
 
@@ -415,6 +415,7 @@ class RedisSessionStore:
         UTF-8, too long) is skipped with a warning.
         """
         match = self._match(check_prefix(prefix))
+        skipped = SkippedNames(f"Redis at {self._where()}")
         cursor: Any = 0
         while True:
 
@@ -422,13 +423,15 @@ class RedisSessionStore:
                 return self._client.scan(at, match=match, count=KEY_PAGE_SIZE)
 
             cursor, names = self._call(scan, None)
-            yield from self._listed(names)
+            yield from self._listed(names, skipped)
             if int(cursor) == 0:
+                skipped.report()
                 return
 
     async def akeys(self, prefix: str = "") -> AsyncIterator[str]:
         """Async twin of `keys`."""
         match = self._match(check_prefix(prefix))
+        skipped = SkippedNames(f"Redis at {self._where()}")
         cursor: Any = 0
         while True:
 
@@ -436,9 +439,10 @@ class RedisSessionStore:
                 return await client.scan(at, match=match, count=KEY_PAGE_SIZE)
 
             cursor, names = await self._acall(scan, None)
-            for key in self._listed(names):
+            for key in self._listed(names, skipped):
                 yield key
             if int(cursor) == 0:
+                skipped.report()
                 return
 
     def _match(self, prefix: str) -> bytes:
@@ -447,7 +451,7 @@ class RedisSessionStore:
         literal = (self.prefix + prefix).encode("utf-8")
         return _GLOB_SPECIAL.sub(rb"\\\1", literal) + b"*"
 
-    def _listed(self, names: list[Any]) -> list[str]:
+    def _listed(self, names: list[Any], skipped: SkippedNames) -> list[str]:
         start = len(self.prefix.encode("utf-8"))
         keys = []
         for name in names:
@@ -456,7 +460,7 @@ class RedisSessionStore:
                 key: object = raw[start:].decode("utf-8")
             except UnicodeDecodeError:
                 key = raw[start:]
-            found = listed_key(key, f"Redis at {self._where()}")
+            found = skipped.key(key)
             if found is not None:
                 keys.append(found)
         return keys
