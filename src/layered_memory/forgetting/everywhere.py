@@ -228,11 +228,14 @@ def forget(
         session_store=session_store,
         session_keys=session_keys,
     )
-    forgotten_files = [
-        forget_in_file(backend, path, matcher, queue_path=queue, dry_run=dry_run)  # type: ignore[arg-type]
-        for path, queue in _queues(files, queues)
-    ]
-    listed = read_only_naming(backend, list(dict.fromkeys(read_only)), matcher) if backend else []
+    forgotten_files: list[FileForgotten] = []
+    listed: list[str] = []
+    if backend is not None:  # `_checked`: files come with their backend
+        forgotten_files = [
+            forget_in_file(backend, path, matcher, queue_path=queue, dry_run=dry_run)
+            for path, queue in _queues(files, queues)
+        ]
+        listed = read_only_naming(backend, list(dict.fromkeys(read_only)), matcher)
     found_graphs = [forget_in_graph(graph, matcher, dry_run=dry_run) for graph in graphs]
     found_tiers: list[TierForgotten] = []
     if tiers is not None:
@@ -305,13 +308,14 @@ async def aforget(
         session_store=session_store,
         session_keys=session_keys,
     )
-    forgotten_files = [
-        await aforget_in_file(backend, path, matcher, queue_path=queue, dry_run=dry_run)  # type: ignore[arg-type]
-        for path, queue in _queues(files, queues)
-    ]
-    listed = (
-        await aread_only_naming(backend, list(dict.fromkeys(read_only)), matcher) if backend else []
-    )
+    forgotten_files: list[FileForgotten] = []
+    listed: list[str] = []
+    if backend is not None:
+        forgotten_files = [
+            await aforget_in_file(backend, path, matcher, queue_path=queue, dry_run=dry_run)
+            for path, queue in _queues(files, queues)
+        ]
+        listed = await aread_only_naming(backend, list(dict.fromkeys(read_only)), matcher)
     found_graphs = [await aforget_in_graph(graph, matcher, dry_run=dry_run) for graph in graphs]
     found_tiers: list[TierForgotten] = []
     if tiers is not None:
