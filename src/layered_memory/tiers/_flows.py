@@ -251,17 +251,20 @@ def _segment_vectors(ctx: Context, loaded: Loaded) -> Flow[None]:
     mid, dim = loaded.mid, loaded.state.dim
     if not dim:
         return
-    missing = []
+    missing, unreadable = [], []
     for segment in mid.segments:
         known = BY_REVISION.get(segment.vector, dim) if segment.vector else None
         if known is not None:
             mid.take(segment, known)
         elif segment.vector:
             missing.append(segment)
-    if not missing:
-        return
-    items = yield StoreBatch(tuple(GetOp(ctx.vectors, segment.id) for segment in missing))
-    unreadable = []
+        else:  # every segment written with a dimension names its vector
+            unreadable.append(segment.id)
+    items = (
+        (yield StoreBatch(tuple(GetOp(ctx.vectors, segment.id) for segment in missing)))
+        if missing
+        else []
+    )
     for segment, item in zip(missing, items, strict=True):
         vector = read_vector(_value(item), rev=segment.vector, dim=dim)
         if vector is None:
