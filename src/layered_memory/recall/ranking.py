@@ -41,16 +41,19 @@ import numpy as np
 from layered_memory.recall.bm25 import K1, B, bm25, idf
 from layered_memory.recall.index import RecallIndex
 from layered_memory.recall.periods import TimeHint
+from layered_memory.recall.text import tokens
 
 __all__ = [
     "CONTEXT_GAP",
     "CONTEXT_WEIGHT",
     "DEFAULT_FLOOR_Z",
     "LEXICAL_WEIGHT",
+    "PART_SHARE",
     "TIME_BONUS",
     "Found",
     "LooseDoc",
     "cosines",
+    "matching_parts",
     "rank",
     "score_extra",
     "unit",
@@ -65,6 +68,9 @@ CONTEXT_GAP: Final = 2 * 3600.0
 TIME_BONUS: Final = 0.25
 """Added to every row within the period a query names (or, for a query about the present,
 up to this much to the newest relevant row)."""
+PART_SHARE: Final = 0.5
+"""A part of a row (one turn of a page) holds the match when its query words weigh at least
+this share of the best part's (by IDF)."""
 DEFAULT_FLOOR_Z: Final = 0.0
 """A row with no lexical match must have a cosine above the query's mean over all rows
 (0 standard deviations above it) to be returned at all."""
@@ -307,3 +313,29 @@ def score_extra(found: Found, words: Counter[str], cosine: float | None) -> floa
         dense = min((cosine - found.dense_cut) / (found.dense_top - found.dense_cut), 1.0)
         score += (1 - LEXICAL_WEIGHT) * dense
     return score
+
+
+def matching_parts(
+    found: Found, parts: Sequence[str], *, share: float = PART_SHARE
+) -> tuple[bool, ...]:
+    """Which parts of a returned row (the turns of a page) hold the match: those whose query
+    words weigh (the sum of their IDF, each word once) at least `share` of the best part's.
+
+    A row whose parts share no query word (it came by meaning, by its date or as the context
+    of a hit) has every part marked: nothing says which one matters.
+
+    Args:
+        found: The ranking of the query (its IDF).
+        parts: The row's parts.
+        share: The share of the best part's weight a part needs.
+
+    Returns:
+        One flag per part.
+    """
+    weights = [
+        sum(found.idf[word] for word in set(tokens(part)) if word in found.idf) for part in parts
+    ]
+    best = max(weights, default=0.0)
+    if best <= 0:
+        return tuple(True for _ in parts)
+    return tuple(weight > 0 and weight >= share * best for weight in weights)
