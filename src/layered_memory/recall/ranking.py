@@ -48,7 +48,6 @@ __all__ = [
     "CONTEXT_WEIGHT",
     "DEFAULT_FLOOR_Z",
     "LEXICAL_WEIGHT",
-    "PART_SHARE",
     "TIME_BONUS",
     "Found",
     "LooseDoc",
@@ -68,9 +67,6 @@ CONTEXT_GAP: Final = 2 * 3600.0
 TIME_BONUS: Final = 0.25
 """Added to every row within the period a query names (or, for a query about the present,
 up to this much to the newest relevant row)."""
-PART_SHARE: Final = 0.5
-"""A part of a row (one turn of a page) holds the match when its query words weigh at least
-this share of the best part's (by IDF)."""
 DEFAULT_FLOOR_Z: Final = 0.0
 """A row with no lexical match must have a cosine above the query's mean over all rows
 (0 standard deviations above it) to be returned at all."""
@@ -315,27 +311,22 @@ def score_extra(found: Found, words: Counter[str], cosine: float | None) -> floa
     return score
 
 
-def matching_parts(
-    found: Found, parts: Sequence[str], *, share: float = PART_SHARE
-) -> tuple[bool, ...]:
-    """Which parts of a returned row (the turns of a page) hold the match: those whose query
-    words weigh (the sum of their IDF, each word once) at least `share` of the best part's.
+def matching_parts(found: Found, parts: Sequence[str]) -> tuple[bool, ...]:
+    """Which parts of a returned row (the turns of a page) hold the match: those sharing a
+    content word with the query.
 
-    A row whose parts share no query word (it came by meaning, by its date or as the context
-    of a hit) has every part marked: nothing says which one matters.
+    A part with no such word is left out of what is shown, unless no part has one (the row
+    came by meaning, by its date or as the context of a hit: nothing says which part
+    matters). Weighing the words by IDF (a part needs half the better part's weight) was
+    measured too: 6 points lower on LoCoMo (docs/benchmarks.md); a rare word the question
+    shares is not the only one that tells where its answer is.
 
     Args:
-        found: The ranking of the query (its IDF).
+        found: The ranking of the query (its words that occur in the rows).
         parts: The row's parts.
-        share: The share of the best part's weight a part needs.
 
     Returns:
         One flag per part.
     """
-    weights = [
-        sum(found.idf[word] for word in set(tokens(part)) if word in found.idf) for part in parts
-    ]
-    best = max(weights, default=0.0)
-    if best <= 0:
-        return tuple(True for _ in parts)
-    return tuple(weight > 0 and weight >= share * best for weight in weights)
+    flags = tuple(any(word in found.idf for word in tokens(part)) for part in parts)
+    return flags if any(flags) else tuple(True for _ in parts)

@@ -119,8 +119,8 @@ class ScoredPage:
     Attributes:
         page: The page.
         score: Its fused rank score.
-        matched: (query, response): which of its two turns hold the match (the query's
-            words, weighed by IDF; both when neither shares a word). The block shows only
+        matched: (query, response): which of its two turns hold the match (share a
+            content word with the query; both when neither does). The block shows only
             those: the budget goes to evidence.
     """
 
