@@ -22,8 +22,8 @@ the rendered context. Baselines fill the same character budget:
 - flat recipe over pages: the tiers' own scoring (0.6 · BM25 / best + 0.4 · calibrated dense +
   0.6 · best neighbouring page, the time bonus) over one flat index of every page, no tiers,
   no headers: what the tiers add beyond their search;
-- flat recipe, tiers' block: the same ranking rendered by `render_retrieval` (the matching
-  turns of each page, dates once a day): what the tiers' rendering gives any index.
+- flat recipe in the tiers' block: the same ranking rendered by `render_retrieval` (the
+  matching turns of each page, dates once a day): what the tiers' rendering gives any index.
 
 Next to recall, **evidence share**: the share of the injected characters (the whole rendered
 context, headers and dates included) that are the text of turns from the evidence's sessions,
@@ -544,7 +544,7 @@ METHODS = (
     "RRF hybrid over turns",
     "RRF hybrid over pages",
     "flat recipe over pages",
-    "flat recipe, tiers' block",
+    "flat recipe in the tiers' block",
     "tiers",
 )
 
@@ -587,8 +587,8 @@ def evaluate(
                 builders["RRF hybrid over pages"] = rrf(texts, budget, emb)
             if "flat recipe over pages" in methods:
                 builders["flat recipe over pages"] = flat_recipe(conv, budget, emb, settings or {})
-            if "flat recipe, tiers' block" in methods:
-                builders["flat recipe, tiers' block"] = flat_recipe(
+            if "flat recipe in the tiers' block" in methods:
+                builders["flat recipe in the tiers' block"] = flat_recipe(
                     conv, budget, emb, settings or {}, block=True
                 )
             if run is not None:
