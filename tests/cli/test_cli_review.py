@@ -88,6 +88,7 @@ def test_review_lists_what_waits_with_its_reason_and_origin(
         "date",
         "entry_text",
         "untrusted",
+        "cites",
     }
 
 

@@ -780,7 +780,8 @@ def test_record_insight_names_its_argument_to_the_model() -> None:
     tool = record_insight_tool(InsightNotebook())
     assert "`note`" in tool.description
     schema = tool.tool_call_schema.model_json_schema()
-    assert list(schema["properties"]) == ["note"]
+    assert list(schema["properties"]) == ["note", "cites"]
+    assert "stale" in schema["properties"]["cites"]["description"]
     assert schema["properties"]["note"]["description"] == "The lesson, one short sentence."
     assert "`note`" in (record_insight_tool.__doc__ or "")
 

@@ -531,6 +531,13 @@ module:attribute).
   layered-memory review                    list what waits (the default)
   layered-memory review approve ID [ID...] apply changes to the Learned section
   layered-memory review reject ID [ID...]  drop changes
+  layered-memory review stale              list the entries of the memory file
+                                           whose cited lines changed, moved or
+                                           vanished (path, entry, cite, why, since)
+  layered-memory review drop ID [ID...]    delete those stale entries
+  layered-memory review refresh ID [ID...] keep them: the cited lines as they
+                                           are now are digested again (say so
+                                           only when the lesson still holds)
   (--all instead of IDs: every change that waits; approve --all skips the
   untrusted ones)
 
@@ -548,8 +555,12 @@ applied, and dequeued).
 outside layered-memory), "decisions": [{"id", "decision" ("approve" or
 "reject"), "outcome" ("applied", "rejected" or "not found"), "entry_id",
 "reason"}], "pending": [{"id", "op", "entry_id", "text", "reason",
-"thread_id", "model", "date", "entry_text", "untrusted"}]} ("pending": what
-still waits afterwards).
+"thread_id", "model", "date", "entry_text", "untrusted", "cites"}]} ("pending":
+what still waits afterwards). stale, drop and refresh print {"version": 1,
+"ok", "memory", "decisions": [{"id", "outcome" ("dropped", "refreshed" or
+"not done"), "entry", "reason"}], "stale": [{"id", "path", "entry", "cites":
+[[cite, "changed" | "shorter" | "moved"]], "reasons", "since"}]} ("stale":
+what is still stale afterwards; exit 1 when any is).
 
 Exit status: 0; 1 when an ID waits nowhere, an approval was not applied, the
 queue is unreadable or something in it is not trusted; 2 on a usage error, a
@@ -563,7 +574,12 @@ def _add_review(subparsers: Subparsers) -> None:
         summary="list, approve and reject the lessons a consolidator holds for review",
         description=_REVIEW_DESCRIPTION,
     )
-    parser.add_argument("action", nargs="?", default="list", choices=("list", "approve", "reject"))
+    parser.add_argument(
+        "action",
+        nargs="?",
+        default="list",
+        choices=("list", "approve", "reject", "stale", "drop", "refresh"),
+    )
     parser.add_argument("ids", nargs="*", metavar="ID", help="changes to approve or reject")
     parser.add_argument("--all", action="store_true", help="every change that waits")
     where = parser.add_mutually_exclusive_group()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -65,7 +65,7 @@ def diagnose(loaded: Loaded) -> tuple[list[Finding], list[dict[str, str]]]:
     findings = [
         *load_findings(loaded),
         *import_findings(loaded.snapshot.extras),
-        *stale_findings(loaded.snapshot.files),
+        *stale_findings(loaded),
     ]
     if not assembler.layers and not assembler.rule_folders:
         message = "no memory file and no rule folder found: the agent gets no memory"
@@ -336,15 +336,31 @@ def load_findings(loaded: Loaded) -> list[Finding]:
     return findings
 
 
-def stale_findings(files: Mapping[str, str]) -> list[Finding]:
-    """Entries the load marked stale: a cited span changed, moved or vanished
-    (`core.staleness`)."""
-    from layered_memory.core.staleness import stale_entries
+def stale_findings(loaded: Loaded) -> list[Finding]:
+    """Entries the load marked stale (writable memory only): a cited span changed, moved or
+    vanished. The list is `writeback.cites.stale_lessons`, the one `layered-memory review
+    stale` prints."""
+    from layered_memory.core.staleness import STALE_MARK
+    from layered_memory.writeback.cites import stale_lessons
 
+    backend, read_only = loaded.backend, loaded.assembler.is_read_only_layer_file
+    marked = {
+        path: text
+        for path, text in loaded.snapshot.files.items()
+        if STALE_MARK in text and not read_only(path)
+    }
+    if not marked:
+        return []
     return [
-        Finding("stale-lesson", "warning", path, f"{entry}: update or delete the entry")
-        for path, text in files.items()
-        for entry in stale_entries(text)
+        Finding(
+            "stale-lesson",
+            "warning",
+            lesson.path,
+            f"{lesson.entry}: {'; '.join(lesson.reasons)}"
+            + (f" since {lesson.since}" if lesson.since else "")
+            + f"; update or delete the entry (`layered-memory review stale`, id {lesson.id})",
+        )
+        for lesson in stale_lessons(backend, marked)
     ]
 
 

@@ -95,9 +95,19 @@ def _reviewer(backend: Any, path: str, section: str) -> MemoryConsolidator:
 
 
 def _check_ids(args: Any) -> None:
-    if args.action == "list" and (args.ids or args.all):
-        msg = "list takes no IDs (approve ID... or reject ID... decide changes)"
+    if args.action in ("list", "stale") and (args.ids or args.all):
+        msg = f"{args.action} takes no IDs (approve ID... or reject ID... decide changes)"
         raise UsageError(msg)
+    if args.action in ("stale", "drop", "refresh"):
+        if args.action != "stale" and not args.ids:
+            msg = (
+                f"{args.action} needs the IDs of stale entries (see `layered-memory review stale`)"
+            )
+            raise UsageError(msg)
+        if args.all:
+            msg = f"{args.action} takes IDs, not --all (each entry is a person's decision)"
+            raise UsageError(msg)
+        return
     if args.action != "list" and not args.ids and not args.all:
         msg = f"{args.action} needs the IDs of the changes (see `layered-memory review`), or --all"
         raise UsageError(msg)
@@ -107,6 +117,8 @@ def _check_ids(args: Any) -> None:
 
 
 def _review(consolidator: MemoryConsolidator, source: dict[str, Any], args: Any) -> int:
+    if args.action in ("stale", "drop", "refresh"):
+        return _stale(consolidator, source, args)
     decisions: list[_Decision] = []
     problem: str | None = None
     distrust: list[str] = []
@@ -237,3 +249,54 @@ def _text(
             "reject ID...` (same --root/--store/--config).",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _stale(consolidator: MemoryConsolidator, source: dict[str, Any], args: Any) -> int:
+    """`review stale|drop|refresh`: the memory file's stale entries, listed or decided (the
+    list is `writeback.cites.stale_lessons`, the one `doctor` prints)."""
+    import datetime as dt
+
+    from layered_memory.core.loading import download_texts
+    from layered_memory.writeback.cites import decide_stale, stale_lessons
+
+    backend, path = consolidator.backend, consolidator.path
+    with user_code():
+        decisions = []
+        if args.action != "stale":
+            today = dt.date.today().isoformat()
+            decisions = decide_stale(backend, path, args.ids, action=args.action, today=today)
+        texts = dict(download_texts(backend, [path]).texts)
+        stale = stale_lessons(backend, texts)
+    ok = not stale and all(decision.outcome != "not done" for decision in decisions)
+    if args.json:
+        data = {
+            "version": 1,
+            "ok": ok,
+            "source": source,
+            "memory": path,
+            "decisions": [asdict(decision) for decision in decisions],
+            "stale": [asdict(lesson) for lesson in stale],
+        }
+        print(dumps_json(data))
+        return EXIT_OK if ok else EXIT_FINDINGS
+    lines = []
+    for decision in decisions:
+        why = f": {printable(decision.reason)}" if decision.reason else ""
+        lines.append(f"{printable(decision.id)}: {decision.outcome}{why}")
+    if decisions:
+        lines.append("")
+    count = "1 stale entry" if len(stale) == 1 else f"{len(stale)} stale entries"
+    lines.append(f"{count} in {printable(path)}")
+    for lesson in stale:
+        lines += ["", f"{lesson.id}  {printable(lesson.entry)}"]
+        for cite, why in lesson.cites:
+            since = f" since {printable(lesson.since)}" if lesson.since else ""
+            lines.append(f"  {printable(cite)}: {why}{since}")
+    if stale:
+        lines += [
+            "",
+            "Decide with `layered-memory review drop ID...` (the entry goes) or `layered-memory "
+            "review refresh ID...` (the lesson still holds: the cited lines are digested again).",
+        ]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return EXIT_OK if ok else EXIT_FINDINGS

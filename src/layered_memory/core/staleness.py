@@ -36,18 +36,22 @@ __all__ = [
     "MAX_CITES",
     "STALE_MARK",
     "Cite",
+    "StaleEntry",
     "cite_comment",
     "cited_paths",
     "citing_files",
     "digest_span",
+    "find_stale",
     "mark_stale",
     "marked_texts",
     "parse_cite",
-    "stale_entries",
 ]
 
 CITES_FIELD = "cites="
 """The field naming what an entry cites, inside an HTML comment on its line."""
+
+STALE_MARK = "[stale: "
+"""How the marker of a stale entry begins."""
 
 MAX_CITES = 200
 """Cited spans checked per load: a file citing thousands of paths costs no more."""
@@ -222,6 +226,73 @@ def cited_paths(texts: Iterable[str], *, limit: int = MAX_CITES) -> list[str]:
     return list(paths)
 
 
+@dataclass(frozen=True, slots=True)
+class StaleEntry:
+    """An entry whose cited span changed, moved or vanished.
+
+    Attributes:
+        line: Its line's index in the text (0-based, lines split on `\\n`).
+        entry: Its line without the comment (and without a marker an earlier load added).
+        cites: The stale cites, each with why in words (`/src/a.py lines 3-5 changed`).
+        since: The day the entry was written or last confirmed (`date=`), or "".
+        marker: The marker a load shows before the comment.
+    """
+
+    line: int
+    entry: str
+    cites: tuple[tuple[Cite, str], ...]
+    since: str
+    marker: str
+
+
+def find_stale(
+    text: str, cited: Mapping[str, str | None], *, limit: int = MAX_CITES
+) -> list[StaleEntry]:
+    """The entries of `text` whose cited span changed, moved or vanished: the one judgement
+    behind the load's markers, `layered-memory doctor`, `review` and the consolidator.
+
+    Args:
+        text: A memory file's text (as written, or as a load marked it).
+        cited: Cited path -> its current text (None or absent: the file is gone).
+        limit: Cites checked, in file order (entries past it count as fresh).
+
+    Returns:
+        The stale entries, in file order.
+    """
+    found = _cited_lines(text)
+    if not found:
+        return []
+    lines = text.split("\n")
+    stale: list[StaleEntry] = []
+    seen = 0
+    for entry in found:
+        reasons = []
+        for cite in entry.cites:
+            if seen >= limit:
+                break
+            seen += 1
+            reason = _why_stale(cite, cited.get(cite.path))
+            if reason is not None:
+                reasons.append((cite, reason))
+        if not reasons:
+            continue
+        since = f" since {entry.date}" if entry.date else ""
+        words = "; ".join(reason for _cite, reason in reasons)
+        head = lines[entry.line][: entry.comment_at]
+        marked = head.find(STALE_MARK)
+        head = (head[:marked] if marked >= 0 else head).strip()
+        stale.append(
+            StaleEntry(
+                line=entry.line,
+                entry=head,
+                cites=tuple(reasons),
+                since=entry.date,
+                marker=f"{STALE_MARK}{words}{since}; check it before relying on this]",
+            )
+        )
+    return stale
+
+
 def mark_stale(
     text: str, cited: Mapping[str, str | None], *, limit: int = MAX_CITES
 ) -> tuple[str, list[str]]:
@@ -235,30 +306,16 @@ def mark_stale(
     Returns:
         The marked text (the same object when nothing is stale) and the markers added.
     """
-    found = _cited_lines(text)
-    if not found:
+    stale = find_stale(text, cited, limit=limit)
+    if not stale:
         return text, []
     lines = text.split("\n")
-    markers: list[str] = []
-    seen = 0
-    for entry in found:
-        reasons = []
-        for cite in entry.cites:
-            if seen >= limit:
-                break
-            seen += 1
-            reason = _why_stale(cite, cited.get(cite.path))
-            if reason is not None:
-                reasons.append(reason)
-        if not reasons:
-            continue
-        since = f" since {entry.date}" if entry.date else ""
-        marker = f"{STALE_MARK}{'; '.join(reasons)}{since}; check it before relying on this]"
+    for entry in stale:
         line = lines[entry.line]
-        head = line[: entry.comment_at].rstrip()
-        lines[entry.line] = f"{head} {marker} {line[entry.comment_at :]}"
-        markers.append(marker)
-    return ("\n".join(lines), markers) if markers else (text, [])
+        comment_at = line.rfind("<!--", 0, line.find(CITES_FIELD))
+        head = line[:comment_at].rstrip()
+        lines[entry.line] = f"{head} {entry.marker} {line[comment_at:]}"
+    return "\n".join(lines), [entry.marker for entry in stale]
 
 
 def _why_stale(cite: Cite, text: str | None) -> str | None:
@@ -270,30 +327,6 @@ def _why_stale(cite: Cite, text: str | None) -> str | None:
     if not now:
         return f"{cite.where()} no longer exist (the file is shorter)"
     return f"{cite.where()} changed"
-
-
-STALE_MARK = "[stale: "
-"""How the marker of a stale entry begins."""
-
-
-def stale_entries(text: str) -> list[str]:
-    """The entries of a loaded (marked) text that are marked stale, each as its line without
-    the comment.
-
-    Args:
-        text: A memory file's text as a load gave it.
-
-    Returns:
-        The marked lines, in file order.
-    """
-    if STALE_MARK not in text:
-        return []
-    found = []
-    for line in text.split("\n"):
-        if STALE_MARK in line and CITES_FIELD in line:
-            comment = line.rfind("<!--")
-            found.append((line[:comment] if comment >= 0 else line).strip())
-    return found
 
 
 def citing_files(

@@ -123,6 +123,20 @@ _NOT_A_SECRET: Final = re.compile(
     r"|(?:~|\.{1,2})?(?:/[\w.@-]+){2,}/?|(?:~|\.{1,2})?/[\w@-]*\.\w{1,5}"
     r"|[A-Za-z][A-Za-z0-9+.-]*://\S*"  # a URL (its credentials have their own detector)
 )
+# A validation rule list, as Laravel (`'required|min:8|confirmed'`) and CodeIgniter
+# (`'required|min_length[8]'`) write a password field's rules: two or more rule names of
+# their documented lists, each with its arguments. A password made of rule names only is not
+# one a person sets.
+_VALIDATION_RULE_NAMES: Final = (
+    "accepted|alpha|alpha_dash|alpha_num|alpha_numeric|array|bail|between|boolean|confirmed"
+    "|current_password|different|email|exact_length|filled|in|integer|matches|max|max_length"
+    "|min|min_length|mixed_case|nullable|numeric|password|present|regex|required|same"
+    "|sometimes|size|string|trim|uncompromised|valid_email"
+)
+_VALIDATION_RULES: Final = re.compile(
+    rf"(?:{_VALIDATION_RULE_NAMES})(?::[^|\s]{{0,64}}|\[[^\]|\s]{{0,64}}\])?"
+    rf"(?:\|(?:{_VALIDATION_RULE_NAMES})(?::[^|\s]{{0,64}}|\[[^\]|\s]{{0,64}}\])?)+"
+)
 _MARKER: Final = re.compile(r"\[REDACTED:[a-z_]{1,40}\]")
 _CLOSERS: Final = {")": "(", "]": "[", "}": "{", ">": "<"}
 _PROSE_WORD: Final = re.compile(r"[A-Za-z][a-z]*\Z")
@@ -234,7 +248,7 @@ def is_value(
 ) -> bool:
     if not value or is_placeholder(value) or value.lower() == name.lower():
         return False
-    if _NOT_A_SECRET.fullmatch(value):
+    if _NOT_A_SECRET.fullmatch(value) or _VALIDATION_RULES.fullmatch(value):
         return False
     if _CODE_REFERENCE.match(value):
         return False

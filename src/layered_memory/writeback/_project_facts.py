@@ -46,6 +46,8 @@ _EMAIL = re.compile(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)")
 _STRIP = ".,;:()[]{}'\"!?«»“”‘’。，；："
 _CODE_NAME = re.compile(r"[\w]+(?:[-_.=][\w]+)+|\.[\w]+(?:\.[\w]+)*")
 _NUMBER = re.compile(r"[\d.:]+")
+_HOST = re.compile(r"(?<![\w.-])((?:[a-z0-9-]+\.)+[a-z][a-z0-9-]+)(?![\w-])")
+"""A host name as the project's (folded) files write it, bare or in a URL."""
 _RUNNER = re.compile(r"(?:npm|pnpm|yarn|bun)(?: run)? ([\w:.-]+)")
 
 
@@ -78,6 +80,11 @@ class ProjectFacts:
             and all(self._named(host) for host in names["hosts"])
             and all(self._exists(name) or self._named(name) for name in names["names"])
         )
+
+    def hosts(self) -> frozenset[str]:
+        """The hosts the project's own files name (its services: `staging.internal.example.com`
+        is the team's own only where they name `example.com`)."""
+        return frozenset(_HOST.findall(self._project_text()))
 
     # -- paths ----------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from langchain_core.messages import (
     AIMessage,
@@ -56,9 +56,17 @@ from layered_memory._logs import get_logger
 from layered_memory.core.files import Texts, Transform, learned_entry, strategy_for
 from layered_memory.core.loading import adownload_files_safely, download_files_safely
 from layered_memory.core.run_data import is_dry_run, thread_id_of
-from layered_memory.core.validation import check_backend, check_bool
+from layered_memory.core.staleness import CITES_FIELD, cited_paths, find_stale
+from layered_memory.core.validation import check_backend, check_bool, check_int
 from layered_memory.errors import MemoryWriteError, ReviewError
 from layered_memory.writeback._project_facts import ProjectFacts
+from layered_memory.writeback.cites import (
+    checked_cites,
+    cites_field,
+    current_texts,
+    digested,
+    is_fresh,
+)
 from layered_memory.writeback.consolidation_prompt import (
     TOOL_NAME,
     UPDATE_MEMORY_TOOL,
@@ -66,6 +74,7 @@ from layered_memory.writeback.consolidation_prompt import (
 )
 from layered_memory.writeback.learned import (
     ConsolidationResult,
+    Entry,
     Files,
     Plan,
     Proposal,
@@ -132,6 +141,12 @@ class MemoryConsolidator:
         consolidate_in_background: In a middleware, consolidate on a worker thread so the run
             returns without waiting (see `flush`).
         clock: Returns today's date (default: the local date); inject one in tests.
+        expire_after_days: Off by default (None). A number of days: at each consolidation,
+            the learned entries nobody confirmed for that long move to the archive file
+            (never deleted). An entry is confirmed on the day its comment says: `date=` (added,
+            updated, or refreshed with `layered-memory review refresh`) or `reviewed=`
+            (approved); an entry that cites files whose spans are all unchanged counts as
+            confirmed today. An entry without a date (written by hand) never expires.
 
     Raises:
         TypeError: `model` cannot call tools, or `backend` is not a backend.
@@ -160,8 +175,13 @@ class MemoryConsolidator:
         max_pending: int = 200,
         consolidate_in_background: bool = False,
         clock: Clock | None = None,
+        expire_after_days: int | None = None,
     ) -> None:
         check_backend(backend)
+        if expire_after_days is not None:
+            check_int(
+                expire_after_days, parameter="expire_after_days", minimum=1, unit="a number of days"
+            )
         check_bool(review, parameter="review")
         check_bool(consolidate_in_background, parameter="consolidate_in_background")
         if callable(backend) and not hasattr(backend, "download_files"):
@@ -203,6 +223,7 @@ class MemoryConsolidator:
         self.max_conversation_chars = max_conversation_chars
         self.consolidate_in_background = consolidate_in_background
         self._clock: Clock = clock or dt.date.today
+        self.expire_after_days = expire_after_days
         source = posixpath.basename(path) or path
         self._files = Files(
             memory=path,
@@ -241,28 +262,32 @@ class MemoryConsolidator:
                 nothing was written.
             Exception: Whatever the model raised (the middleware logs it and goes on).
         """
-        entries = self._entries(download_files_safely(self.backend, [self.path]))
-        reply = self._require_model().invoke(self._prompt(entries, messages), _OWN_RUN)
-        proposals, rejected, provenance = self._read_reply(reply, thread_id, messages, entries)
-        if not proposals:
+        read = self._section(download_files_safely(self.backend, [self.path]))
+        model = self._require_model()
+        reply = model.invoke(self._prompt(read.entries, messages, read.stale), _OWN_RUN)
+        proposals, rejected, provenance = self._read_reply(reply, thread_id, messages, read.entries)
+        if not proposals and not read.expiring:
             return self._report(ConsolidationResult(rejected=rejected))
-        result = self._transact(self._consolidation(proposals, entries, provenance))
+        result = self._transact(self._consolidation(proposals, read, provenance))
         return self._report(replace(result, rejected=[*rejected, *result.rejected]))
 
     async def aconsolidate(
         self, messages: Sequence[Any], *, thread_id: str | None = None
     ) -> ConsolidationResult:
         """The async form of `consolidate` (same arguments, result and errors)."""
-        entries = self._entries(await adownload_files_safely(self.backend, [self.path]))
-        reply = await self._require_model().ainvoke(self._prompt(entries, messages), _OWN_RUN)
+        responses = await adownload_files_safely(self.backend, [self.path])
+        # The cited files are read (and their paths checked) off the event loop.
+        read = await asyncio.to_thread(self._section, responses)
+        model = self._require_model()
+        reply = await model.ainvoke(self._prompt(read.entries, messages, read.stale), _OWN_RUN)
         # The hold may look the project up through the backend: off the event loop.
         proposals, rejected, provenance = await asyncio.to_thread(
-            self._read_reply, reply, thread_id, messages, entries
+            self._read_reply, reply, thread_id, messages, read.entries
         )
-        if not proposals:
+        if not proposals and not read.expiring:
             return self._report(ConsolidationResult(rejected=rejected))
         await asyncio.to_thread(self._key)  # read once, off the event loop
-        result = await self._atransact(self._consolidation(proposals, entries, provenance))
+        result = await self._atransact(self._consolidation(proposals, read, provenance))
         return self._report(replace(result, rejected=[*rejected, *result.rejected]))
 
     def _transact(self, transform: Transform[_T]) -> _T:
@@ -425,12 +450,52 @@ class MemoryConsolidator:
             raise TypeError(msg)
         return self._bound
 
-    def _entries(self, responses: Sequence[Any]) -> list[tuple[str, str]]:
+    def _section(self, responses: Sequence[Any]) -> _Read:
+        """The section as the model is shown it: its entries, the stale markers of those whose
+        cited spans changed (the markers a load shows the agent), and the entries due to
+        expire. The cited files are read only when an entry cites one."""
         text = _text_of(self.path, responses[0])
-        return [(entry.id, entry.text) for entry in section_entries(text, self._files.heading)]
+        found = section_entries(text, self._files.heading)
+        cited = cited_paths([text]) if text and found else []
+        current = current_texts(self.backend, cited) if cited else {}
+        stale: dict[str, str] = {}
+        if current or cited:
+            assert text is not None
+            lines = text.split("\n")
+            marks = {
+                lines[item.line].rstrip("\r"): item.marker for item in find_stale(text, current)
+            }
+            stale = {
+                entry.id: marks[entry.lines[0].rstrip("\r\n")]
+                for entry in found
+                if entry.lines[0].rstrip("\r\n") in marks
+            }
+        return _Read(
+            [(entry.id, entry.text) for entry in found], stale, self._expiring(found, current)
+        )
+
+    def _expiring(self, found: Sequence[Entry], current: Mapping[str, str]) -> dict[str, str]:
+        """Entry id -> its line, for the entries nobody confirmed for `expire_after_days`
+        (see the class's docstring)."""
+        if self.expire_after_days is None:
+            return {}
+        today = self._provenance(None).date
+        cutoff = dt.date.fromisoformat(today) - dt.timedelta(days=self.expire_after_days)
+        due: dict[str, str] = {}
+        for entry in found:
+            confirmed = _confirmed(entry.meta)
+            if confirmed is None or confirmed > cutoff:
+                continue
+            if is_fresh(entry.lines[0], current):
+                continue
+            due[entry.id] = entry.lines[0]
+        return due
 
     def _prompt(
-        self, entries: Sequence[tuple[str, str]], messages: Sequence[Any]
+        self,
+        entries: Sequence[tuple[str, str]],
+        messages: Sequence[Any],
+        stale: Mapping[str, str] | None = None,
     ) -> list[BaseMessage]:
         return prompt_messages(
             entries,
@@ -438,6 +503,7 @@ class MemoryConsolidator:
             max_entries=self.max_entries,
             max_entry_chars=self.max_entry_chars,
             max_conversation_chars=self.max_conversation_chars,
+            stale=stale,
         )
 
     def _provenance(self, thread_id: str | None, reply: Any = None) -> Provenance:
@@ -492,7 +558,34 @@ class MemoryConsolidator:
             proposal = self._proposal(raw, provenance, refuse)
             if proposal is not None:
                 proposals.append(proposal)
-        return self._judged(proposals, messages, entries), rejected, provenance
+        judged = self._judged(proposals, messages, entries)
+        return self._digested(judged), rejected, provenance
+
+    def _digested(self, proposals: Sequence[Proposal]) -> list[Proposal]:
+        """Each proposal's cites with their spans' digests now (one batched download of the
+        cited files for the whole answer); a cite that cannot be digested is a logged skip."""
+        cited = [cite for proposal in proposals for cite in proposal.cites or ()]
+        if not any(proposal.cites is not None for proposal in proposals):
+            return list(proposals)
+        texts = current_texts(self.backend, [cite.path for cite in cited])
+        done: list[Proposal] = []
+        for proposal in proposals:
+            if proposal.cites is None:
+                done.append(proposal)
+                continue
+            digests, skipped = digested(self.backend, proposal.cites, texts)
+            self._skipped(skipped)
+            # Named cites none of which holds: the entry keeps what it cited (None), while an
+            # empty list drops its cites ("").
+            spec = (
+                cites_field(digests)[len(CITES_FIELD) :] if digests or not proposal.cites else None
+            )
+            done.append(replace(proposal, change=replace(proposal.change, cites=spec)))
+        return done
+
+    def _skipped(self, reasons: Sequence[str]) -> None:
+        for reason in reasons:
+            logger.warning("a cite of a lesson for %s skipped: %s", self.path, reason)
 
     def _judged(
         self,
@@ -521,7 +614,11 @@ class MemoryConsolidator:
                 replace(
                     proposal,
                     hold=hold_reason(
-                        text, sources=sources, context=others, project_fact=project.is_fact
+                        text,
+                        sources=sources,
+                        context=others,
+                        project_fact=project.is_fact,
+                        project_hosts=project.hosts,
                     ),
                 )
             )
@@ -556,15 +653,20 @@ class MemoryConsolidator:
         change = new_change(
             op, entry_id if op == "update" else None, cleaned, provenance=provenance
         )
-        return Proposal(change)
+        cites = None
+        if raw.get("cites") is not None:  # model output: every path checked (`writeback.cites`)
+            checked, skipped = checked_cites(raw["cites"], self.backend)
+            self._skipped(skipped)
+            cites = tuple(checked) if checked or raw["cites"] in ([], "") else None
+        return Proposal(change, cites=cites)
 
     def _consolidation(
         self,
         proposals: Sequence[Proposal],
-        entries: Sequence[tuple[str, str]],
+        read: _Read,
         provenance: Provenance,
     ) -> Callable[[Texts], tuple[dict[str, str], ConsolidationResult]]:
-        seen = dict(entries)
+        seen = dict(read.entries)
 
         key = self._key()
 
@@ -572,6 +674,8 @@ class MemoryConsolidator:
             plan = Plan(self._files, texts, key=key)
             for proposal in proposals:
                 carry_out(plan, proposal, provenance=provenance, review=self.review, seen=seen)
+            if read.expiring:
+                plan.expire(read.expiring)
             return self._finished(plan)
 
         return transform
@@ -673,6 +777,14 @@ class MemoryConsolidator:
                 self.path,
                 self.pending_path,
             )
+        if result.expired:
+            logger.info(
+                "moved %d learned entries nobody confirmed for %s days from %s to %s",
+                len(result.expired),
+                self.expire_after_days,
+                self.path,
+                self.archive_path,
+            )
         if result.archived:
             logger.info(
                 "moved %d learned entries from %s to %s",
@@ -704,6 +816,29 @@ class MemoryConsolidator:
             thread_id,
             _failure(exc),
         )
+
+
+class _Read(NamedTuple):
+    """The section as one consolidation read it."""
+
+    entries: list[tuple[str, str]]
+    """`(id, text)` of each entry, top first."""
+    stale: dict[str, str]
+    """Entry id -> its stale marker."""
+    expiring: dict[str, str]
+    """Entry id -> its line, for the entries due to expire."""
+
+
+def _confirmed(meta: Mapping[str, str]) -> dt.date | None:
+    """The last day an entry was confirmed: its `date=` or `reviewed=`, the later (None when
+    neither is a date)."""
+    days = []
+    for name in ("date", "reviewed"):
+        try:
+            days.append(dt.date.fromisoformat(meta.get(name, "")[:10]))
+        except ValueError:
+            continue
+    return max(days) if days else None
 
 
 _OWN_RUN: Final[Any] = {

@@ -13,7 +13,7 @@ element that holds it and pose as our instructions.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -63,6 +63,10 @@ How to change the list: call `{tool}` once with a list of operations:
 a changed preference or a fact that stopped being true replaces the entry's text; never add \
 a second entry that contradicts or repeats one;
 - {{"op": "delete", "id": "ID"}} for an entry the run showed to be wrong or obsolete.
+A lesson about the project's files may name them in `cites`: paths from the root, optionally \
+with lines ("/src/app.py#L10-24"), only files the run actually read. An entry shown with \
+"[stale: ...]" cites lines that changed, moved or vanished since it was written: when the run \
+shows what holds now, update it (with fresh `cites`) or delete it; otherwise leave it.
 Name entries by the IDs shown in square brackets, exactly. When two entries say the same, \
 keep one and delete the other. When the user's newer statement contradicts an entry, the \
 newer statement wins.
@@ -96,6 +100,15 @@ UPDATE_MEMORY_TOOL: Final[dict[str, Any]] = {
                             "type": "string",
                             "description": "The lesson, one sentence (add and update only)",
                         },
+                        "cites": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": (
+                                "Files the lesson is about, optionally with lines: "
+                                "/src/app.py#L10-24 (add and update only; an update without "
+                                "cites keeps the entry's)"
+                            ),
+                        },
                     },
                     "required": ["op"],
                 },
@@ -119,11 +132,14 @@ def prompt_messages(
     max_entries: int,
     max_entry_chars: int,
     max_conversation_chars: int,
+    stale: Mapping[str, str] | None = None,
 ) -> list[BaseMessage]:
     """The messages sent to the consolidating model.
 
     Args:
         entries: `(id, text)` of each entry of the section, top first.
+        stale: Entry id -> the stale marker a load shows for it (`core.staleness`), shown
+            after the entry's text.
         conversation: The run's messages (system messages are left out: they hold the memory
             block, which is the entries again).
         max_entries: The section's budget, told to the model.
@@ -135,8 +151,11 @@ def prompt_messages(
     # Bounded whatever the file holds (a section written by hand may be long, a line huge):
     # the newest entries, each cut; an entry left out cannot be named, so it is not changed.
     shown_entries = entries[: max_entries * 2]
+    marks = stale or {}
     listed = "\n".join(
-        f"[{entry_id}] {_cut(text, max_entry_chars * 2)}" for entry_id, text in shown_entries
+        f"[{entry_id}] {_cut(text, max_entry_chars * 2)}"
+        + (f" {marks[entry_id]}" if entry_id in marks else "")
+        for entry_id, text in shown_entries
     )
     if len(entries) > len(shown_entries):
         listed += f"\n[{len(entries) - len(shown_entries)} older entries not shown]"

@@ -26,9 +26,15 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from layered_memory._logs import get_logger
 from layered_memory.core.files import Texts, strategy_for
-from layered_memory.core.loading import download_texts
 from layered_memory.core.run_data import is_dry_run, run_value, thread_id_of
-from layered_memory.core.staleness import Cite, cite_comment, parse_cite
+from layered_memory.core.staleness import Cite, parse_cite
+from layered_memory.writeback.cites import (
+    MAX_CITE_CHARS,
+    MAX_CITES_PER_ENTRY,
+    checked_cites,
+    cites_field,
+    digested,
+)
 from layered_memory.writeback.hooks import HookEvent, HookRegistry, note_write_back
 from layered_memory.writeback.sections import (
     RESCAN_MARGIN,
@@ -153,8 +159,10 @@ class MemoryWriter:
             without entity: the same text today), and nothing was written.
 
         Raises:
-            ValueError: `text` is empty once cleaned, or a cite is not a path with an
-                optional `#L<first>-<last>`.
+            ValueError: `text` is empty once cleaned, or a cite cannot be kept: not a path
+                with an optional `#L<first>-<last>`, outside the backend's root, a credential
+                file, a missing file or lines past its end, or cited lines holding a secret
+                (`writeback.cites`; the message names the cite and why).
             MemoryWriteError: The backend could not read or write the files; the memory file
                 is left as it was.
         """
@@ -169,29 +177,37 @@ class MemoryWriter:
     # The `_write` pair also returns what the MEMORY_WRITTEN event needs.
 
     def _write(
-        self, text: str, entity: str | None, cites: Sequence[str] = ()
+        self, text: str, entity: str | None, cites: Any = (), *, hostile: bool = False
     ) -> MemoryWrittenData | None:
         insight, kinds = self._prepare(text, entity)
-        parsed = [parse_cite(cite) for cite in cites]
-        if parsed:
-            insight = _cited(insight, parsed, self._cited_texts(parsed))
+        if cites:
+            insight = _cited(insight, self._digested(cites, hostile))
         plan = self._strategy.transact(self._transform(insight))
         return self._outcome(insight, kinds, plan)
 
     async def _awrite(
-        self, text: str, entity: str | None, cites: Sequence[str] = ()
+        self, text: str, entity: str | None, cites: Any = (), *, hostile: bool = False
     ) -> MemoryWrittenData | None:
         insight, kinds = self._prepare(text, entity)
-        parsed = [parse_cite(cite) for cite in cites]
-        if parsed:  # the cited files are read in a worker thread, never on the event loop
-            texts = await asyncio.to_thread(self._cited_texts, parsed)
-            insight = _cited(insight, parsed, texts)
+        if cites:  # the paths are checked and the files read in a worker thread
+            insight = _cited(insight, await asyncio.to_thread(self._digested, cites, hostile))
         plan = await self._strategy.atransact(self._transform(insight))
         return self._outcome(insight, kinds, plan)
 
-    def _cited_texts(self, cites: Sequence[Cite]) -> Mapping[str, str | None]:
-        """The cited files' texts now (one batched download; a missing file is absent)."""
-        return download_texts(self.backend, list(dict.fromkeys(c.path for c in cites))).texts
+    def _digested(self, cites: Any, hostile: bool) -> list[Cite]:
+        """The cites checked and digested (`writeback.cites`). A bad one raises `ValueError`
+        for a caller's own cites, and is a logged skip for a model's (`hostile`)."""
+        if not hostile and (isinstance(cites, str) or not isinstance(cites, Sequence)):
+            msg = f"cites must be a list of paths, got {type(cites).__name__}"
+            raise TypeError(msg)
+        checked, skipped = checked_cites(cites, self.backend)
+        done, more = digested(self.backend, checked)
+        skipped += more
+        if skipped and not hostile:
+            raise ValueError("; ".join(skipped))
+        for reason in skipped:
+            logger.warning("a cite of a lesson for %s skipped: %s", self.path, reason)
+        return done
 
     def _prepare(self, text: str, entity: str | None) -> tuple[Insight, list[str]]:
         if not isinstance(text, str):
@@ -262,9 +278,11 @@ class MemoryWriter:
         )
 
 
-def _cited(insight: Insight, cites: Sequence[Cite], texts: Mapping[str, str | None]) -> Insight:
+def _cited(insight: Insight, cites: Sequence[Cite]) -> Insight:
     """The insight with the comment keeping its cites and their digests at its end."""
-    comment = cite_comment(cites, texts, insight.date.isoformat())
+    if not cites:
+        return insight
+    comment = f"<!-- {cites_field(cites)} date={insight.date.isoformat()} -->"
     return dataclasses.replace(insight, text=f"{insight.text} {comment}")
 
 
@@ -325,16 +343,20 @@ class InsightNotebook:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pages: dict[str | None, list[str]] = {}
+        self._cites: dict[str | None, list[str]] = {}
 
-    def add(self, thread_id: str | None, note: str) -> None:
+    def add(self, thread_id: str | None, note: str, cites: Sequence[str] = ()) -> None:
         """Keep `note` for `thread_id`.
 
         Args:
             thread_id: The run's thread (None: runs without one share a page).
             note: The lesson.
+            cites: Files the lesson is about, as the model gave them (checked when written).
         """
         with self._lock:
             self._pages.setdefault(thread_id, []).append(note)
+            if cites:
+                self._cites.setdefault(thread_id, []).extend(cites)
 
     def peek(self, thread_id: str | None) -> list[str]:
         """The notes kept for `thread_id`, oldest first.
@@ -349,7 +371,7 @@ class InsightNotebook:
             return list(self._pages.get(thread_id, []))
 
     def pop(self, thread_id: str | None) -> list[str]:
-        """Remove and return the notes kept for `thread_id`.
+        """Remove and return the notes kept for `thread_id` (their cites are dropped).
 
         Args:
             thread_id: The run's thread.
@@ -357,16 +379,32 @@ class InsightNotebook:
         Returns:
             The notes, oldest first; none are kept afterwards.
         """
+        return self.take(thread_id)[0]
+
+    def take(self, thread_id: str | None) -> tuple[list[str], list[str]]:
+        """Remove and return the notes kept for `thread_id` and what they cite.
+
+        Args:
+            thread_id: The run's thread.
+
+        Returns:
+            The notes, oldest first, and their cites, in order; none are kept afterwards.
+        """
         with self._lock:
-            return self._pages.pop(thread_id, [])
+            return self._pages.pop(thread_id, []), self._cites.pop(thread_id, [])
 
 
 def record_insight_tool(notebook: InsightNotebook) -> BaseTool:
-    """A `record_insight(note)` tool: the note is written to memory when the run ends.
+    """A `record_insight(note, cites)` tool: the note is written to memory when the run ends.
 
-    The tool takes one argument, `note` (a string: the lesson, one short sentence); the tool
-    description and the argument's schema name it, so a model calls `record_insight` with
-    `{"note": "..."}`. Pass the same notebook to `register_write_back(..., notebook=notebook)`.
+    The tool takes `note` (a string: the lesson, one short sentence) and, optionally, `cites`
+    (the files, or `#L10-24` line ranges, the lesson is about); the tool description and the
+    arguments' schema name them, so a model calls `record_insight` with `{"note": "...",
+    "cites": ["/src/app.py#L10-24"]}`. The cited spans' digests are stored with the entry, which
+    a later load marks stale when they change (`layered_memory.core.staleness`). Cites are
+    model output: each is checked when written (`writeback.cites`) and a bad one is a logged
+    skip naming it; the lesson is written all the same. Pass the same notebook to
+    `register_write_back(..., notebook=notebook)`.
     Several notes of one run become one line, joined with `; `; without an entity the line is
     untagged.
 
@@ -377,30 +415,57 @@ def record_insight_tool(notebook: InsightNotebook) -> BaseTool:
         The tool, to add to the agent's `tools=[...]`.
     """
 
-    def record_insight(note: str, runtime: ToolRuntime) -> str:
+    def record_insight(note: str, runtime: ToolRuntime, cites: list[str] | None = None) -> str:
         """Record one durable lesson learned in this run.
 
         Args:
             note: The lesson, one short sentence.
+            cites: Files the lesson is about, optionally with lines (`/src/app.py#L10-24`):
+                the lesson is marked stale when they change.
         """
         cleaned = note.strip()
         if not cleaned:
             return "Nothing recorded: the note is empty."
+        given = cites if isinstance(cites, list) else [] if cites is None else [cites]
+        kept, refused = _cite_forms(given)
         configurable = (runtime.config or {}).get("configurable") or {}
         thread_id = configurable.get("thread_id")
-        notebook.add(None if thread_id is None else str(thread_id), cleaned)
-        return "Recorded; it will be saved to long-term memory when this run ends."
+        notebook.add(None if thread_id is None else str(thread_id), cleaned, kept)
+        answer = "Recorded; it will be saved to long-term memory when this run ends."
+        return f"{answer} Cites left out: {'; '.join(refused)}" if refused else answer
 
     return StructuredTool.from_function(
         record_insight,
         name="record_insight",
         description=(
             "Record one durable lesson learned in this run (a preference, a fact about the "
-            "entity, a pitfall to avoid) so future runs start with it. Argument: `note`, the "
-            "lesson as one short sentence. Never include credentials or personal data."
+            "entity, a pitfall to avoid) so future runs start with it. Arguments: `note`, the "
+            "lesson as one short sentence; optionally `cites`, the files (or `#L10-24` line "
+            "ranges) it is about, so it is marked stale when they change. Never include "
+            "credentials or personal data."
         ),
         parse_docstring=True,  # the schema of `note` carries its description from the docstring
     )
+
+
+def _cite_forms(given: Sequence[Any]) -> tuple[list[str], list[str]]:
+    """The cites of a tool call in a well-formed shape, and why the others are left out (the
+    paths are checked when the note is written, through the writer's backend)."""
+    kept: list[str] = []
+    refused: list[str] = []
+    for spec in given[: MAX_CITES_PER_ENTRY * 2]:
+        try:
+            parse_cite(spec)
+        except ValueError as exc:
+            refused.append(str(exc))
+            continue
+        if len(spec) > MAX_CITE_CHARS:
+            refused.append(f"cite longer than {MAX_CITE_CHARS} characters")
+            continue
+        kept.append(spec.strip())
+    if len(given) > MAX_CITES_PER_ENTRY * 2:
+        refused.append(f"{len(given) - MAX_CITES_PER_ENTRY * 2} more cites than a note keeps")
+    return kept, refused
 
 
 # --- The PIPELINE_END handler -------------------------------------------------------------
@@ -413,34 +478,34 @@ class _WriteBack:
     formatter: Formatter
     notebook: InsightNotebook | None
 
-    def text_and_entity(self, data: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    def text_and_entity(self, data: Mapping[str, Any]) -> tuple[str | None, str | None, list[str]]:
         thread_id = thread_id_of(data)
-        notes = self.notebook.pop(thread_id) if self.notebook is not None else []
+        notes, cites = self.notebook.take(thread_id) if self.notebook is not None else ([], [])
         if is_dry_run(data):
             logger.info("dry run: memory write-back skipped for %s", self.writer.path)
-            return None, None
+            return None, None, []
         entity = _entity_of(data)
         text = self.formatter(data)
         parts = [part for part in (text, *notes) if isinstance(part, str) and part.strip()]
         if not parts:
             logger.debug("no insight in the final state; nothing written to %s", self.writer.path)
-            return None, None
-        return "; ".join(part.strip() for part in parts), entity
+            return None, None, []
+        return "; ".join(part.strip() for part in parts), entity, cites
 
     def __call__(self, _event: HookEvent, data: Mapping[str, Any]) -> None:
-        text, entity = self.text_and_entity(_as_mapping(data))
+        text, entity, cites = self.text_and_entity(_as_mapping(data))
         if text is None:
             return
-        written = self.writer._write(text, entity)
+        written = self.writer._write(text, entity, cites, hostile=True)
         if written is not None:
             written["thread_id"] = thread_id_of(_as_mapping(data))
             self.registry.trigger(HookEvent.MEMORY_WRITTEN, written)
 
     async def acall(self, _event: HookEvent, data: Mapping[str, Any]) -> None:
-        text, entity = self.text_and_entity(_as_mapping(data))
+        text, entity, cites = self.text_and_entity(_as_mapping(data))
         if text is None:
             return
-        written = await self.writer._awrite(text, entity)
+        written = await self.writer._awrite(text, entity, cites, hostile=True)
         if written is not None:
             written["thread_id"] = thread_id_of(_as_mapping(data))
             await self.registry.atrigger(HookEvent.MEMORY_WRITTEN, written)

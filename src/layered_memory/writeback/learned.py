@@ -30,6 +30,7 @@ from typing import Final, NamedTuple
 
 from layered_memory.core.files import LEARNED_MARK, learned_entry
 from layered_memory.core.loading import strip_html_comments
+from layered_memory.core.staleness import CITES_FIELD, Cite
 from layered_memory.writeback.review_queue import (
     Change,
     Provenance,
@@ -89,12 +90,15 @@ class ConsolidationResult:
         pending: Changes waiting for review (`MemoryConsolidator.pending()`).
         rejected: Changes refused, each with its reason; nothing of them was written.
         archived: Entries moved to the archive file to keep the section within `max_entries`.
+        expired: Entries moved to the archive file because nothing confirmed them for
+            `expire_after_days` (`MemoryConsolidator`), each as `[id] text`.
     """
 
     applied: list[Change] = field(default_factory=list)
     pending: list[Change] = field(default_factory=list)
     rejected: list[Change] = field(default_factory=list)
     archived: int = 0
+    expired: list[str] = field(default_factory=list)
 
 
 # --- Entry texts ----------------------------------------------------------------------------
@@ -282,8 +286,9 @@ def _meta_value(value: str) -> str:
     return _META_VALUE.sub("_", value)[:_MAX_META_CHARS]
 
 
-def entry_line(entry_id: str, text: str, provenance: Provenance) -> str:
-    """An entry's line, without its line ending."""
+def entry_line(entry_id: str, text: str, provenance: Provenance, cites: str | None = None) -> str:
+    """An entry's line, without its line ending (`cites`: the cited spans with their digests,
+    `a@d1,b#L3-5@d2`, built by `writeback.cites` from checked cites only)."""
     fields = [f"id={entry_id}"]
     for name, value in (
         ("thread", provenance.thread_id),
@@ -293,6 +298,8 @@ def entry_line(entry_id: str, text: str, provenance: Provenance) -> str:
     ):
         if value:
             fields.append(f"{name}={_meta_value(value)}")
+    if cites:
+        fields.append(f"{CITES_FIELD}{cites}")
     return f"- {text} {LEARNED_MARK}{' '.join(fields)} -->"
 
 
@@ -337,6 +344,8 @@ class Proposal:
 
     change: Change
     hold: str | None = None
+    cites: tuple[Cite, ...] | None = None
+    """Checked cites, not yet digested (None: the operation named none)."""
 
 
 class Plan:
@@ -367,6 +376,8 @@ class Plan:
         self.rejected: list[Change] = []
         self.changed: set[str] = set()
         """Entries this transaction changed already."""
+        self.expired: list[Entry] = []
+        """Entries moved to the archive by `expire`."""
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -426,13 +437,14 @@ class Plan:
         if change.op == "add":
             assert change.text is not None
             entry_id = derive_id(change.text, (entry.id for entry in self.entries()))
-            self._insert(self._new_entry(entry_id, change.text, provenance))
+            self._insert(self._new_entry(entry_id, change.text, provenance, change.cites))
             self.applied.append(replace(change, entry_id=entry_id))
         elif change.op == "update":
             assert change.text is not None
             old = self.entry(change.entry_id)
             assert old is not None
-            new = self._new_entry(old.id, change.text, provenance)
+            cites = change.cites if change.cites is not None else old.meta.get("cites")
+            new = self._new_entry(old.id, change.text, provenance, cites)
             old.text, old.lines, old.meta, old.compared = new.text, new.lines, new.meta, None
             self.applied.append(change)
         else:
@@ -447,6 +459,23 @@ class Plan:
         self.changed.update((change.entry_id or "", into.id))
         self.memory_changed = True
         self.applied.append(replace(change, reason=f"merged into [{into.id}], which says the same"))
+
+    def expire(self, due: Mapping[str, str]) -> None:
+        """Move these entries (id -> first line as judged) to the archive, those still there
+        as they were judged and not changed by this transaction: nothing confirmed them for
+        the consolidator's `expire_after_days`."""
+        gone = [
+            entry
+            for entry in self.entries()
+            if entry.id not in self.changed and due.get(entry.id) == entry.lines[0]
+        ]
+        if not gone:
+            return
+        moved = {id(entry) for entry in gone}
+        self.fresh = [entry for entry in self.fresh if id(entry) not in moved]
+        self.items = [item for item in self.items if id(item) not in moved]
+        self.expired.extend(gone)
+        self.memory_changed = True
 
     def unqueue(self, change: Change) -> None:
         self.queue.changes = [queued for queued in self.queue.changes if queued.id != change.id]
@@ -472,7 +501,8 @@ class Plan:
           refused as already known; never a change taken off the queue and not applied.
         """
         changes: dict[str, str] = {}
-        archived = self._rotate()
+        rotated = self._rotate()
+        archived = [*self.expired, *rotated]
         if archived:
             changes[self.files.archive] = archive_text(
                 self._archive_before,
@@ -502,7 +532,8 @@ class Plan:
             applied=self.applied,
             pending=self.pending,
             rejected=self.rejected,
-            archived=len(archived),
+            archived=len(rotated),
+            expired=[f"[{entry.id}] {entry.text}" for entry in self.expired],
         )
         return changes, result
 
@@ -534,8 +565,10 @@ class Plan:
         self.memory_changed = True
         return overflow
 
-    def _new_entry(self, entry_id: str, text: str, provenance: Provenance) -> Entry:
-        line = entry_line(entry_id, text, provenance)
+    def _new_entry(
+        self, entry_id: str, text: str, provenance: Provenance, cites: str | None = None
+    ) -> Entry:
+        line = entry_line(entry_id, text, provenance, cites)
         parts = learned_entry(line)
         assert parts is not None  # written just above
         return Entry(entry_id, text, (line + self.newline,), _parse_meta(parts[1]))
@@ -609,7 +642,8 @@ def carry_out(
     if change.op == "update":
         assert change.text is not None
         assert target is not None
-        if fold(target.text) == fold(change.text):
+        recited = change.cites is not None and change.cites != target.meta.get("cites", "")
+        if fold(target.text) == fold(change.text) and not recited:
             plan.reject(change, f"no change: entry [{target.id}] says that already")
             return
     if seen is not None and target is not None and seen[target.id] != target.text:

@@ -321,7 +321,7 @@ def _other_index(sentence: Sentence) -> str | None:
     hosts = [
         h
         for h in sentence.outsidehosts_in()
-        if not h.endswith(OFFICIAL_INDEXES) and not _own_host(h)
+        if not h.endswith(OFFICIAL_INDEXES) and not _own_host(h, sentence.known)
     ]
     if flag and (
         hosts
@@ -356,7 +356,7 @@ def _exfiltration(sentence: Sentence) -> Effect | None:
     if (
         uploader
         and outside
-        and all(_own_host(host) for host in outside)
+        and all(_own_host(host, sentence.known) for host in outside)
         and not _sends_everything(sentence)
     ):
         uploader = None  # `scp build/app.tar.gz deploy@staging.internal...`: the team's host
@@ -409,19 +409,28 @@ def _exfiltration(sentence: Sentence) -> Effect | None:
     return None
 
 
-def _own_host(host: str) -> bool:
-    """A host named as the team's own: an internal name (`*.internal`, `*.corp`, `*.lan`,
-    `*.local`, or an `internal`/`intranet`/`corp` label under the domain)."""
+def _own_host(host: str, known: frozenset[str]) -> bool:
+    """A host named as the team's own: under a top-level name no public registry delegates
+    (`*.internal`, `*.corp`, `*.lan`, `*.local`), or with an `internal`/`intranet`/`corp`
+    label under a domain the user or the project's files name. Anyone can create
+    `internal.evil.example`: the label alone proves nothing about who owns the domain."""
     labels = host.split(".")
-    return bool(set(labels[:-1]) & OWN_HOST_LABELS) or labels[-1] in OWN_HOST_LABELS
+    if labels[-1] in OWN_HOST_LABELS:
+        return True
+    for index, label in enumerate(labels[:-1]):
+        if label in OWN_HOST_LABELS:
+            domain = ".".join(labels[index + 1 :])
+            return "." in domain and any(k == domain or k.endswith("." + domain) for k in known)
+    return False
 
 
 def _sends_everything(sentence: Sentence) -> bool:
     """Whether what is sent is the workspace, the home folder, secrets or other data (not one
     named build artifact)."""
-    whole = any(
-        t.strip("`'\"") in (".", "./", "~", "~/", "*", "$home", "/") for t in sentence.tokens
-    )
+    tokens = sentence.tokens
+    if tokens and tokens[-1] == ".":
+        tokens = tokens[:-1]  # the sentence's full stop, not `.` the workspace
+    whole = any(t.strip("`'\"") in (".", "./", "~", "~/", "*", "$home", "/") for t in tokens)
     return whole or bool(
         sentence.has(DATA_OBJECTS - words("archive tarball zip"))
         or any(p in sentence.text for p in CREDENTIAL_PATHS)
@@ -519,7 +528,7 @@ def _credentials(sentence: Sentence) -> Effect | None:
     if path is not None and not negated(sentence, word_at(sentence, path)):
         # Read the same in every language: a credential file and an address off the machine,
         # or words this reading cannot judge beside it.
-        outside = [h for h in sentence.outsidehosts_in() if not _own_host(h)]
+        outside = [h for h in sentence.outsidehosts_in() if not _own_host(h, sentence.known)]
         sent = _foreign(sentence, FOREIGN_SEND)
         if outside or sent or _unread(sentence):
             where = outside[0] if outside else sent or "words this check cannot read"

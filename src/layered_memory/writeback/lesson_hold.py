@@ -237,6 +237,7 @@ def hold_reason(
     sources: Sources | None = None,
     context: Sequence[str] = (),
     project_fact: Callable[[str], bool] | None = None,
+    project_hosts: Callable[[], frozenset[str]] | None = None,
 ) -> str | None:
     """Why the lesson `text` must wait for a person, in a reviewer's words; None when it may
     be applied.
@@ -250,12 +251,18 @@ def hold_reason(
         project_fact: Whether a lesson is plainly a fact about the project (every path it
             names exists there, every command is named by its files). Asked only of a lesson
             with no effect that would be held for its provenance; None: never.
+        project_hosts: The hosts the project's own files name, asked only of a lesson with an
+            effect (an upload to `deploy@web.internal.example.com` is the team's own business
+            where the project names `example.com`).
 
     Returns:
         The reason, or None.
     """
     known = sources.hosts if sources is not None else frozenset()
     found = effects(text, known_hosts=known)
+    if found and project_hosts is not None and not project_hosts() <= known:
+        known = known | project_hosts()
+        found = effects(text, known_hosts=known)
     if not found:
         for other in context[:MAX_CONTEXT]:
             # One sentence: the checks read a sentence at a time.

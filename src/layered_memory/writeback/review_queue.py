@@ -130,6 +130,9 @@ class Change:
         untrusted: For a queued change: why it is not trusted (it was written or changed by
             something other than this package: no seal, a wrong seal, a text changed since
             it was queued). Such a change is never approved, only rejected. None otherwise.
+        cites: For an add or update: what the lesson cites, each span with its digest when
+            the change was proposed (`a@d1,b#L3-5@d2`, `core.staleness`); "" drops the
+            entry's cites; None keeps them as they are.
     """
 
     id: str
@@ -142,6 +145,7 @@ class Change:
     date: str | None = None
     entry_text: str | None = None
     untrusted: str | None = None
+    cites: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +258,11 @@ def _seal(key: bytes, payload: Any) -> str:
 
 
 def _sealed_fields(change: Change) -> dict[str, Any]:
-    return {"id": change.id, **{name: getattr(change, name) for name in _QUEUED_FIELDS}}
+    # A change without cites is sealed as before cites existed: queues written then still hold.
+    fields = {name: getattr(change, name) for name in _QUEUED_FIELDS}
+    if fields["cites"] is None:
+        del fields["cites"]
+    return {"id": change.id, **fields}
 
 
 # --- Where a queue lives, and its generation ------------------------------------------------
@@ -451,6 +459,7 @@ _QUEUED_FIELDS: Final = (
     "model",
     "date",
     "entry_text",
+    "cites",
 )
 
 _NO_SEAL: Final = (

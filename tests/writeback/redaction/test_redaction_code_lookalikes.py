@@ -51,6 +51,8 @@ def test_a_literal_beside_code_is_still_a_secret() -> None:
         'token = "ghp_' + "A1b2C3d4" * 5 + '"',
         "password: Tr0ub4dor.x3 ? a : b",
         "DB_PASSWORD=hunter2x9",
+        "password: 'hunter2|min:8'",  # a validation rule list holds rule names only
+        "'password' => 'required|Tr0ub4dor&3',",
     ):
         output, kinds = redact(text)
         assert kinds, text
