@@ -18,12 +18,16 @@ The budget goes to evidence first: the relevant long-term entries (short; an ent
 a page that is itself shown is left out), then the found pages best first. Nothing else:
 a short-term page the search did not find is not shown however much budget is left (it
 shares no word with the question and is no closer to it than the average page; issue 37's
-precision rule). An item that does not fit is skipped and the next one tried (a shorter one
-may fit); the last room is given to the first item skipped, cut with an ellipsis. Items are
-then printed by tier, pages in the order they happened under a `[YYYY-MM-DD]` line for their
-day (temporal questions need the date; one line per day costs less than one per page). The
-header is one line. Memory text is untrusted: closing tags of this block (and of
-`MemoryMiddleware`'s) inside it are defused.
+precision rule). Of a page only the turns that hold the match are shown (`ScoredPage.matched`:
+those sharing a content word with the question; both when neither does), as `U: ...` /
+`A: ...` lines: on LoCoMo the turns left out make room for more evidence (+1.9 / +1.6 points
+at 2,000 / 4,000 characters with the shorter labels and no per-tier tags; docs/benchmarks.md).
+An item that does not fit is skipped and the next one tried (a shorter one may fit); the last
+room is given to the first item skipped, cut with an ellipsis. The entries are printed first
+as `- ...` lines, then the pages in the order they happened under a `[YYYY-MM-DD]` line for
+their day (temporal questions need the date; one line per day costs less than one per page).
+The header is one line and says what `U:` and `A:` are. Memory text is untrusted: closing
+tags of this block (and of `MemoryMiddleware`'s) inside it are defused.
 """
 
 from __future__ import annotations
