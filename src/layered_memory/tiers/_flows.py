@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 from langchain_core.messages import BaseMessage
-from langgraph.store.base import GetOp, Item, PutOp
+from langgraph.store.base import GetOp, Item, ListNamespacesOp, MatchCondition, PutOp
 
 from layered_memory._logs import get_logger
 from layered_memory.errors import TierItemError, VectorError
@@ -39,6 +39,7 @@ from layered_memory.recall import ranking
 from layered_memory.recall.periods import time_hint
 from layered_memory.recall.text import tokens, word_counts
 from layered_memory.tiers import summaries
+from layered_memory.tiers.namespaces import is_user_namespace, listed_user
 from layered_memory.tiers.page_index import INDEXES, PageIndex
 from layered_memory.tiers.records import (
     ARCHIVE,
@@ -88,7 +89,7 @@ T = TypeVar("T")
 class StoreBatch:
     """Run these store operations in one `batch` call; the result is the list of results."""
 
-    ops: tuple[GetOp | PutOp, ...]
+    ops: tuple[GetOp | PutOp | ListNamespacesOp, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -781,6 +782,39 @@ def _relevant_entries(
 
 
 # --- reading and editing ---------------------------------------------------------------------
+
+
+USERS_PAGE = 200
+"""User namespaces one listing round trip reads (their state records: one batch)."""
+
+
+def user_page(prefix: tuple[str, ...], offset: int) -> Flow[tuple[list[str], bool]]:
+    """One page of the users whose memory lives under `prefix`, and whether more may follow.
+
+    A namespace that is not a user's, or whose state record does not name the user it
+    belongs to (`namespaces.listed_user`), is skipped with a warning naming it.
+    """
+    listed = yield StoreBatch(
+        (
+            ListNamespacesOp(
+                match_conditions=(MatchCondition("prefix", prefix),),
+                max_depth=len(prefix) + 1,
+                limit=USERS_PAGE,
+                offset=offset,
+            ),
+        )
+    )
+    found: list[tuple[str, ...]] = list(listed[0])
+    ours = [namespace for namespace in found if is_user_namespace(prefix, namespace)]
+    states = (yield StoreBatch(tuple(GetOp(ns, STATE_KEY) for ns in ours))) if ours else []
+    users = []
+    for namespace, item in zip(ours, states, strict=True):
+        user = listed_user(prefix, namespace, _value(item))
+        if user is None:
+            warn(namespace[-1], "state record", "names no user of this namespace; skipped")
+        else:
+            users.append(user)
+    return users, len(found) == USERS_PAGE
 
 
 def short_term(ctx: Context) -> Flow[list[Page]]:
