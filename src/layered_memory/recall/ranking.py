@@ -318,7 +318,7 @@ def matching_parts(found: Found, parts: Sequence[str]) -> tuple[bool, ...]:
     A part with no such word is left out of what is shown, unless no part has one (the row
     came by meaning, by its date or as the context of a hit: nothing says which part
     matters). Weighing the words by IDF (a part needs half the better part's weight) was
-    measured too: 6 points lower on LoCoMo (docs/benchmarks.md); a rare word the question
+    measured too: 6-8 points lower on LoCoMo (docs/benchmarks.md); a rare word the question
     shares is not the only one that tells where its answer is.
 
     Args:
