@@ -822,7 +822,11 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
         ctx, loaded, [pid for pid, _ in found.ranked if pid not in by_id]
     )
     by_id.update((page.id, page) for page in fetched if not page.forgotten)
-    scored = [ScoredPage(by_id[pid].public(), score) for pid, score in found.ranked if pid in by_id]
+    scored = [
+        ScoredPage(by_id[pid].public(), score, _matched(found, by_id[pid]))
+        for pid, score in found.ranked
+        if pid in by_id
+    ]
     entries = _relevant_entries(found, facts, lpm, q, s.lpm_top)
     segments: dict[str, float] = {}
     for hit in scored:
@@ -843,6 +847,14 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
         profile=tuple(f.public() for _, f in entries if f.kind == "profile"),
         segments=tuple(segments.items()),
     )
+
+
+def _matched(found: ranking.Found, page: PageRec) -> tuple[bool, bool]:
+    """Which turns of a found page hold the match (a page without a response: its query)."""
+    if not page.response:
+        return (True, False)
+    query, response = ranking.matching_parts(found, (page.query, page.response))
+    return (query, response)
 
 
 def _current_index(ctx: Context, state: UserState) -> Flow[PageIndex | None]:
