@@ -36,6 +36,7 @@ class CountingStore(InMemoryStore):
     def reset(self) -> None:
         self.written: list[tuple[tuple[str, ...], str, int]] = []
         self.read_bytes = 0
+        self.read_keys: list[str] = []
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
@@ -45,6 +46,8 @@ class CountingStore(InMemoryStore):
                 self.written.append((op.namespace[-1:], op.key, size))
         results = super().batch(ops)
         for op, result in zip(ops, results, strict=True):
+            if isinstance(op, GetOp):
+                self.read_keys.append(op.key)
             if isinstance(op, GetOp) and result is not None:
                 self.read_bytes += len(json.dumps(result.value))  # type: ignore[union-attr]
         return results
@@ -213,3 +216,31 @@ def test_a_mid_term_tier_changed_by_another_process_is_read_again() -> None:
     memory.add_page(USER, "One more page.", "ok")
     summaries = [s["summary"] for s in store.get(ns, "mid_term").value["segments"]]  # type: ignore[union-attr]
     assert "written by the other process" in summaries  # not overwritten by a stale copy
+
+
+def test_long_term_memory_is_read_only_when_it_changed_or_a_segment_is_promoted() -> None:
+    store, clock = CountingStore(), Clock()
+    memory = TieredMemory(
+        store, embeddings=LexicalEmbeddings(), clock=clock, stm_capacity=1, tau=2.5
+    )
+    for text in ("My dentist is Dr Alvarez.", "Dentist Alvarez on Mondays.", "I grow kale."):
+        clock.advance(60)
+        memory.add_page(USER, text, "ok")
+    facts = memory.long_term_entries(USER)
+    assert facts  # promoted
+    memory.retrieve(USER, "dentist alvarez")
+    store.reset()
+    found = memory.retrieve(USER, "dentist alvarez")
+    assert found.facts
+    assert "long_term" not in store.read_keys  # the state record names the revision held
+    clock.advance(60)
+    store.reset()
+    memory.add_page(USER, "Unrelated words here.", "ok")  # promotes nothing
+    assert "long_term" not in store.read_keys
+    # Changed (here in this process; another process's write names a new revision alike):
+    # read again, and what changed is what a retrieval shows.
+    memory.forget(USER, found.facts[0].fact.id)
+    store.reset()
+    again = memory.retrieve(USER, "dentist alvarez")
+    assert "long_term" in store.read_keys
+    assert found.facts[0].fact.id not in [scored.fact.id for scored in again.facts]
