@@ -369,9 +369,10 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState, ContextT, Respon
     def _failed(self, what: str, exc: Exception) -> None:
         if self.strict:
             raise exc
-        logger.warning(
-            "TieredMemoryMiddleware: %s failed (%s); run goes on", what, type(exc).__name__
-        )
+        # The package's own errors say what to do (a store of another layout: which one, and
+        # the way out); anything else is named by its type only (its text may hold data).
+        reason = str(exc) if isinstance(exc, LayeredMemoryError) else type(exc).__name__
+        logger.warning("TieredMemoryMiddleware: %s failed (%s); run goes on", what, reason)
 
 
 def _config() -> RunnableConfig | dict[str, Any]:
