@@ -261,6 +261,15 @@ def _stale(consolidator: MemoryConsolidator, source: dict[str, Any], args: Any) 
 
     backend, path = consolidator.backend, consolidator.path
     with user_code():
+        found = download_texts(backend, [path])
+    if path in found.missing:  # a typo in --memory, or the wrong folder: never "0 stale"
+        where = source.get("root") or source.get("namespace") or source.get("config")
+        msg = (
+            f"{path}: no such memory file in {where} (name it with --memory, or run in the "
+            "project's folder / give --root)"
+        )
+        raise UsageError(msg)
+    with user_code():
         decisions = []
         if args.action != "stale":
             today = dt.date.today().isoformat()

@@ -41,6 +41,7 @@ __all__ = [
     "cited_paths",
     "citing_files",
     "digest_span",
+    "file_lines",
     "find_stale",
     "mark_stale",
     "marked_texts",
@@ -126,6 +127,15 @@ def _cite_of(found: re.Match[str], digest: str) -> Cite:
     return Cite(found.group("path"), first, last, digest)
 
 
+def file_lines(text: str) -> list[str]:
+    """The lines of a file as an editor numbers them: the newline ending the last line starts
+    no line of its own (`"a\\nb\\n"` has 2 lines, so `#L3` of it is past the end)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 @functools.lru_cache(maxsize=1024)
 def digest_span(text: str, start: int | None, end: int | None) -> str:
     """The digest of a cited span of `text` (the whole text without a range).
@@ -139,7 +149,7 @@ def digest_span(text: str, start: int | None, end: int | None) -> str:
         12 hex digits; "" when the range runs past the end of the file (it moved).
     """
     if start is not None and end is not None:
-        lines = text.split("\n")
+        lines = file_lines(text)
         if end > len(lines):
             return ""
         text = "\n".join(lines[start - 1 : end])

@@ -40,6 +40,7 @@ from layered_memory.core.staleness import (
     StaleEntry,
     cited_paths,
     digest_span,
+    file_lines,
     find_stale,
     parse_cite,
 )
@@ -72,6 +73,7 @@ _MAX_LOOKED_AT: Final = MAX_CITES_PER_ENTRY * 2
 _SECRET_SUFFIXES: Final = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx")
 _DATE_FIELD = re.compile(r"\bdate=\d{4}-\d{2}-\d{2}\b")
 _ID_CHARS: Final = 12
+_LEAST_PREFIX: Final = 6  # of an id given to `review drop|refresh` (12 digits are listed)
 
 
 def _shown(value: Any) -> str:
@@ -177,8 +179,9 @@ def digested(
             continue
         digest = digest_span(text, cite.start, cite.end)
         if not digest:
-            count = text.count("\n") + 1
-            skipped.append(f"cite {cite.spec()!r}: the file has {count} lines")
+            count = len(file_lines(text))
+            lines = "1 line" if count == 1 else f"{count} lines"
+            skipped.append(f"cite {cite.spec()!r}: the file has {lines}")
             continue
         span = (
             text if cite.start is None else "\n".join(text.split("\n")[cite.start - 1 : cite.end])
@@ -330,9 +333,12 @@ def decide_stale(
         }
         gone: set[int] = set()
         for wanted in ids:
-            named = [key for key in found if key.startswith(wanted.strip().lower())]
-            if len(wanted.strip()) < 6 or len(named) != 1:
+            prefix = wanted.strip().lower()
+            named = [key for key in found if key.startswith(prefix)]
+            if len(prefix) < _LEAST_PREFIX or len(named) != 1:
                 why = "ambiguous" if len(named) > 1 else "no stale entry has this id"
+                if len(prefix) < _LEAST_PREFIX:
+                    why = f"an id prefix needs at least {_LEAST_PREFIX} digits, got {wanted!r}"
                 decisions.append(StaleDecision(wanted, "not done", reason=why))
                 continue
             entry, lesson = found[named[0]]
