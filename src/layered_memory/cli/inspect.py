@@ -266,7 +266,7 @@ def _call_section(report: InspectReport, paint: _Painter) -> list[str]:
             state = f"{entry['outcome']}: over the budget"
         head = (
             f"{printable(entry['path'])} ({printable(entry['layer'])}, {entry['access']}): "
-            f"{entry['chars']:,} {record['unit']} shown, {state}"
+            f"{entry['chars']:,} chars shown, {state}"  # `chars` counts chars in any unit
         )
         lines.extend(_wrap(head, 2, 4))
     for rule in record["rules"]:
