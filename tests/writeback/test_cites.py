@@ -337,6 +337,28 @@ def test_review_names_a_missing_memory_file_and_a_too_short_id(
     assert data["decisions"][0]["reason"] == "an id prefix needs at least 6 digits, got 'abc'"
 
 
+def test_doctor_names_the_memory_file_review_stale_needs(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stale entry of another file than /MEMORY.md: the hint must lead to it."""
+    writer = MemoryWriter(backend_of(root), "/NOTES.md", clock=lambda: DAY)
+    writer.add_insight("retries are capped at 3", cites=["/src/app.py#L1-2"])
+    (root / "src" / "app.py").write_text("def retry():\n    return 5\n")
+    _, report = cli(capsys, "doctor", "--root", str(root), "--layer", "notes=/NOTES.md:rw")
+    [finding] = [f for f in report["findings"] if f["check"] == "stale-lesson"]
+    assert "`layered-memory review stale --memory /NOTES.md`, id " in finding["message"]
+    (root / "agent.py").write_text(
+        "from deepagents.backends import FilesystemBackend\n"
+        "from layered_memory import Layer, MemoryMiddleware\n"
+        f"memory = MemoryMiddleware(backend=FilesystemBackend(root_dir={str(root)!r}, "
+        "virtual_mode=True), layers=[Layer('notes', '/NOTES.md', writable=True)])\n"
+    )
+    from layered_memory.cli import main
+
+    assert main(["review", "stale", "--config", f"{root / 'agent.py'}:memory"]) == 2
+    assert "give the file instead (--root DIR --memory /NOTES.md)" in capsys.readouterr().err
+
+
 def test_stale_lessons_reads_a_marked_text_as_the_written_one(root: Path) -> None:
     writer = MemoryWriter(backend_of(root), "/MEMORY.md", clock=lambda: DAY)
     writer.add_insight("retries are capped at 3", cites=["/src/app.py#L1-2"])

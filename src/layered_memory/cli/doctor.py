@@ -16,6 +16,7 @@ here re-implements loading, matching or rendering.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -358,10 +359,16 @@ def stale_findings(loaded: Loaded) -> list[Finding]:
             lesson.path,
             f"{lesson.entry}: {'; '.join(lesson.reasons)}"
             + (f" since {lesson.since}" if lesson.since else "")
-            + f"; update or delete the entry (`layered-memory review stale`, id {lesson.id})",
+            + f"; update or delete the entry (`layered-memory review stale{_memory_flag(lesson.path)}`"
+            + f", id {lesson.id})",
         )
         for lesson in stale_lessons(backend, marked)
     ]
+
+
+def _memory_flag(path: str) -> str:
+    """The `--memory` that makes `review stale` read this file (it reads /MEMORY.md without)."""
+    return "" if path == "/MEMORY.md" else f" --memory {shlex.quote(path)}"
 
 
 def import_findings(extras: MemoryExtras) -> list[Finding]:

@@ -69,6 +69,11 @@ def _consolidator(args: Any) -> Iterator[tuple[MemoryConsolidator, dict[str, Any
                 f"--config {args.config}: the middleware has no consolidator (pass "
                 "consolidator=MemoryConsolidator(...) to MemoryMiddleware)"
             )
+            if args.action in ("stale", "drop", "refresh"):
+                msg = (
+                    f"--config {args.config}: the middleware has no consolidator to name its "
+                    "memory file: give the file instead (--root DIR --memory /NOTES.md)"
+                )
             raise UsageError(msg)
         yield consolidator, {"kind": "config", "config": args.config}
         return
