@@ -359,8 +359,8 @@ def stale_findings(loaded: Loaded) -> list[Finding]:
             lesson.path,
             f"{lesson.entry}: {'; '.join(lesson.reasons)}"
             + (f" since {lesson.since}" if lesson.since else "")
-            + f"; update or delete the entry (`layered-memory review stale{_memory_flag(lesson.path)}`"
-            + f", id {lesson.id})",
+            + "; update or delete the entry (`layered-memory review stale"
+            + f"{_memory_flag(lesson.path)}`, id {lesson.id})",
         )
         for lesson in stale_lessons(backend, marked)
     ]
