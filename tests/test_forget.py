@@ -453,6 +453,18 @@ def test_the_command_forgets_lists_read_only_files_and_exits_1(
     assert main(args) == 0
 
 
+def test_the_command_refuses_a_graph_file_that_does_not_exist(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in --graph used to create the file (and its folders) and report nothing found."""
+    from layered_memory.cli import main
+
+    typo = root / "typo" / "memory.jsonl"
+    assert main(["forget", SUBJECT, "--root", str(root), "--graph", str(typo)]) == 2
+    assert f"--graph {typo}: no such file" in capsys.readouterr().err
+    assert not typo.parent.exists()
+
+
 def _session_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:
     """The `--sessions` options of a store of `kind` holding the entries of `_fill`."""
     if kind == "file":
@@ -541,7 +553,6 @@ def test_the_command_forgets_in_every_users_tiered_memory(
         (["--sessions", "/no/such/folder"], "no such folder"),
         (["--tiers", "postgresql://x/y", "--tiers-namespace", "a.b"], "--tiers-namespace"),
         (["--config", "app:agent"], "unrecognized arguments: --config"),
-        (["--graph", "/no/such/memory.jsonl"], "--graph /no/such/memory.jsonl: no such file"),
         (["--layer", "notes=/NOTES.md:rw"], "--layer: no such file: /NOTES.md"),
     ],
 )
