@@ -416,6 +416,19 @@ def test_arguments_that_would_search_nothing_are_refused(
     assert (root / "MEMORY.md").read_text() == before
 
 
+@USE_ASYNC
+async def test_forgetting_in_a_graph_file_that_does_not_exist_creates_none(
+    root: Path, use_async: bool
+) -> None:
+    graph = KnowledgeGraph(_backend(root), "/typo/memory.jsonl")
+    if use_async:
+        report = await aforget(SUBJECT, graphs=[graph])
+    else:
+        report = forget(SUBJECT, graphs=[graph])
+    assert not report.graphs[0]
+    assert not (root / "typo").exists()
+
+
 def test_a_missing_file_is_named_not_reported_as_searched(
     root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
