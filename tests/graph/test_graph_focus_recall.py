@@ -3,7 +3,7 @@ recall engine fills the focus, never with an entity sharing no word with the mes
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +97,7 @@ def test_without_numpy_focus_is_by_name_and_a_warning_names_the_fix(
     KnowledgeGraph(backend).create_entities(
         [{"name": "Jo", "entityType": "person", "observations": ["Speaks Spanish"]}]
     )
-    find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "numpy" else find_spec(name)
-    )
+    monkeypatch.setitem(sys.modules, "layered_memory.graph._recall", None)  # import fails
 
     middleware = KnowledgeGraphMiddleware(backend=backend)
 

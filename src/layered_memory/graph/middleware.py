@@ -44,7 +44,6 @@ graph file lives (the functions at the end of this module):
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -528,15 +527,19 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
 
 
 def _recall_available(path: str) -> bool:
-    """Whether numpy, which the recall engine needs, is installed (a warning if not)."""
-    if importlib.util.find_spec("numpy") is not None:
-        return True
-    logger.warning(
-        "knowledge graph %s: entities in focus by name only (recall=True needs numpy): "
-        "pip install 'layered-memory[tiers]', or pass recall=False",
-        path,
-    )
-    return False
+    """Whether the recall engine can be used (a warning if not). Imported here, at
+    construction: never a first import (file reads) inside a model call."""
+    try:
+        import layered_memory.graph._recall  # noqa: F401
+    except ImportError as exc:
+        logger.warning(
+            "knowledge graph %s: entities in focus by name only (recall=True needs numpy: "
+            "%s): pip install 'layered-memory[tiers]', or pass recall=False",
+            path,
+            exc,
+        )
+        return False
+    return True
 
 
 def _digest_update(
