@@ -134,8 +134,6 @@ REFUSED: tuple[Cite, ...] = (
     Cite("/src/app.py#L" + "9" * 5000, "a 5000-digit line number (int() of it is slow or refused)"),
     Cite("/src/app.py#L1-2-3", "three numbers"),
     Cite("/src/app.py#L1e3", "exponent"),
-    Cite("/src/app.py#L\u0661", "Arabic-Indic digit one: int() accepts it"),
-    Cite("/src/app.py#L\uff11", "fullwidth digit one"),
     Cite("/src/app.py#L 1", "space"),
     Cite("/src/app.py#L", "no number"),
     Cite("/src/app.py#", "empty fragment"),
@@ -144,7 +142,6 @@ REFUSED: tuple[Cite, ...] = (
     Cite("/src/app.py-->", "ends the HTML comment"),
     Cite("/src/a-->b.py", "comment end inside"),
     Cite("/src/app.py\n- injected entry", "newline"),
-    Cite("/src/app.py\r", "carriage return"),
     Cite("/src/app.py\x00.txt", "NUL"),
     Cite("/src/app.py\u2028x", "line separator"),
     Cite("/src/app.py,/.env", "the list separator smuggles a second cite"),
@@ -154,7 +151,6 @@ REFUSED: tuple[Cite, ...] = (
     Cite("/src/app\u202e.py", "bidi override"),
     Cite("/src/" + "a" * 400 + ".py", "longer than 300 characters"),
     # the memory machinery itself
-    Cite("/MEMORY.md", "the memory file itself: stale at every write"),
     Cite("/MEMORY.pending.json", "the review queue"),
     Cite("/MEMORY.archive.md", "the archive"),
     # secrets in the cited lines
@@ -175,6 +171,13 @@ NOT_LISTS: tuple[Cite, ...] = (
     Cite([7], "a list of int"),
     Cite(["/src/app.py"] * 9, "more than 8"),
     Cite(["/src/app.py"] * 10_000, "ten thousand"),
+)
+
+# Kept, and harmless: each is stored in its plain form (checked after reading the code).
+HARMLESS: tuple[Cite, ...] = (
+    Cite("/src/app.py#L\u0661", "Arabic-Indic digit one: stored as #L1-1"),
+    Cite("/src/app.py#L\uff11", "fullwidth digit one: stored as #L1-1"),
+    Cite("/src/app.py\r", "carriage return: stripped"),
 )
 
 # Control group: each must be kept.
