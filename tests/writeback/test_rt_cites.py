@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rt_cites_corpus as corpus
 from deepagents.backends import FilesystemBackend
 
-import rt_cites_corpus as corpus
 from layered_memory import Layer, MemoryAssembler, MemoryConsolidator, MemoryWriter
 from layered_memory.core import staleness
 from layered_memory.testing import ScriptedChatModel, tool_call
@@ -56,6 +56,11 @@ def writer(root: Path) -> MemoryWriter:
     return MemoryWriter(backend_of(root), "/MEMORY.md", clock=lambda: DAY)
 
 
+def entry(text: str, *cites: str) -> str:
+    """A line as the agent's shell would plant it: `cites` are `path@digest`."""
+    return f"- 2026-12-01: {text} <!-- cites={','.join(cites)} date=2026-12-01 -->"
+
+
 def memory_with(root: Path, *lines: str) -> None:
     text = "# Memory\n\n## Recent Insights\n\n" + "\n".join(lines) + "\n"
     (root / "MEMORY.md").write_text(text)
@@ -81,9 +86,17 @@ def test_add_insight_keeps_each_ordinary_cite(world: Path, case: corpus.Cite) ->
 
 def test_the_consolidator_stores_no_hostile_cite(world: Path) -> None:
     cites: list[Any] = [*(case.raw for case in SAFE_REFUSED), *(c.raw for c in corpus.NOT_LISTS)]
-    ops = [{"op": "add", "text": f"lesson {n} about the app", "cites": [raw] if isinstance(raw, str) else raw} for n, raw in enumerate(cites)]  # fmt: skip
+    ops = [
+        {
+            "op": "add",
+            "text": f"lesson {n} about the app",
+            "cites": [raw] if isinstance(raw, str) else raw,
+        }
+        for n, raw in enumerate(cites)
+    ]
     for at in range(0, len(ops), 40):  # a consolidation applies 50 operations at most
-        model = ScriptedChatModel(script=[tool_call("update_memory", operations=ops[at : at + 40])])
+        call = tool_call("update_memory", operations=ops[at : at + 40])
+        model = ScriptedChatModel(script=[call])
         consolidator = MemoryConsolidator(
             model, backend=backend_of(world), path="/MEMORY.md", max_entries=1000
         )
@@ -117,17 +130,28 @@ def test_a_planted_cite_never_makes_a_load_read_a_credential(world: Path) -> Non
     `.env` and the marker's absence confirmed the right guess (an oracle), and a symlink to
     `.env` under another name did the same."""
     (world / ".env").write_text("DEBUG=true\nPIN=4821\n")
-    guesses = [f"- 2026-12-01: guess {pin} <!-- cites={cite}#L2-2@{digest('PIN=' + pin)} date=2026-12-01 -->" for pin in ("0000", "4821") for cite in ("/.env", "/src/settings_link.py")]  # fmt: skip
+    guesses = [
+        entry(f"guess {pin}", f"{cite}#L2-2@{digest('PIN=' + pin)}")
+        for pin in ("0000", "4821")
+        for cite in ("/.env", "/src/settings_link.py")
+    ]
     memory_with(world, *guesses)
     backend = backend_of(world)
     asked: list[str] = []
     download = backend.download_files
-    backend.download_files = lambda paths: (asked.extend(paths), download(paths))[1]  # type: ignore[method-assign]
+
+    def counted(paths: list[str]) -> Any:
+        asked.extend(paths)
+        return download(paths)
+
+    backend.download_files = counted  # type: ignore[method-assign]
     assembler = MemoryAssembler(backend=backend, layers=[Layer("n", "/MEMORY.md", writable=True)])
     block = assembler.render(assembler.load())
-    assert "/.env" not in asked and "/src/settings_link.py" not in asked, asked
+    assert "/.env" not in asked, asked
+    assert "/src/settings_link.py" not in asked, asked
     shown = [line for line in block.splitlines() if "guess" in line]
-    assert len(shown) == 4 and all("[stale:" in line for line in shown), shown  # no oracle
+    assert len(shown) == 4, shown
+    assert all("[stale:" in line for line in shown), shown  # the same for every guess: no oracle
     listed = stale_lessons(backend, {"/MEMORY.md": (world / "MEMORY.md").read_text()})
     assert len(listed) == 4  # doctor and review: the same answer for every guess
 
@@ -138,9 +162,9 @@ def test_review_refresh_never_stores_a_credentials_digest(world: Path) -> None:
     (world / ".env").write_text("DEBUG=true\nPIN=4821\n")
     memory_with(
         world,
-        "- 2026-12-01: one <!-- cites=/.env#L2-2@000000000000 date=2026-12-01 -->",
-        "- 2026-12-01: two <!-- cites=/src/settings_link.py#L2-2@000000000000 date=2026-12-01 -->",
-        "- 2026-12-01: three <!-- cites=/src/app.py#L1-1@000000000000 date=2026-12-01 -->",
+        entry("one", "/.env#L2-2@000000000000"),
+        entry("two", "/src/settings_link.py#L2-2@000000000000"),
+        entry("three", "/src/app.py#L1-1@000000000000"),
     )
     before = (world / "MEMORY.md").read_text()
     backend = backend_of(world)
@@ -176,14 +200,15 @@ def test_a_load_parses_a_bounded_number_of_cites(
     """A memory file of 10,000 cited entries cost every load (each run's start, each reload
     after a memory edit) a parse of all 10,000 (~0.35 s here), twice, though only the first
     200 are checked: now the parse stops there too."""
-    stamp = f"@{digest(corpus.APP)} date=2026-12-01 -->"
+    fresh = f"/src/app.py@{digest(corpus.APP)}"
     if shape == "10,000 entries":
-        memory_with(world, *(f"- 2026-12-01: lesson {n} <!-- cites=/src/app.py{stamp}" for n in range(10_000)))  # fmt: skip
+        memory_with(world, *(entry(f"lesson {n}", fresh) for n in range(10_000)))
     else:
-        memory_with(world, "- 2026-12-01: lesson <!-- cites=" + ",".join(["/src/app.py@000000000000"] * 10_000) + " date=2026-12-01 -->")  # fmt: skip
+        memory_with(world, entry("lesson", *["/src/app.py@000000000000"] * 10_000))
     counting = _Counting(staleness._STORED)
     monkeypatch.setattr(staleness, "_STORED", counting)
-    assembler = MemoryAssembler(backend=backend_of(world), layers=[Layer("n", "/MEMORY.md", writable=True)])  # fmt: skip
+    layers = [Layer("n", "/MEMORY.md", writable=True)]
+    assembler = MemoryAssembler(backend=backend_of(world), layers=layers)
     assembler.render(assembler.load())
     assert counting.calls <= 4 * staleness.MAX_CITES, counting.calls
 
@@ -205,7 +230,8 @@ for cite in {cites!r}:
     except ValueError as exc:
         out[cite] = "refused"
 lines = [case.line for case in corpus.PLANTED]
-open(root + "/MEMORY.md", "w").write("# M\\n\\n## Recent Insights\\n\\n" + "\\n".join(lines) + "\\n")
+text = "# M\\n\\n## Recent Insights\\n\\n" + "\\n".join(lines) + "\\n"
+open(root + "/MEMORY.md", "w").write(text)
 assembler = MemoryAssembler(backend=backend, layers=[Layer("n", "/MEMORY.md", writable=True)])
 out["block"] = assembler.render(assembler.load())
 print(json.dumps(out))
@@ -214,11 +240,13 @@ print(json.dumps(out))
 
 def test_fifos_devices_and_huge_files_are_never_read(world: Path) -> None:
     """In a child under a hang guard: a FIFO would block `open()`, `/dev/zero` never ends."""
-    code = CHILD.format(tests=str(Path(__file__).parent), root=str(world), cites=sorted(DANGEROUS))
+    tests = str(Path(__file__).parent)
+    code = CHILD.format(tests=tests, root=str(world), cites=sorted(DANGEROUS))
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
+        check=False,
         timeout=HANG_GUARD_SECONDS,
         env={**os.environ, "LAYERED_MEMORY_STATE_DIR": str(world.parent / "state")},
     )
@@ -226,4 +254,27 @@ def test_fifos_devices_and_huge_files_are_never_read(world: Path) -> None:
     out = json.loads(done.stdout.splitlines()[-1])
     assert {cite: out[cite] for cite in DANGEROUS} == dict.fromkeys(DANGEROUS, "refused")
     block = out["block"]
-    assert "hunter2" not in block and corpus.OUTSIDE_SECRET.strip() not in block
+    assert "hunter2" not in block
+    assert corpus.OUTSIDE_SECRET.strip() not in block
+
+
+def test_a_file_citing_200_files_never_marks_another_files_fresh_entry_gone(world: Path) -> None:
+    """Two writable files: the first cites `MAX_CITES` spans, so a load downloads no file the
+    second cites; the second's fresh entry was then marked "moved or was deleted" (by the load,
+    `doctor` and `review stale`: a person would drop a true lesson). Past the limit an entry
+    counts as fresh, as documented."""
+    (world / "src/b.py").write_text("b\n")
+    fresh = f"/src/app.py@{digest(corpus.APP)}"
+    lines = [entry(f"a{n}", fresh) for n in range(staleness.MAX_CITES)]
+    first = "## Recent Insights\n\n" + "\n".join(lines) + "\n"
+    second = (
+        "## Recent Insights\n\n" + entry("about b", f"/src/b.py@{digest('b' + chr(10))}") + "\n"
+    )
+    (world / "A.md").write_text(first)
+    (world / "B.md").write_text(second)
+    backend = backend_of(world)
+    layers = [Layer("a", "/A.md", writable=True), Layer("b", "/B.md", writable=True)]
+    assembler = MemoryAssembler(backend=backend, layers=layers)
+    block = assembler.render(assembler.load())
+    assert "[stale:" not in block
+    assert stale_lessons(backend, {"/A.md": first, "/B.md": second}) == []
