@@ -195,8 +195,10 @@ def _cited_lines(text: str, limit: int) -> list[_Cited]:
         closed = line.find("-->", at)
         if opened < 0 or closed < 0:
             continue
-        field = line[at + len(CITES_FIELD) : closed].split(" ", 1)[0]
-        parts = field.split(",", left)[:left]
+        start = at + len(CITES_FIELD)
+        stop = line.find(" ", start, closed)
+        stop = closed if stop < 0 else stop
+        parts = line[start:stop].split(",", left)[:left]
         left -= len(parts)
         cites = tuple(
             _cite_of(match, match.group("digest"))
@@ -205,7 +207,8 @@ def _cited_lines(text: str, limit: int) -> list[_Cited]:
         )
         if not cites:
             continue
-        dated = _DATE.search(line, opened, closed)
+        # `date=` is outside the cites field: a search never walks a planted field's length
+        dated = _DATE.search(line, opened, at) or _DATE.search(line, stop, closed)
         found.append(_Cited(number, opened, cites, dated.group("date") if dated else ""))
     return found
 
