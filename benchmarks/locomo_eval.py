@@ -21,7 +21,9 @@ the rendered context. Baselines fill the same character budget:
   rankings, best first;
 - flat recipe over pages: the tiers' own scoring (0.6 · BM25 / best + 0.4 · calibrated dense +
   0.6 · best neighbouring page, the time bonus) over one flat index of every page, no tiers,
-  no headers: what the tiers add beyond their search.
+  no headers: what the tiers add beyond their search;
+- flat recipe in the tiers' block: the same ranking rendered by `render_retrieval` (the
+  matching turns of each page, dates once a day): what the tiers' rendering gives any index.
 
 Next to recall, **evidence share**: the share of the injected characters (the whole rendered
 context, headers and dates included) that are the text of turns from the evidence's sessions,
@@ -61,10 +63,10 @@ from langgraph.store.memory import InMemoryStore
 
 from layered_memory.recall.index import RecallIndex
 from layered_memory.recall.periods import time_hint
-from layered_memory.recall.ranking import DEFAULT_FLOOR_Z, rank
+from layered_memory.recall.ranking import DEFAULT_FLOOR_Z, matching_parts, rank
 from layered_memory.recall.text import tokens
 from layered_memory.testing import LexicalEmbeddings
-from layered_memory.tiers import TieredMemory, render_retrieval
+from layered_memory.tiers import Page, Retrieval, ScoredPage, TieredMemory, render_retrieval
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BUDGETS = (2000, 4000)
@@ -397,9 +399,16 @@ def rrf(texts: list[str], budget: int, emb: Embeddings) -> Callable[[Question], 
 
 
 def flat_recipe(
-    conv: Conversation, budget: int, emb: Embeddings, settings: dict[str, Any]
+    conv: Conversation,
+    budget: int,
+    emb: Embeddings,
+    settings: dict[str, Any],
+    *,
+    block: bool = False,
 ) -> Callable[[Question], str]:
-    """The tiers' scoring over one flat index of every page (`layered_memory.recall`)."""
+    """The tiers' scoring over one flat index of every page (`layered_memory.recall`), as
+    plain text, or (`block`) rendered as the tiers render theirs: whatever the block gains,
+    the flat index gains too."""
     relevance_z = float(settings.get("relevance_z", 1.0))
     floor_z = float(settings.get("floor_z", DEFAULT_FLOOR_Z))
     texts = [page_text(p) for p in conv.pages]
@@ -423,7 +432,20 @@ def flat_recipe(
             hint=time_hint(question.text, now),
             floor_z=floor_z,
         )
-        return _fill((texts[int(pid)] for pid, _ in found.ranked), budget)
+        if not block:
+            return _fill((texts[int(pid)] for pid, _ in found.ranked), budget)
+        hits = []
+        for pid, score in found.ranked:
+            page = conv.pages[int(pid)]
+            parts = matching_parts(found, (page.query, page.response))
+            hits.append(
+                ScoredPage(
+                    Page(pid, page.query, page.response, page.timestamp),
+                    score,
+                    (parts[0], parts[1]),
+                )
+            )
+        return render_retrieval(Retrieval(pages=tuple(hits)), max_chars=budget)
 
     return context
 
@@ -522,6 +544,7 @@ METHODS = (
     "RRF hybrid over turns",
     "RRF hybrid over pages",
     "flat recipe over pages",
+    "flat recipe in the tiers' block",
     "tiers",
 )
 
@@ -564,6 +587,10 @@ def evaluate(
                 builders["RRF hybrid over pages"] = rrf(texts, budget, emb)
             if "flat recipe over pages" in methods:
                 builders["flat recipe over pages"] = flat_recipe(conv, budget, emb, settings or {})
+            if "flat recipe in the tiers' block" in methods:
+                builders["flat recipe in the tiers' block"] = flat_recipe(
+                    conv, budget, emb, settings or {}, block=True
+                )
             if run is not None:
                 builders["tiers"] = tiers(run, budget)
             for method, build in builders.items():

@@ -61,11 +61,12 @@ def scripted_answer(messages: list[BaseMessage]) -> str:
     if "<tiered_memory>" not in prompt:
         return "I don't remember anything about you yet."
     words = set(tokens(question))
-    lines = [line for line in prompt.splitlines() if line.startswith(("User: ", "- "))]
+    lines = [line for line in prompt.splitlines() if line.startswith(("U: ", "A: ", "- "))]
     best = max(lines, key=lambda line: len(words & set(tokens(line))), default="")
     if not words & set(tokens(best)):
         return "Noted."
-    return f"From memory: {best.split('User: ')[-1][:120]}"
+    said = best[3:] if best.startswith(("U: ", "A: ")) else best
+    return f"From memory: {said[:120]}"
 
 
 def build_agent(model_name: str | None) -> tuple[Any, TieredMemory]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,12 @@ from deepagents.backends import FilesystemBackend
 
 from layered_memory import (
     FileSessionStore,
+    HybridSessionStore,
     InMemorySessionStore,
     MemoryWriter,
     PostgresSessionStore,
     RedisSessionStore,
+    aforget,
     forget,
 )
 from layered_memory.graph import KnowledgeGraph
@@ -185,7 +187,172 @@ def test_forget_in_a_knowledge_graph(root: Path) -> None:
     assert data["relations"] == [{"from": "Kim", "to": "Lee", "relationType": "knows"}]
 
 
-def test_forget_in_tiered_memory() -> None:
+# -- session stores: each adapter, with real Redis and PostgreSQL ------------------------------
+
+
+def _redis(url: str, cleanups: list[Any]) -> Any:
+    store = RedisSessionStore.from_url(url, prefix=f"lm-forget-{uuid.uuid4().hex[:8]}:")
+
+    async def cleanup() -> None:
+        await store.aclose()
+        import redis
+
+        with redis.Redis.from_url(url) as client:
+            for key in client.scan_iter(match=store.prefix + "*"):
+                client.delete(key)
+
+    cleanups.append(cleanup)
+    return store
+
+
+def _postgres(url: str, schema: str, cleanups: list[Any]) -> Any:
+    store = PostgresSessionStore.from_conn_string(url, schema=schema)
+    store.setup()
+    cleanups.append(store.close)
+    return store
+
+
+@pytest.fixture(params=["memory", "file", "redis", "postgres", "hybrid"])
+async def session_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """Each adapter in turn (async, so Redis's async clients close on their loop)."""
+    kind = request.param
+    cleanups: list[Any] = []
+    if kind == "memory":
+        store: Any = InMemorySessionStore()
+    elif kind == "file":
+        store = FileSessionStore(tmp_path / "sessions", fsync=False)
+    elif kind == "redis":
+        store = _redis(request.getfixturevalue("redis_url"), cleanups)
+    elif kind == "postgres":
+        schema = request.getfixturevalue("postgres_schema").name
+        store = _postgres(request.getfixturevalue("postgres_url"), schema, cleanups)
+    else:
+        l1 = _redis(request.getfixturevalue("redis_url"), cleanups)
+        schema = request.getfixturevalue("postgres_schema").name
+        store = HybridSessionStore(
+            l1, _postgres(request.getfixturevalue("postgres_url"), schema, cleanups)
+        )
+    try:
+        yield store
+    finally:
+        for cleanup in cleanups:
+            result = cleanup()
+            if hasattr(result, "__await__"):
+                await result
+
+
+NAMING_ENTRY = {"client": "Acme Corp", "notes": ["acme corp is slow", "likes tea"], "step": 3}
+# Keys a glob, a LIKE pattern or a file name could misread: listed and searched like any.
+SESSION_KEYS = [
+    "entity:acme_corp:evaluation",
+    "entity:a*[x]?%_\\:evaluation",
+    "entity:\u202e\x1b[31m:evaluation",
+    "entity:gone:evaluation",
+    "entity:other:evaluation",
+]
+
+
+async def _fill(store: Any) -> None:
+    for key in SESSION_KEYS[:3]:
+        await store.aset(key, NAMING_ENTRY)
+    await store.aset("entity:gone:evaluation", {"about": "ACME Corp"})
+    await store.aset("entity:other:evaluation", {"client": "Globex"})
+
+
+async def _run(use_async: bool, **kwargs: Any) -> Any:
+    return await aforget(SUBJECT, **kwargs) if use_async else forget(SUBJECT, **kwargs)
+
+
+USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["forget", "aforget"])
+
+
+@USE_ASYNC
+async def test_forget_searches_every_entry_of_a_session_store(
+    session_store: Any, use_async: bool
+) -> None:
+    """No keys given: the store lists its own (the caller cannot know them)."""
+    await _fill(session_store)
+    dry = await _run(use_async, session_store=session_store, dry_run=True)
+    assert sorted((s.key, s.values, s.deleted) for s in dry.sessions) == sorted(
+        [(key, 2, False) for key in SESSION_KEYS[:3]] + [("entity:gone:evaluation", 1, True)]
+    )
+    assert await session_store.aget("entity:gone:evaluation") == {"about": "ACME Corp"}
+    report = await _run(use_async, session_store=session_store)
+    assert report.complete
+    assert len(report.sessions) == 4, "entries that did not name it are not listed"
+    for key in SESSION_KEYS[:3]:
+        assert await session_store.aget(key) == {"notes": ["likes tea"], "step": 3}
+    assert await session_store.aget("entity:other:evaluation") == {"client": "Globex"}
+    assert await session_store.aget("entity:gone:evaluation") is None
+    assert (await _run(use_async, session_store=session_store)).sessions == ()
+
+
+@USE_ASYNC
+async def test_named_session_keys_narrow_the_search(session_store: Any, use_async: bool) -> None:
+    await _fill(session_store)
+    keys = ["entity:gone:evaluation", "entity:other:evaluation"]
+    report = await _run(use_async, session_store=session_store, session_keys=keys)
+    assert [s.key for s in report.sessions] == ["entity:gone:evaluation"]
+    assert await session_store.aget("entity:gone:evaluation") is None
+    assert await session_store.aget(SESSION_KEYS[0]) == NAMING_ENTRY, "not named: kept"
+
+
+def test_an_unreadable_entry_is_named_and_the_report_is_incomplete(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path, fsync=False)
+    store.set("entity:a:x", {"client": "Acme Corp"})
+    store.set("entity:b:x", {"client": "Acme Corp"})
+    path = store.path_for("entity:b:x")
+    path.write_text(path.read_text().replace('"value":{', '"value":['))  # corrupt, key intact
+    report = forget(SUBJECT, session_store=store)
+    assert sorted((s.key, s.unreadable) for s in report.sessions) == [
+        ("entity:a:x", False),
+        ("entity:b:x", True),
+    ]
+    assert not report.complete
+    assert store.get("entity:a:x") is None
+
+
+class Unlisted:
+    """A session store of the user's own, without `keys`."""
+
+    def __init__(self) -> None:
+        self.inner = InMemorySessionStore()
+
+    def get(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    def set(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
+        self.inner.set(key, value, ttl=ttl)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    async def aget(self, key: str) -> Any:
+        return self.get(key)
+
+    async def aset(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
+        self.set(key, value, ttl=ttl)
+
+    async def adelete(self, key: str) -> None:
+        self.delete(key)
+
+
+def test_a_store_that_cannot_list_needs_its_keys_before_anything_is_written(root: Path) -> None:
+    store = Unlisted()
+    store.set("k", {"client": "Acme Corp", "n": 1})
+    before = (root / "MEMORY.md").read_text()
+    with pytest.raises(ValueError, match="session_keys="):
+        forget(SUBJECT, backend=_backend(root), files=["/MEMORY.md"], session_store=store)
+    assert (root / "MEMORY.md").read_text() == before
+    report = forget(SUBJECT, session_store=store, session_keys=["k"])
+    assert [s.key for s in report.sessions] == ["k"]
+    assert store.get("k") == {"n": 1}
+    with pytest.raises(ValueError, match="not one str"):
+        forget(SUBJECT, session_store=store, session_keys="k")
+
+
+@USE_ASYNC
+async def test_forget_in_tiered_memory_of_every_user(use_async: bool) -> None:
     from langgraph.store.memory import InMemoryStore
 
     from layered_memory.testing import LexicalEmbeddings
@@ -195,69 +362,32 @@ def test_forget_in_tiered_memory() -> None:
     memory.add_page("u1", "I work at Acme Corp", "Noted.")
     memory.add_page("u1", "I like tea", "Noted.")
     memory.add_page("u2", "Acme Corp again", "Noted.")
-    report = forget(SUBJECT, tiers=memory, tier_users=["u1"])
+    memory.add_page("u3", "Acme Corp once more", "Noted.")
+    report = await _run(use_async, tiers=memory, tier_users=["u1"])
     assert [(t.user_id, t.kind) for t in report.tiers] == [("u1", "page")]
     assert [page.query for page in memory.short_term("u1")] == ["I like tea"]
-    assert [page.query for page in memory.short_term("u2")] == ["Acme Corp again"]  # not asked
+    assert [page.query for page in memory.short_term("u2")] == ["Acme Corp again"]  # not named
+    # No users given: every user the store holds (the caller cannot know them).
+    report = await _run(use_async, tiers=memory)
+    assert sorted(t.user_id for t in report.tiers) == ["u2", "u3"]
+    assert memory.short_term("u2") == memory.short_term("u3") == []
 
 
-# -- session stores: each adapter, with real Redis and PostgreSQL ------------------------------
+def test_a_segment_naming_the_subject_goes_with_its_pages() -> None:
+    from langgraph.store.memory import InMemoryStore
 
+    from layered_memory.testing import LexicalEmbeddings
+    from layered_memory.tiers import TieredMemory
 
-@pytest.fixture(params=["memory", "file", "redis", "postgres"])
-def session_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    kind = request.param
-    if kind == "memory":
-        yield InMemorySessionStore()
-    elif kind == "file":
-        yield FileSessionStore(tmp_path / "sessions")
-    elif kind == "redis":
-        url = request.getfixturevalue("redis_url")
-        store = RedisSessionStore.from_url(url, prefix=f"lm-forget-{uuid.uuid4().hex[:8]}:")
-        try:
-            yield store
-        finally:
-            store.close()
-            import redis
-
-            with redis.Redis.from_url(url) as client:
-                for key in client.scan_iter(match=store.prefix + "*"):
-                    client.delete(key)
-    else:
-        import psycopg
-        from psycopg import sql
-
-        url = request.getfixturevalue("postgres_url")
-        schema = f"lm_forget_{uuid.uuid4().hex[:10]}"
-        store = PostgresSessionStore.from_conn_string(url, schema=schema)
-        try:
-            store.setup()
-            yield store
-        finally:
-            store.close()
-            with psycopg.connect(url, autocommit=True) as conn:
-                drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-                conn.execute(drop)
-
-
-def test_forget_in_a_session_store(session_store: Any) -> None:
-    session_store.set(
-        "entity:acme_corp:evaluation",
-        {"client": "Acme Corp", "notes": ["acme corp is slow", "likes tea"], "step": 3},
+    memory = TieredMemory(InMemoryStore(), embeddings=LexicalEmbeddings(), stm_capacity=1)
+    for text in ("Acme Corp pays late", "Acme Corp wants PDF", "Acme Corp moved", "tea"):
+        memory.add_page("u1", text, "Noted.")
+    assert any("acme" in s.keywords for s in memory.segments("u1"))
+    report = forget(SUBJECT, tiers=memory)
+    assert "segment" in {t.kind for t in report.tiers}
+    assert not any(
+        SUBJECT.lower() in p.query.lower() for s in memory.segments("u1") for p in s.pages
     )
-    session_store.set("entity:other:evaluation", {"client": "Globex"})
-    session_store.set("entity:gone:evaluation", {"about": "ACME Corp"})
-    keys = ["entity:acme_corp:evaluation", "entity:other:evaluation", "entity:gone:evaluation"]
-    dry = forget(SUBJECT, session_store=session_store, session_keys=keys, dry_run=True)
-    assert [(s.key, s.values) for s in dry.sessions if s.values] == [
-        ("entity:acme_corp:evaluation", 2),
-        ("entity:gone:evaluation", 1),
-    ]
-    assert session_store.get("entity:gone:evaluation") == {"about": "ACME Corp"}
-    forget(SUBJECT, session_store=session_store, session_keys=keys)
-    assert session_store.get("entity:acme_corp:evaluation") == {"notes": ["likes tea"], "step": 3}
-    assert session_store.get("entity:other:evaluation") == {"client": "Globex"}
-    assert session_store.get("entity:gone:evaluation") is None
 
 
 def test_an_empty_subject_is_refused() -> None:
@@ -289,3 +419,104 @@ def test_the_command_forgets_lists_read_only_files_and_exits_1(
     assert (root / "MEMORY.md").read_text().splitlines() == KEPT
     (root / "AGENTS.md").write_text("Our biggest client is someone.\n")
     assert main(args) == 0
+
+
+def _session_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:
+    """The `--sessions` options of a store of `kind` holding the entries of `_fill`."""
+    if kind == "file":
+        folder = tmp_path / "sessions"
+        FileSessionStore(folder)
+        return ["--sessions", str(folder)]
+    if kind == "redis":
+        return ["--sessions", request.getfixturevalue("redis_url")]
+    schema = request.getfixturevalue("postgres_schema").name
+    return ["--sessions", request.getfixturevalue("postgres_url"), "--sessions-namespace", schema]
+
+
+@pytest.mark.parametrize("kind", ["file", "redis", "postgres"])
+async def test_the_command_forgets_in_every_entry_of_a_session_store(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from layered_memory.cli import main
+
+    options = _session_url(kind, tmp_path, request)
+    if kind == "redis":  # a prefix of its own: the database is shared
+        options += ["--sessions-namespace", f"lm-forget-cli-{uuid.uuid4().hex[:8]}:"]
+        store: Any = RedisSessionStore.from_url(options[1], prefix=options[3])
+    elif kind == "postgres":
+        store = PostgresSessionStore.from_conn_string(options[1], schema=options[3])
+        store.setup()
+    else:
+        store = FileSessionStore(options[1])
+    try:
+        await _fill(store)
+        args = ["forget", SUBJECT, "--root", str(tmp_path), *options]
+        assert main([*args, "--dry-run", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert sorted(s["key"] for s in data["sessions"]) == sorted(
+            [*SESSION_KEYS[:3], "entity:gone:evaluation"]
+        )
+        assert await store.aget("entity:gone:evaluation") == {"about": "ACME Corp"}
+        assert main([*args, "--session-key", "entity:gone:evaluation"]) == 0
+        out = capsys.readouterr().out
+        assert "session entity:gone:evaluation: removed 1 values; the entry goes" in out
+        assert await store.aget(SESSION_KEYS[0]) == NAMING_ENTRY, "not named: kept"
+        assert main(args) == 0
+        capsys.readouterr()
+        for key in SESSION_KEYS[:3]:
+            assert await store.aget(key) == {"notes": ["likes tea"], "step": 3}
+        assert await store.aget("entity:other:evaluation") == {"client": "Globex"}
+    finally:
+        if kind == "redis":
+            for key in SESSION_KEYS:
+                await store.adelete(key)
+            await store.aclose()
+        elif kind == "postgres":
+            store.close()
+
+
+def test_the_command_forgets_in_every_users_tiered_memory(
+    postgres_schema: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langgraph.store.postgres import PostgresStore
+
+    from layered_memory.cli import main
+    from layered_memory.testing import LexicalEmbeddings
+    from layered_memory.tiers import TieredMemory
+
+    with PostgresStore.from_conn_string(postgres_schema.url) as store:
+        store.setup()
+        memory = TieredMemory(store, embeddings=LexicalEmbeddings())
+        memory.add_page("u1", "I work at Acme Corp", "Noted.")
+        memory.add_page("u1", "I like tea", "Noted.")
+        memory.add_page("u2", "Acme Corp again", "Noted.")
+        args = ["forget", SUBJECT, "--root", str(tmp_path), "--tiers", postgres_schema.url]
+        assert main([*args, "--user", "u2", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert [(t["user_id"], t["kind"]) for t in data["tiers"]] == [("u2", "page")]
+        assert [p.query for p in memory.short_term("u1")] == ["I work at Acme Corp", "I like tea"]
+        assert main(args) == 0
+        assert "tiers of u1: removed page" in capsys.readouterr().out
+        assert [p.query for p in memory.short_term("u1")] == ["I like tea"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--user", "u1"], "--user goes with --tiers"),
+        (["--session-key", "k"], "--session-key goes with --sessions"),
+        (["--sessions", "ftp://x"], "no store for ftp://"),
+        (["--sessions", "/no/such/folder"], "no such folder"),
+        (["--tiers", "postgresql://x/y", "--tiers-namespace", "a.b"], "--tiers-namespace"),
+        (["--config", "app:agent"], "unrecognized arguments: --config"),
+    ],
+)
+def test_the_command_refuses_bad_store_options_before_writing(
+    root: Path, options: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from layered_memory.cli import main
+
+    before = (root / "MEMORY.md").read_text()
+    assert main(["forget", SUBJECT, "--root", str(root), *options]) == 2
+    assert message in capsys.readouterr().err
+    assert (root / "MEMORY.md").read_text() == before

@@ -34,6 +34,7 @@ CONSTANTS: dict[str, set[str]] = {
     "layered_memory.core.internals": {"WRITTEN_FOR", "_BACKEND_HOMES"},
     "layered_memory.core.loading": {"_DOWNLOAD_ERROR_REASONS", "_NO_EXTRAS"},
     "layered_memory.core.put_back": {"_RUN"},  # a ContextVar: per context
+    "layered_memory.core.render": {"CHARS"},  # a frozen value: cut markers count characters
     "layered_memory.core.tool_calls": {"MUTATING_TOOLS", "MEMORY_TOOL_CHANGES"},
     "layered_memory.graph._format": {
         "_DECODER",

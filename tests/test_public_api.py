@@ -63,6 +63,7 @@ def test_all_is_pinned() -> None:
             "user_namespace",
             # forgetting a subject everywhere (issue 38)
             "ForgetReport",
+            "aforget",
             "forget",
         ]
     )
@@ -98,6 +99,7 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "GenerationalSessionStore",
         "HybridSessionStore",
         "InMemorySessionStore",
+        "ListableSessionStore",
         "PostgresSessionStore",
         "RedisSessionStore",
         "SessionStore",
@@ -165,7 +167,13 @@ SUBPACKAGE_NAMESPACES = {  # rules, views, graph and tiers are pinned beside the
         "sections",
     ],
     "layered_memory.safety": ["defuse", "redaction"],
-    "layered_memory.forgetting": ["ForgetReport", "SessionForgotten", "TierForgotten", "forget"],
+    "layered_memory.forgetting": [
+        "ForgetReport",
+        "SessionForgotten",
+        "TierForgotten",
+        "aforget",
+        "forget",
+    ],
     "layered_memory.recall": [
         "Entry",
         "RecallQuery",

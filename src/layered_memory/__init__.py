@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and the docs
         SessionStoreError,
         StoreUnavailableError,
     )
-    from layered_memory.forgetting import ForgetReport, forget
+    from layered_memory.forgetting import ForgetReport, aforget, forget
     from layered_memory.middleware import MemoryMiddleware
     from layered_memory.safety.redaction import redact
     from layered_memory.sessions import build_session_key, build_thread_config, parse_session_key
@@ -117,7 +117,7 @@ _HOMES = {
         "register_write_back",
     ),
     "layered_memory.safety.redaction": ("redact",),
-    "layered_memory.forgetting": ("ForgetReport", "forget"),
+    "layered_memory.forgetting": ("ForgetReport", "aforget", "forget"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -147,6 +147,7 @@ __all__ = [  # noqa: RUF022 (the order the API reference shows: the main use cas
     "ProtectedPaths",
     "redact",
     "forget",
+    "aforget",
     "ForgetReport",
     "shared_memory_backend",
     "shared_memory_layers",

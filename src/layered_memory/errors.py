@@ -24,6 +24,7 @@ __all__ = [
     "StoreURLError",
     "StoreUnavailableError",
     "TierItemError",
+    "TierStoreError",
     "TierUserIdError",
     "UsageError",
     "UserIdError",
@@ -234,6 +235,22 @@ class TierItemError(LayeredMemoryError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the repr of the whole message
         return str(self.args[0])
+
+
+class TierStoreError(LayeredMemoryError):
+    """A user's tiered memory in the store is in a layout this version does not read (written
+    by an older or newer version of layered_memory). Nothing is read or written: a write
+    would start the ids again and overwrite the pages kept.
+
+    Attributes:
+        where: The user's namespace component (a hash, never the user id).
+        reason: The layout found, the one read, and what to do.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"tiered memory {where}: {reason}")
 
 
 class CheckpointCacheError(LayeredMemoryError):

@@ -81,7 +81,7 @@ from layered_memory.core.render import (
     DEFAULT_MAX_CHARS,
     MEMORY_SYSTEM_PROMPT,
 )
-from layered_memory.core.report import emit_memory_report
+from layered_memory.core.report import MemoryReport, emit_memory_report
 from layered_memory.core.run_data import (
     MatchKeySource,
     context_strings,
@@ -222,9 +222,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
     trace_policy = TracePolicy(process_inputs=omit_payload)
     _plain_class: type[Any] | None = None
     """On a class `__new__` chose for its end of run: the class the user called."""
-    _last_block: (
-        tuple[str, list[str], list[str], str, dict[str, Any], object, str | None] | None
-    ) = None
+    _last_block: tuple[str, list[str], list[str], str, MemoryReport, object, str | None] | None = (
+        None
+    )
 
     def __new__(cls, *_args: Any, **kwargs: Any) -> Self:
         """The class LangChain will read the hooks from, chosen once: with an end of run
@@ -715,7 +715,9 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
         if self.system_prompt is not None:
             block, report = self._memory_call(state, request.model)
             system_message = append_block(system_message, block)
-            emit_memory_report(request.runtime, report)
+            listeners = internals.report_listeners(request.runtime)
+            if listeners is not None:
+                emit_memory_report(listeners, report)
         if (
             self._add_cache_control
             and system_message is not None
@@ -733,8 +735,8 @@ class MemoryMiddleware(AgentMiddleware[LayeredMemoryState, ContextT, ResponseT])
 
     def _memory_call(
         self, state: Mapping[str, Any], model: object = None
-    ) -> tuple[str, dict[str, Any]]:
-        """The block for `state` and its record (`core.report`): the last ones while the
+    ) -> tuple[str, MemoryReport]:
+        """The block for `state` and its report (`core.report`): the last ones while the
         digest and match keys are unchanged.
 
         The block is a function of the load's digest (which covers every part: texts, rules,

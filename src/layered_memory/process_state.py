@@ -373,6 +373,20 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         "1,024 matrices, least recently used dropped",
     ),
     ProcessState(
+        "layered_memory.tiers.records",
+        "MIDTERMS",
+        "cache",
+        "a user's mid-term tier as this process last wrote it, by store, user and revision",
+        "64 users, least recently used dropped (writers take an entry out while they work)",
+    ),
+    ProcessState(
+        "layered_memory.tiers.vectors",
+        "BY_REVISION",
+        "cache",
+        "one page's or segment's vector and its unit copy, by the revision it was written with",
+        "64 MiB of vectors, least recently used dropped",
+    ),
+    ProcessState(
         "layered_memory.tiers.page_index",
         "INDEXES",
         "cache",

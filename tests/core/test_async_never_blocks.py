@@ -241,3 +241,52 @@ def test_listing_the_review_queue_reads_the_state_folder_off_the_event_loop(
     SEEN.clear()
     assert [change.text for change in asyncio.run(listed())] == ["Builds use uv."]
     assert not SEEN, sorted(SEEN)
+
+
+def test_aforget_reads_and_writes_every_store_off_the_event_loop(tmp_path: Path) -> None:
+    """`aforget` over memory files, their review queue, read-only files, a graph, tiered
+    memory and a file session store (listed, read and replaced): no disk work on the loop."""
+    from langgraph.store.memory import InMemoryStore
+
+    from layered_memory import FileSessionStore, aforget
+    from layered_memory.graph import KnowledgeGraph
+    from layered_memory.testing import LexicalEmbeddings
+    from layered_memory.tiers import TieredMemory
+
+    project(tmp_path)
+    (tmp_path / "MEMORY.md").write_text("- Acme Corp pays late\n- the user likes tea\n")
+    (tmp_path / "AGENTS.md").write_text("Our client is Acme Corp.\n")
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    graph = KnowledgeGraph(backend, "/memory.jsonl")
+    graph.create_entities([{"name": "Acme Corp", "entityType": "company", "observations": []}])
+    sessions = FileSessionStore(tmp_path / "sessions", fsync=False)
+    for index in range(3):
+        sessions.set(f"entity:e{index}:x", {"client": "Acme Corp", "step": index})
+    tiers = TieredMemory(InMemoryStore(), embeddings=LexicalEmbeddings())
+    tiers.add_page("u1", "I work at Acme Corp", "Noted.")
+
+    async def forgotten() -> Any:
+        asyncio.get_running_loop().slow_callback_duration = 0.05
+        with disk_watched_on(threading.get_ident()):
+            for dry_run in (True, False):  # a dry run reads the same stores, and writes none
+                report = await aforget(
+                    "Acme Corp",
+                    backend=backend,
+                    files=["/MEMORY.md"],
+                    read_only=["/AGENTS.md"],
+                    graphs=[graph],
+                    tiers=tiers,
+                    session_store=sessions,
+                    dry_run=dry_run,
+                )
+            return report
+
+    SEEN.clear()
+    report = asyncio.run(forgotten(), debug=True)
+    assert not SEEN, sorted(SEEN)
+    assert (tmp_path / "MEMORY.md").read_text() == "- the user likes tea\n"
+    assert report.read_only == ("/AGENTS.md",)
+    assert graph.read_graph()["entities"] == []
+    assert [t.user_id for t in report.tiers] == ["u1"]
+    assert len(report.sessions) == 3
+    assert sessions.get("entity:e0:x") == {"step": 0}

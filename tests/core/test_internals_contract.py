@@ -18,7 +18,12 @@ from postgres_schema import Schema
 
 
 def test_the_versions_are_named() -> None:
-    assert set(internals.WRITTEN_FOR) == {"deepagents", "langgraph-checkpoint-postgres"}
+    assert set(internals.WRITTEN_FOR) == {
+        "deepagents",
+        "langgraph-checkpoint-postgres",
+        "langgraph",
+        "langsmith",
+    }
     installed = importlib.metadata.version("deepagents")
     major_minor = ".".join(internals.WRITTEN_FOR["deepagents"].split(".")[:2])
     assert installed.startswith(major_minor), (
@@ -93,3 +98,94 @@ def test_store_table_sql_reads_and_writes_what_the_store_does(postgres_store: ob
     item = postgres_store.get(namespace, "/NEW.md")
     assert item is not None
     assert item.value["content"] == "from our SQL"
+
+
+# -- langgraph's stream writer ------------------------------------------------------------------
+
+
+def _writers_seen(run: object) -> list[object]:
+    """The writer `internals.report_listeners` finds inside a node, for each way of running."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.runtime import Runtime
+    from typing_extensions import TypedDict
+
+    class State(TypedDict, total=False):
+        n: int
+
+    seen: list[object] = []
+
+    def node(state: State, runtime: Runtime) -> State:
+        listeners = internals.report_listeners(runtime)
+        seen.append(None if listeners is None else listeners.writer)
+        return {"n": 1}
+
+    builder = StateGraph(State)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    builder.add_edge("node", END)
+    inner = builder.compile()
+    parent = StateGraph(State)
+    parent.add_node("inner", inner)
+    parent.add_edge(START, "inner")
+    parent.add_edge("inner", END)
+    run(inner, parent.compile())  # type: ignore[operator]
+    return seen
+
+
+def test_the_writer_of_a_run_nobody_streams_custom_mode_from_does_nothing() -> None:
+    import asyncio
+
+    def quiet(graph: object, parent: object) -> None:
+        graph.invoke({})  # type: ignore[attr-defined]
+        list(graph.stream({}, stream_mode="updates"))  # type: ignore[attr-defined]
+        asyncio.run(graph.ainvoke({}))  # type: ignore[attr-defined]
+        parent.invoke({})  # type: ignore[attr-defined]
+        list(parent.stream({}, stream_mode="updates", subgraphs=True))  # type: ignore[attr-defined]
+        list(parent.stream({}, stream_mode="custom"))  # type: ignore[attr-defined]  # no subgraphs
+
+    assert _writers_seen(quiet) == [None] * 6
+
+
+def test_the_writer_of_a_run_streamed_in_custom_mode_is_handed_out() -> None:
+    import asyncio
+
+    async def astream(graph: object) -> None:
+        async for _chunk in graph.astream({}, stream_mode="custom"):  # type: ignore[attr-defined]
+            pass
+
+    def streamed(graph: object, parent: object) -> None:
+        list(graph.stream({}, stream_mode="custom"))  # type: ignore[attr-defined]
+        list(graph.stream({}, stream_mode=["updates", "custom"]))  # type: ignore[attr-defined]
+        asyncio.run(astream(graph))
+        list(parent.stream({}, stream_mode="custom", subgraphs=True))  # type: ignore[attr-defined]
+
+    seen = _writers_seen(streamed)
+    assert len(seen) == 4
+    assert all(callable(writer) for writer in seen)
+
+
+def test_a_writer_that_is_not_a_plain_function_counts_as_listening() -> None:
+    chunks: list[object] = []
+
+    class Runtime:
+        stream_writer = chunks.append
+
+    listeners = internals.report_listeners(Runtime())
+    assert listeners is not None
+    assert listeners.writer == chunks.append
+    assert listeners.span is None
+    assert internals.report_listeners(None) is None
+
+
+def test_the_open_span_is_the_one_langsmith_reports() -> None:
+    from langsmith.run_helpers import get_current_run_tree, set_tracing_parent
+    from langsmith.run_trees import RunTree
+
+    assert internals.report_listeners(None) is None
+    span = RunTree(name="wrap_model_call", run_type="chain")
+    with set_tracing_parent(span):
+        listeners = internals.report_listeners(None)
+        assert listeners is not None
+        assert listeners.span is get_current_run_tree() is span
+        assert listeners.writer is None
+    assert internals.report_listeners(None) is None

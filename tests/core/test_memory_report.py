@@ -78,12 +78,14 @@ def test_each_model_call_streams_the_files_rules_and_budget_it_was_given(root: P
         "cut": False,
         "outcome": "whole",
         "why": [],
+        "unit": "chars",
     }
     notes = files["/MEMORY.md"]
     assert notes["access"] == "writable"
     assert notes["cut"] is True
     assert notes["outcome"] == "truncated"
     assert any("max_chars=2000" in why for why in notes["why"])
+    assert notes["unit"] == "chars"  # a character cap bound the cut: its marker counts chars
     assert 0 < notes["chars"] <= 2_000 + 200  # the layer cap, plus the element's tags
     rules = {rule["name"]: rule for rule in report["rules"]}
     assert rules["always"]["why"] == "always"
@@ -100,6 +102,72 @@ def test_each_model_call_streams_the_files_rules_and_budget_it_was_given(root: P
     assert report["unit"] == "chars"
     assert report["budget"] == 48_000
     assert report["total"] == len(system) - system.index("<agent_memory>")
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the records built: every reference to the builder in the package is wrapped."""
+    import sys
+
+    from layered_memory.core import report as report_module
+
+    real = report_module.build_memory_report
+    built: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(1)
+        return real(*args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if (
+            name.startswith("layered_memory")
+            and getattr(module, "build_memory_report", None) is real
+        ):
+            monkeypatch.setattr(module, "build_memory_report", counting)
+    return built
+
+
+def test_no_record_is_built_when_nobody_streams_custom_mode(root: Path, builds: list[int]) -> None:
+    model = ScriptedChatModel(script=["one", "two", "three"])
+    agent = _agent(root, model)
+    config = {"configurable": {"thread_id": "quiet"}}
+    agent.invoke({"messages": [HumanMessage("hi")]}, config, context={"topic": "billing"})
+    updates = list(
+        agent.stream(
+            {"messages": [HumanMessage("again")]},
+            config,
+            context={"topic": "billing"},
+            stream_mode="updates",
+        )
+    )
+    assert updates
+    assert builds == []
+    chunks = list(
+        agent.stream(
+            {"messages": [HumanMessage("and now?")]},
+            config,
+            context={"topic": "billing"},
+            stream_mode="custom",
+        )
+    )
+    [report] = _memory_chunks(chunks)
+    assert [rule["name"] for rule in report["rules"]] == ["always", "billing"]
+    assert builds == [1]  # built when first asked for, then shared by the calls reusing it
+
+
+def test_a_record_is_built_for_an_open_trace_span_alone(root: Path, builds: list[int]) -> None:
+    from langsmith.run_helpers import set_tracing_parent
+    from langsmith.run_trees import RunTree
+
+    mw = _middleware(root)
+    state = dict(mw.before_agent({"messages": []}, _Runtime()) or {})
+    mw.wrap_model_call(_request(state, _Runtime()), lambda request: request)
+    assert builds == []
+    span = RunTree(name="MemoryMiddleware.wrap_model_call", run_type="chain")
+    with set_tracing_parent(span):
+        mw.wrap_model_call(_request(state, _Runtime()), lambda request: request)
+    assert builds == [1]
+    assert span.metadata["memory"]["files"][0]["path"] == "/AGENTS.md"
 
 
 def test_a_rule_matched_by_a_path_reports_the_key_and_the_glob(root: Path) -> None:

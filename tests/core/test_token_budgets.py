@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,58 @@ def test_the_block_fits_max_tokens_counted_by_the_models_own_counter(root: Path)
         "over the total memory budget (max_tokens=900, WordModel.get_num_tokens)"
         in (project["why"])
     )
+
+
+def test_a_cut_made_by_max_tokens_is_counted_in_tokens_by_its_marker(root: Path) -> None:
+    block, report = _call(_middleware(root, max_tokens=900), WordModel(script=[]))
+    [marker] = re.findall(r"truncated: (\d+) more (\w+) \((\d+) lines\) of /AGENTS\.md", block)
+    amount, unit, _lines = marker
+    assert unit == "tokens"
+    # "alpha " * 3000: what is not shown, counted by the model's own counter (one per word).
+    shown = block.count("alpha")
+    assert int(amount) == 3_000 - shown
+    project = report["files"][0]
+    assert project["unit"] == "tokens"
+
+
+def test_a_layer_cut_by_its_max_tokens_says_tokens_and_a_max_chars_cut_says_chars(
+    root: Path,
+) -> None:
+    mw = MemoryMiddleware(
+        backend=FilesystemBackend(root_dir=root, virtual_mode=True),
+        layers=[
+            Layer("project", "/AGENTS.md", max_chars=1_000),
+            Layer("notes", "/MEMORY.md", writable=True, max_tokens=60),
+        ],
+    )
+    block, report = _call(mw, WordModel(script=[]))
+    assert "more chars" in block[: block.index('name="notes"')]
+    notes = block[block.index('name="notes"') :]
+    assert re.search(r"truncated: \d+ more tokens \(\d+ lines\) of /MEMORY\.md", notes)
+    units = {entry["path"]: entry["unit"] for entry in report["files"]}
+    assert units == {"/AGENTS.md": "chars", "/MEMORY.md": "tokens"}
+
+
+def test_a_rule_cut_by_max_tokens_says_tokens_and_one_cut_by_its_own_cap_says_chars(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "AGENTS.md").write_text("Use uv.\n")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "long.md").write_text("word " * 5_000)
+
+    def middleware(**budget: Any) -> Any:
+        return MemoryMiddleware(
+            backend=FilesystemBackend(root_dir=tmp_path, virtual_mode=True),
+            layers=[Layer("project", "/AGENTS.md")],
+            rules=["/rules"],
+            **budget,
+        )
+
+    block, report = _call(middleware(max_tokens=800), WordModel(script=[]))
+    assert re.search(r"truncated: \d+ more tokens \(\d+ lines\) of /rules/long\.md", block)
+    assert report["rules_part"]["cut"] is True
+    block, _report = _call(middleware(), WordModel(script=[]))
+    assert re.search(r"truncated: \d+ more chars \(\d+ lines\) of /rules/long\.md", block)
 
 
 def test_without_a_counter_of_its_own_the_approximation_counts(root: Path) -> None:

@@ -36,7 +36,7 @@ async def _ask(agent, text, *, user, thread, use_async, config_user=False):
     return agent.invoke(inputs, config, **kwargs)
 
 
-async def test_memory_is_injected_by_tier_and_turns_are_recorded(clock, use_async):
+async def test_memory_is_injected_as_its_matching_turns_and_turns_are_recorded(clock, use_async):
     memory = _memory(clock, tau=100)
     model = ScriptedChatModel(script=[], default="Noted.")
     agent = create_agent(
@@ -53,8 +53,9 @@ async def test_memory_is_injected_by_tier_and_turns_are_recorded(clock, use_asyn
         await _ask(agent, text, user="ada", thread=f"t{i}", use_async=use_async)
     prompt = model.system_prompts[-1]
     assert prompt.startswith("<tiered_memory>")
-    mid = prompt.split("<mid_term>")[1].split("</mid_term>")[0]
-    assert "User: My sister Clara lives in Lisbon.\nAssistant: Noted." in mid
+    # The turn that holds the match, not the reply that does not ("Noted.").
+    assert "\nU: My sister Clara lives in Lisbon.\n" in prompt
+    assert "Noted." not in prompt
     # Irrelevant pages are not injected, short-term ones included (issue 37's precision).
     assert "chess" not in prompt
     assert "tomatoes" not in prompt
@@ -124,7 +125,8 @@ async def test_block_respects_max_chars_and_defuses_closing_tags(clock, use_asyn
     assert len(prompt) <= 600
     assert prompt.count("</tiered_memory>") == 1
     assert prompt.endswith("</tiered_memory>")
-    assert prompt.count("</short_term>") == 1
+    assert "</short_term>" not in prompt  # hostile closing tags are defused
+    assert "<\\/short_term>" in prompt
     assert "<\\/tiered_memory>" in prompt
 
 

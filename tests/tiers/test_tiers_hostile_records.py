@@ -73,7 +73,7 @@ CASES: dict[str, tuple[str, Patch, str]] = {
     "visits-overflow": ("visits", _visits, ""),
     "index-block-ids": ("index/0", _set("ids", 7), "index block 0: unreadable"),
     "index-block-times": ("index/0", _set("times", [1.0]), "index block 0: unreadable"),
-    "index-block-rows": ("index/0", _set("rows", ["AAAA"]), "index block 0: unreadable"),
+    "index-block-terms": ("index/0", _set("terms", ["a b"]), "index block 0: unreadable"),
     "archive-block": ("archive/0", _set("segments", {"a": 1}), "'segments' is a dict"),
 }
 

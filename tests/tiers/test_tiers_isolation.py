@@ -74,11 +74,14 @@ def test_store_listing_by_prefix_does_not_mix_users(make_memory):
     ada = user_namespace(memory.namespace, "ada")
     listed = store.list_namespaces(prefix=ada)
     assert all(ns[: len(ada)] == ada for ns in listed)
-    # state, mid_term, the moved page, its index block; nothing of ada.x
+    # state, mid_term, the moved page, its index block, its and its segment's vectors;
+    # nothing of ada.x
     assert sorted(item.key for item in store.search(ada, limit=100)) == [
         "0",
         "mid_term",
         "p1",
+        "p1",
+        "s3",
         "state",
     ]
 
@@ -155,7 +158,7 @@ def test_corrupt_records_are_a_logged_skip(make_memory, caplog):
     value["stm"] = [{"no": "id"}, *value["stm"]]
     memory.store.put(ns, "state", value)
     mid = dict(memory.store.get(ns, "mid_term").value)
-    mid["rows"] = ["not base64!"] * len(mid["rows"])
+    mid["segments"] = [{**seg, "vector": "edited by hand"} for seg in mid["segments"]]
     memory.store.put(ns, "mid_term", mid)
     found = memory.retrieve("ada", "lisbon flat")
     assert [p.query for p in found.short_term] == ["filler"]
@@ -164,16 +167,25 @@ def test_corrupt_records_are_a_logged_skip(make_memory, caplog):
     memory.segments("ada")
     assert "segment vectors unreadable" in caplog.text
     memory.add_page("ada", "more", "ok")  # and the memory keeps working
+    vector = dict(memory.store.get((*ns, "vectors"), "p1").value)
+    vector["vector"] = "not base64!"
+    memory.store.put((*ns, "vectors"), "p1", vector)
     block = dict(memory.store.get((*ns, "index"), "0").value)
-    block["rows"] = ["not base64!"] * len(block["rows"])
     # The in-process index trusts revisions: a writer draws a new one (and says what it grew
     # from, when it only appended).
     block["rev"], block["grown_from"] = "edited by hand", None
     memory.store.put((*ns, "index"), "0", block)
     caplog.clear()
     found = memory.retrieve("ada", "lisbon flat")
+    assert [s.page.query for s in found.pages] == ["lisbon flat"]  # found by its words
+    assert "vectors of page(s) p1 unreadable; searched by words only" in caplog.text
+    block["terms"] = block["terms"][:1] + block["terms"]  # one more than it has pages
+    block["rev"] = "edited by hand again"
+    memory.store.put((*ns, "index"), "0", block)
+    caplog.clear()
+    found = memory.retrieve("ada", "lisbon flat")
     assert found.pages == ()
-    assert "index block 0: unreadable; its pages are not searched" in caplog.text
+    assert "index block 0: unreadable" in caplog.text
     memory.add_page("ada", "even more", "ok")
     assert [p.query for p in memory.short_term("ada")] == ["even more"]
 

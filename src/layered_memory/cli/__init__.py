@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
 from layered_memory import __version__
+from layered_memory.cli._arguments import CONFIG_HELP, add_source_arguments
 from layered_memory.cli._output import escaped_output, printable
 
 __all__ = [
@@ -84,65 +85,6 @@ def _subparser(subparsers: Subparsers, name: str, *, summary: str, description: 
         help=summary,
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
-_CONFIG_HELP = (
-    "your agent's memory, as uvicorn finds an app: MODULE:ATTRIBUTE (from this folder and "
-    "sys.path) or path/to/file.py:ATTRIBUTE, naming a MemoryMiddleware, a compiled agent "
-    "(create_agent / create_deep_agent) holding one, a list holding one, or a function taking "
-    "no arguments that returns one of those. The module is imported, which runs its "
-    'top-level code (keep a program\'s own run under `if __name__ == "__main__":`); no agent '
-    "is invoked and no model is called"
-)
-
-
-def _add_source_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
-    """Where memory comes from: --config, --root or --store (+ the by-hand description)."""
-    from layered_memory.core.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS
-
-    where = parser.add_mutually_exclusive_group(required=required)
-    where.add_argument("--config", metavar="MODULE:ATTR", help=_CONFIG_HELP)
-    where.add_argument("--root", metavar="DIR", help="the memory folder ('.' for this one)")
-    where.add_argument("--store", metavar="URL", help="PostgreSQL URL of a LangGraph PostgresStore")
-    parser.add_argument(
-        "--namespace", metavar="NS", help="with --store: namespace, components joined by '/'"
-    )
-    parser.add_argument(
-        "--layer",
-        action="append",
-        default=[],
-        metavar="NAME=PATH[:rw]",
-        help="a layer, lowest precedence first; ':rw' makes it writable; repeat a NAME to give "
-        "it several paths (not with --config)",
-    )
-    parser.add_argument(
-        "--rules",
-        action="append",
-        default=[],
-        metavar="FOLDER",
-        help="rule folder; repeatable (not with --config)",
-    )
-    parser.add_argument(
-        "--nested",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="nested memory file name looked up in every folder down to each --path, as "
-        "nested=(...) (e.g. AGENTS.md); repeatable, first existing wins (not with --config)",
-    )
-    parser.add_argument(
-        "--max-chars",
-        type=int,
-        metavar="N",
-        help=f"budget of the whole block (default {DEFAULT_MAX_CHARS}; not with --config)",
-    )
-    parser.add_argument(
-        "--max-rules-chars",
-        type=int,
-        metavar="N",
-        help=f"budget of the matched rules inside it (default {DEFAULT_MAX_RULES_CHARS}; not "
-        "with --config)",
     )
 
 
@@ -214,7 +156,7 @@ def _add_lint(subparsers: Subparsers) -> None:
         description=_LINT_DESCRIPTION,
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="rule/memory file or rule folder")
-    parser.add_argument("--config", metavar="MODULE:ATTR", help=_CONFIG_HELP)
+    parser.add_argument("--config", metavar="MODULE:ATTR", help=CONFIG_HELP)
     parser.add_argument(
         "--memory",
         action="append",
@@ -296,7 +238,7 @@ def _add_inspect(subparsers: Subparsers) -> None:
         summary="show the memory block an agent would get, layer by layer",
         description=_INSPECT_DESCRIPTION,
     )
-    _add_source_arguments(parser, required=True)
+    add_source_arguments(parser, required=True)
     _add_call_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(run=_run_inspect)
@@ -376,7 +318,7 @@ def _add_doctor(subparsers: Subparsers) -> None:
         summary="report everything that makes memory silently absent or wrong (exit 1 on findings)",
         description=_doctor_description(),
     )
-    _add_source_arguments(parser, required=False)
+    add_source_arguments(parser, required=False)
     _add_call_arguments(parser)
     parser.add_argument(
         "--ignore", action="append", default=[], metavar="CODE", help="skip a check; repeatable"
@@ -583,7 +525,7 @@ def _add_review(subparsers: Subparsers) -> None:
     parser.add_argument("ids", nargs="*", metavar="ID", help="changes to approve or reject")
     parser.add_argument("--all", action="store_true", help="every change that waits")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--config", metavar="MODULE:ATTR", help=_CONFIG_HELP)
+    where.add_argument("--config", metavar="MODULE:ATTR", help=CONFIG_HELP)
     where.add_argument("--root", metavar="DIR", help="the memory folder (default: this one)")
     where.add_argument("--store", metavar="URL", help="PostgreSQL URL of a LangGraph PostgresStore")
     parser.add_argument(

@@ -304,4 +304,4 @@ def _call_record(
         digest=snapshot.digest,
         unreadable=snapshot.unreadable,
         extras=snapshot.extras,
-    )[1]
+    )[1].record()

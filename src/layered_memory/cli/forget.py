@@ -4,17 +4,19 @@ The memory files are found as `inspect` finds them (the conventional layers, or 
 rule folders are read-only memory): each writable file loses the lines naming the subject,
 with its review queue, through the lock every writer takes (`layered_memory.forgetting`);
 each read-only file or rule file naming it is listed, never changed. `--graph FILE` adds
-knowledge graphs.
+knowledge graphs, `--tiers URL` the tiered memory of every user (or `--user ID`), `--sessions
+URL` every entry of a session store (or `--session-key KEY`).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from layered_memory.cli._arguments import add_source_arguments
 from layered_memory.cli._output import dumps_json, printable
 
 # Building the parser imports no framework (`--version` stays fast): the loading modules are
@@ -24,24 +26,39 @@ __all__ = ["add_forget_parser", "run_forget"]
 
 EXIT_OK, EXIT_REMAINS, EXIT_USAGE = 0, 1, 2
 
+DEFAULT_TIERS_NAMESPACE = "layered_memory/tiers"
+"""`tiers.namespaces.DEFAULT_NAMESPACE` joined by '/', as `layered-memory tiers` spells it."""
+
 DESCRIPTION = """\
 Remove every piece of memory that names SUBJECT (a whole word or words, any
 case, any Unicode spelling of it): the lines of writable memory files and the
-changes waiting in their review queue (MEMORY.pending.json), and with --graph
-the knowledge graph's entities, observations and relations naming it. Each
-file is rewritten under the lock every writer takes, with one atomic replace.
+changes waiting in their review queue (MEMORY.pending.json); with --graph the
+knowledge graph's entities, observations and relations naming it; with
+--tiers the pages, segments and long-term facts of every user's tiered memory
+(--user ID: only theirs); with --sessions the values naming it in every entry
+of a session store (--session-key KEY: only those entries). Each file is
+rewritten under the lock every writer takes, with one atomic replace; each
+session entry by compare-and-swap.
+
+--sessions URL: redis://... (--sessions-namespace: the store's key prefix,
+default layered_memory:session:), postgresql://... (--sessions-namespace: the
+schema, default public) or the folder of a FileSessionStore. For a
+HybridSessionStore give its L2 (the source of truth), then run again with its
+L1 (or let L1's entries expire).
 
 Read-only memory (read-only layers, rule files) is never changed: the files
 that name SUBJECT are listed, and the exit status is 1 while any remain.
-Tiered memory and session stores are forgotten from Python:
-layered_memory.forget(..., tiers=, tier_users=, session_store=, session_keys=).
 
 --json prints {"subject", "dry_run", "complete", "files": [{"path", "lines",
 "queue_path", "queued"}], "read_only": [path], "graphs": [{"path",
-"entities", "observations", "relations"}], "tiers": [], "sessions": []}.
+"entities", "observations", "relations"}], "tiers": [{"user_id", "id",
+"kind"}], "sessions": [{"key", "values", "deleted", "conflict",
+"unreadable"}]} (the session entries that named it or could not be searched).
 
 Exit status: 0 nothing naming SUBJECT remains; 1 a read-only file still names
-it; 2 a usage error, or a file that could not be locked, read or written."""
+it, or a session entry could not be searched (changed by others meanwhile, or
+unreadable); 2 a usage error, a file that could not be locked, read or
+written, or a store that does not answer."""
 
 
 def add_forget_parser(subparsers: Any) -> None:
@@ -54,28 +71,39 @@ def add_forget_parser(subparsers: Any) -> None:
 
     parser = subparsers.add_parser(
         "forget",
-        help="remove what names a subject from memory files, review queues and graphs",
+        help="remove what names a subject from memory files, graphs, tiers and session stores",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("subject", metavar="SUBJECT", help="the name to forget")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--root", metavar="DIR", help="the memory folder (default: this one)")
-    where.add_argument("--store", metavar="URL", help="PostgreSQL URL of a LangGraph PostgresStore")
-    parser.add_argument(
-        "--namespace", metavar="NS", help="with --store: namespace, components joined by '/'"
-    )
-    parser.add_argument(
-        "--layer",
-        action="append",
-        metavar="NAME=PATH[:rw]",
-        help="a memory layer (default: the conventional ones found); :rw marks it writable",
-    )
-    parser.add_argument(
-        "--rules", action="append", metavar="FOLDER", help="a rule folder (read-only memory)"
-    )
+    add_source_arguments(parser, required=False, rendering=False)
     parser.add_argument(
         "--graph", action="append", metavar="FILE", help="a knowledge graph file (JSON Lines)"
+    )
+    parser.add_argument(
+        "--tiers", metavar="URL", help="PostgreSQL URL of the store holding TieredMemory"
+    )
+    parser.add_argument(
+        "--tiers-namespace",
+        metavar="NS",
+        help=f"with --tiers: TieredMemory's namespace prefix (default {DEFAULT_TIERS_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--user", action="append", metavar="ID", help="with --tiers: only this user; repeatable"
+    )
+    parser.add_argument(
+        "--sessions", metavar="URL", help="a session store: redis://, postgresql:// or a folder"
+    )
+    parser.add_argument(
+        "--sessions-namespace",
+        metavar="NS",
+        help="with --sessions: Redis key prefix, or PostgreSQL schema",
+    )
+    parser.add_argument(
+        "--session-key",
+        action="append",
+        metavar="KEY",
+        help="with --sessions: only this entry; repeatable",
     )
     parser.add_argument("--dry-run", action="store_true", help="show what would go; change nothing")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -98,13 +126,23 @@ def run_forget(args: Any) -> int:
     failure: str | None = None
     report = None
     try:
-        with quiet_package_logs(), _memory(args) as (backend, files, read_only):
+        _check_pairs(args)
+        with (
+            quiet_package_logs(),
+            _memory(args) as (backend, files, read_only),
+            _tiers(args) as tiers,
+            _sessions(args) as sessions,
+        ):
             report = forget(
                 args.subject,
                 backend=backend,
                 files=files,
                 read_only=read_only,
                 graphs=_graphs(args.graph or ()),
+                tiers=tiers,
+                tier_users=args.user,
+                session_store=sessions,
+                session_keys=args.session_key,
                 dry_run=args.dry_run,
             )
     except (UsageError, CliStoreError, LayeredMemoryError, ValueError, OSError) as exc:
@@ -164,6 +202,88 @@ def _split(backend: Any, layers: Any, folders: list[str]) -> tuple[list[str], li
     return writable, [*read_only, *snapshot.rule_files]
 
 
+def _check_pairs(args: Any) -> None:
+    from layered_memory.errors import UsageError
+
+    for option, needs, given in (
+        ("--tiers-namespace", "--tiers", args.tiers_namespace),
+        ("--user", "--tiers", args.user),
+        ("--sessions-namespace", "--sessions", args.sessions_namespace),
+        ("--session-key", "--sessions", args.session_key),
+    ):
+        if given is not None and getattr(args, needs[2:].replace("-", "_")) is None:
+            msg = f"{option} goes with {needs}"
+            raise UsageError(msg)
+
+
+@contextmanager
+def _tiers(args: Any) -> Iterator[Any]:
+    """The `TieredMemory` of `--tiers` (None without it), its store closed afterwards."""
+    if args.tiers is None:
+        yield None
+        return
+    from layered_memory.cli._store import open_store, parse_namespace
+    from layered_memory.errors import LayeredMemoryError, UsageError
+
+    try:
+        from layered_memory.cli.tiers import no_embeddings
+        from layered_memory.tiers import TieredMemory
+        from layered_memory.tiers.namespaces import check_prefix
+    except ImportError:
+        msg = "--tiers needs the tiers extra: pip install 'layered-memory[tiers]'"
+        raise UsageError(msg) from None
+    try:
+        # Checked before any connection (`parse_namespace` refuses '.', PostgreSQL's
+        # separator; `check_prefix` what the tiers reserve).
+        prefix = check_prefix(parse_namespace(args.tiers_namespace or DEFAULT_TIERS_NAMESPACE))
+    except (UsageError, LayeredMemoryError, ValueError) as exc:
+        msg = f"--tiers-namespace: {exc}"
+        raise UsageError(msg) from None
+    with open_store(args.tiers) as store:
+        yield TieredMemory(store, embeddings=no_embeddings(), namespace=prefix)
+
+
+@contextmanager
+def _sessions(args: Any) -> Iterator[Any]:
+    """The session store of `--sessions` (None without it), closed afterwards."""
+    if args.sessions is None:
+        yield None
+        return
+    from layered_memory.errors import UsageError
+    from layered_memory.sessions.stores import (
+        FileSessionStore,
+        PostgresSessionStore,
+        RedisSessionStore,
+    )
+
+    url: str = args.sessions
+    namespace = args.sessions_namespace
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    with ExitStack() as stack:
+        if scheme in ("redis", "rediss", "unix"):
+            store: Any = RedisSessionStore.from_url(
+                url, **({"prefix": namespace} if namespace else {})
+            )
+        elif scheme in ("postgresql", "postgres"):
+            store = PostgresSessionStore.from_conn_string(url, schema=namespace or "public")
+        elif scheme:
+            msg = f"--sessions: no store for {scheme}:// (redis://, postgresql:// or a folder)"
+            raise UsageError(msg)
+        else:
+            if namespace is not None:
+                msg = "--sessions-namespace: a folder of session files has no namespace"
+                raise UsageError(msg)
+            folder = Path(url).expanduser()
+            if not folder.is_dir():  # never create the folder a typo names
+                msg = f"--sessions {url}: no such folder"
+                raise UsageError(msg)
+            store = FileSessionStore(folder)
+        close = getattr(store, "close", None)
+        if close is not None:
+            stack.callback(close)
+        yield store
+
+
 def _graphs(files: Any) -> list[Any]:
     from deepagents.backends import FilesystemBackend
 
@@ -192,7 +312,19 @@ def _text(data: dict[str, Any]) -> str:
             f"  {printable(graph['path'])}: {verb} {len(graph['entities'])} entities, "
             f"{len(graph['observations'])} observations, {len(graph['relations'])} relations"
         )
-    if not data["files"] and not data["graphs"]:
+    for item in data["tiers"]:
+        user = printable(item["user_id"])
+        lines.append(f"  tiers of {user}: {verb} {item['kind']} {printable(item['id'])}")
+    for entry in data["sessions"]:
+        key = printable(entry["key"])
+        if entry["unreadable"]:
+            lines.append(f"  session {key}: unreadable, not searched (delete it)")
+        elif entry["conflict"]:
+            lines.append(f"  session {key}: changed by others meanwhile, not searched (run again)")
+        else:
+            gone = "; the entry goes" if entry["deleted"] else ""
+            lines.append(f"  session {key}: {verb} {entry['values']} values{gone}")
+    if not any(data[kind] for kind in ("files", "graphs", "tiers", "sessions")):
         lines.append("  nothing writable names it")
     for path in data["read_only"]:
         lines.append(f"  {printable(path)}: read-only memory names it; not changed (edit it)")

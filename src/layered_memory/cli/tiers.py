@@ -51,7 +51,7 @@ item with all its fields (a page: "id", "query", "response", "timestamp",
 store error."""
 
 
-def _no_embeddings() -> Any:
+def no_embeddings() -> Any:
     """Embeddings for a `TieredMemory` that only inspects and forgets: it never embeds, so a
     call would be a bug."""
     from langchain_core.embeddings import Embeddings
@@ -128,7 +128,7 @@ def run_tiers(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         with open_store(args.store) as store:
-            memory = TieredMemory(store, embeddings=_no_embeddings(), namespace=prefix)
+            memory = TieredMemory(store, embeddings=no_embeddings(), namespace=prefix)
             if args.forget or args.restore:
                 return _edit(memory, args)
             _show(memory, args.user, as_json=args.json)

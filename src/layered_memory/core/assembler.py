@@ -54,15 +54,17 @@ from layered_memory.core.nested import MAX_NESTED_DIRECTORIES, directories_of
 from layered_memory.core.options import MemoryOptions, check_options
 from layered_memory.core.path_access import PathAccess, PathAccessIndex
 from layered_memory.core.render import (
+    CHARS,
     DEFAULT_MAX_CHARS,
     MEMORY_SYSTEM_PROMPT,
+    CutCount,
     RenderedMemory,
     SessionEntry,
     minimum_budget,
     render_memory_report,
 )
 from layered_memory.core.render_cache import LRU, rule_set_for
-from layered_memory.core.report import build_memory_report
+from layered_memory.core.report import MemoryReport
 from layered_memory.core.snapshot import (
     Pinned,
     RunStart,
@@ -74,12 +76,7 @@ from layered_memory.core.snapshot import (
     text_digest,
     walk_nested,
 )
-from layered_memory.core.tokens import (
-    TokenCounter,
-    fit_layers_to_tokens,
-    fit_to_tokens,
-    token_counter,
-)
+from layered_memory.core.tokens import TokenCounter, fit_block, token_counter
 from layered_memory.core.unrestored import Unrestored, left_out
 from layered_memory.core.unrestored import entries as recorded_unrestored
 from layered_memory.core.validation import (
@@ -271,7 +268,7 @@ class MemoryAssembler:
             if self.follow_imports is True and self.rule_root != "/"
             else None
         )
-        self._blocks: LRU[tuple[Hashable, ...], tuple[str, dict[str, Any]]] = LRU(256)
+        self._blocks: LRU[tuple[Hashable, ...], tuple[str, MemoryReport]] = LRU(256)
         self._logged: set[tuple[str, str]] = set()
         self._last_load: tuple[tuple[Mapping[str, str] | str | None, ...], str] | None = None
         self._probed_folders: set[str] = set()
@@ -844,21 +841,16 @@ class MemoryAssembler:
         return problems
 
     def _reused_digest(self, parts: tuple[Mapping[str, str] | str | None, ...]) -> str | None:
-        """The previous load's digest when this load holds the very same text objects.
+        """The previous load's digest when this load holds the same parts.
 
-        The disk cache hands back the same strings while nothing changed, so an identity check
-        replaces hashing every memory and rule text at every invocation.
+        The digest is a function of the parts' values (`digest_texts` sorts each mapping), so
+        equal parts have it. One `==` of the tuples compares in C, without a Python call: the
+        disk cache hands back the very same strings while nothing changed, which compare by
+        identity. (A loop of `isinstance(part, Mapping)` checks cost about 1,900 Python calls
+        per 20-turn conversation, `benchmarks/run.py --only end_to_end`.)
         """
         last = self._last_load
-        if last is None or len(last[0]) != len(parts):
-            return None
-        for new, old in zip(parts, last[0], strict=True):
-            if isinstance(new, Mapping) and isinstance(old, Mapping):
-                if not _same_objects(new, old):
-                    return None
-            elif new != old:
-                return None
-        return last[1]
+        return last[1] if last is not None and last[0] == parts else None
 
     def _read_session(self, key: str | None) -> tuple[SessionEntry | None, SourceProblem | None]:
         if self.session_store is None or key is None:
@@ -966,8 +958,8 @@ class MemoryAssembler:
         extras: MemoryExtras | None = None,
         query: RecallQuery | None = None,
         model: object | None = None,
-    ) -> tuple[str, dict[str, Any]]:
-        """`render_parts`, with the record of what the block holds (`core.report`); both
+    ) -> tuple[str, MemoryReport]:
+        """`render_parts`, with what the block's record is built from (`core.report`); both
         cached together, so a call that reuses the block reuses the record too.
 
         Args:
@@ -983,7 +975,7 @@ class MemoryAssembler:
                 (`max_tokens=`, `Layer(max_tokens=...)`); unused without one.
 
         Returns:
-            The block and its record (shared: never change it).
+            The block and its report (`MemoryReport.record()`: built on first use, shared).
         """
         # Without a recall layer the query cannot change the block: not part of the key.
         query = query if self.recalls else None
@@ -1004,7 +996,7 @@ class MemoryAssembler:
         cache_key = (digest, key_tuple, query, counter.key if counter is not None else None)
         rendered_call = self._blocks.get(cache_key)
         if rendered_call is None:
-            rendered, report = self._rendered_call(
+            report = self._rendered_call(
                 files,
                 rule_files,
                 session,
@@ -1014,7 +1006,7 @@ class MemoryAssembler:
                 query=query,
                 counter=counter,
             )
-            rendered_call = (rendered.block, report)
+            rendered_call = (report.rendered.block, report)
             self._blocks.put(cache_key, rendered_call)
         return rendered_call
 
@@ -1029,68 +1021,53 @@ class MemoryAssembler:
         extras: MemoryExtras,
         query: RecallQuery | None,
         counter: TokenCounter | None,
-    ) -> tuple[RenderedMemory, dict[str, Any]]:
-        """The block and its record; with a token counter, the character budgets that meet
-        the token budgets (`core.tokens`)."""
-        if counter is None:
-            rendered, match = self._rendered_with_match(
-                files, rule_files, session, keys, unreadable=unreadable, extras=extras, query=query
-            )
-            report = build_memory_report(
-                rendered, match, layers=self.layers, extras=extras, budget=self.max_chars
-            )
-            return rendered, report
-        layers = fit_layers_to_tokens(self.layers, files, counter.count)
-        reworded = {
-            f"over the layer's max_chars={fitted.max_chars}": (
-                f"over the layer's max_tokens={layer.max_tokens} ({counter.name})"
-            )
-            for layer, fitted in zip(self.layers, layers, strict=True)
-            if fitted is not layer
-        }
-        found: list[RuleMatch | None] = [None]
+    ) -> MemoryReport:
+        """The block and what its record is built from; with a token counter, within the
+        token budgets (`core.tokens.fit_block`)."""
+        match = self.match_rules(rule_files, keys)
 
-        def render_at(max_chars: int) -> RenderedMemory:
-            rendered, found[0] = self._rendered_with_match(
+        def render_at(
+            layers: Sequence[Layer],
+            max_chars: int,
+            tokens: CutCount = CHARS,
+            budget_in_tokens: bool = False,
+        ) -> RenderedMemory:
+            return self._rendered(
                 files,
-                rule_files,
+                match,
                 session,
-                keys,
                 unreadable=unreadable,
                 extras=extras,
                 query=query,
                 layers=layers,
                 max_chars=max_chars,
+                tokens=tokens,
+                budget_in_tokens=budget_in_tokens,
             )
-            return rendered
 
-        if self.max_tokens is None:
-            rendered = render_at(self.max_chars)
-            budget, unit, total = self.max_chars, "chars", len(rendered.block)
-        else:
-            rendered, tokens = fit_to_tokens(
-                render_at,
-                counter.count,
-                max_tokens=self.max_tokens,
-                max_chars=self.max_chars,
-                least=minimum_budget(self.system_prompt),
-            )
-            budget, unit, total = self.max_tokens, "tokens", tokens
-            reworded["over the total memory budget (max_chars)"] = (
-                f"over the total memory budget (max_tokens={self.max_tokens}, {counter.name})"
-            )
-        report = build_memory_report(
-            rendered,
-            found[0],
-            layers=self.layers,
-            extras=extras,
-            budget=budget,
-            unit=unit,
-            total=total,
-            counter=counter.name,
-            reworded=reworded,
+        if counter is None:
+            rendered = render_at(self.layers, self.max_chars)
+            return MemoryReport(rendered, match, self.layers, extras, budget=self.max_chars)
+        fit = fit_block(
+            render_at,
+            self.layers,
+            files,
+            counter,
+            max_tokens=self.max_tokens,
+            max_chars=self.max_chars,
+            least=minimum_budget(self.system_prompt),
         )
-        return rendered, report
+        return MemoryReport(
+            fit.rendered,
+            match,
+            self.layers,
+            extras,
+            budget=fit.budget,
+            unit=fit.unit,
+            total=fit.total,
+            counter=counter.name,
+            reworded=fit.reworded,
+        )
 
     def match_rules(self, rule_files: Mapping[str, str], keys: Iterable[str]) -> RuleMatch | None:
         """Which rules apply to `keys` (None when no rule folders are configured)."""
@@ -1129,41 +1106,46 @@ class MemoryAssembler:
             extras=snapshot.extras,
             query=query,
             counter=counter,
-        )[0]
+        ).rendered
 
-    def _rendered_with_match(
+    def _rendered(
         self,
         files: Mapping[str, str],
-        rule_files: Mapping[str, str],
+        match: RuleMatch | None,
         session: SessionEntry | None,
-        keys: tuple[str, ...],
         *,
         unreadable: Mapping[str, str],
         extras: MemoryExtras,
-        query: RecallQuery | None = None,
-        layers: Sequence[Layer] | None = None,
-        max_chars: int | None = None,
-    ) -> tuple[RenderedMemory, RuleMatch | None]:
-        match = self.match_rules(rule_files, keys)
+        query: RecallQuery | None,
+        layers: Sequence[Layer],
+        max_chars: int,
+        tokens: CutCount,
+        budget_in_tokens: bool,
+    ) -> RenderedMemory:
         rules_renderer = None
         if match is not None and (match.applied or match.requested):
 
             def rules_renderer(limit: int) -> str:
-                return render_rules(match, max_chars=min(limit, self.max_rules_chars))
+                # Cut by the block's budget (in tokens, with one) or by the rules' own cap.
+                counted = tokens if budget_in_tokens and limit < self.max_rules_chars else CHARS
+                return render_rules(
+                    match, max_chars=min(limit, self.max_rules_chars), counted=counted
+                )
 
-        rendered = render_memory_report(
-            self.layers if layers is None else layers,
+        return render_memory_report(
+            layers,
             files,
             template=self.system_prompt,
-            max_chars=self.max_chars if max_chars is None else max_chars,
+            max_chars=max_chars,
             compat=self.compat,
             rules=rules_renderer,
             session=session,
             unreadable=unreadable,
             extras=extras,
             query=query,
+            tokens=tokens,
+            budget_in_tokens=budget_in_tokens,
         )
-        return rendered, match
 
     def _report_rule_problems(self, rule_set: RuleSet) -> None:
         for problem in rule_set.problems:
@@ -1277,16 +1259,6 @@ def rule_folder_problems(folders: Sequence[str], responses: Sequence[Any]) -> li
             continue
         problems.append(SourceProblem(folder, reason))
     return problems
-
-
-def _same_objects(new: Mapping[str, str], old: Mapping[str, str]) -> bool:
-    # A plain loop: runs for every file at every load (a generator costs a call per file).
-    if len(new) != len(old):
-        return False
-    for path, text in new.items():  # noqa: SIM110 (see above)
-        if path not in old or old[path] is not text:
-            return False
-    return True
 
 
 def _rule_root(backend: Any) -> str:

@@ -1,4 +1,4 @@
-"""The one place that reads private internals of deepagents and langgraph.
+"""The one place that reads private internals of deepagents, langgraph and langsmith.
 
 Neither library has a public API for these. Each is used by name here only, so an upgrade that
 renames one breaks this module and `tests/core/test_internals_contract.py` (which names the versions
@@ -11,6 +11,9 @@ below), not the features built on it.
   store's own connection and lock. Imported lazily: the `postgres` extra stays optional.
 - deepagents' backend factory form, `backend=lambda runtime: ...`, resolved per hook call (a
   `ToolRuntime` built the way deepagents builds it for its factories).
+- langgraph's stream writer: whether anyone streams `stream_mode="custom"` from a node (the
+  writer LangGraph hands a node otherwise does nothing); langsmith's open span, read from the
+  context variable `get_current_run_tree` reads.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from deepagents.backends.composite import CompositeBackend
@@ -31,7 +34,12 @@ if TYPE_CHECKING:
 
 # -- deepagents' and langgraph's private API ------------------------------------------------------
 
-WRITTEN_FOR = {"deepagents": "0.7.32", "langgraph-checkpoint-postgres": "3.2.0"}
+WRITTEN_FOR = {
+    "deepagents": "0.7.32",
+    "langgraph-checkpoint-postgres": "3.2.0",
+    "langgraph": "1.2.24",
+    "langsmith": "0.15.1",
+}
 """The versions these adapters were written and tested against."""
 
 # -- deepagents -------------------------------------------------------------------------------
@@ -186,3 +194,73 @@ def resolve(
 
 def _no_stream(_chunk: Any) -> None:
     """Stream writer for a factory called outside a streaming run."""
+
+
+# -- langgraph's stream writer --------------------------------------------------------------------
+
+
+def _quiet(_chunk: Any) -> None:
+    pass
+
+
+def _quiet_documented(_chunk: Any) -> None:
+    """A writer that does nothing, with a docstring (its constant sits at another index)."""
+
+
+_DOES_NOTHING = frozenset(f.__code__.co_code for f in (_quiet, _quiet_documented))
+"""The bytecode of a function that returns a constant and does nothing else: a writer with it
+has no effect, whatever its name or home."""
+
+
+class Listeners(NamedTuple):
+    """Who receives a model call's memory report.
+
+    Attributes:
+        writer: The run's stream writer, when someone streams `stream_mode="custom"`.
+        span: The open LangSmith span (a `RunTree`), when the call is traced.
+    """
+
+    writer: Callable[[Any], None] | None
+    span: Any | None
+
+
+def report_listeners(runtime: Any) -> Listeners | None:
+    """Who would receive the memory report of a model call: None when nobody would.
+
+    LangGraph has no public "is custom mode streamed?". When the caller of `invoke`, `stream`
+    or `astream` does not stream custom mode (and, in a subgraph, no parent streams it with
+    `subgraphs=True`), `Pregel.stream` hands every node a local `def stream_writer(c): pass`
+    (`Runtime`'s default is `_no_op_stream_writer`, also empty). A writer whose code does
+    nothing is taken for that; anything else (a wrapped writer, a callable object, a builtin)
+    counts as someone listening.
+
+    The open span is what `langsmith.run_helpers.get_current_run_tree()` returns, read from
+    the context variable it reads (`_context._PARENT_RUN_TREE_REF`, a weak reference): every
+    model call asks, and this costs one C call where that costs three Python calls.
+
+    Args:
+        runtime: The model call's LangGraph runtime (`request.runtime`), or None.
+
+    Returns:
+        The writer and the span (either may be None), or None when both are.
+    """
+    # Imported here (no Python call once imported): the CLI's commands never pay for it.
+    import langsmith._internal._context as langsmith_context
+
+    ref = langsmith_context._PARENT_RUN_TREE_REF.get()
+    span = ref() if ref is not None else None
+    # Attribute reads only (no Python call): every model call asks.
+    writer: Callable[[Any], None] | None
+    try:
+        writer = runtime.stream_writer
+    except AttributeError:  # outside a graph (no runtime), or a runtime without a writer
+        writer = None
+    else:
+        try:
+            if writer.__code__.co_code in _DOES_NOTHING:  # type: ignore[union-attr]
+                writer = None
+        except AttributeError:  # a builtin or a callable object: it may do anything
+            pass
+    if writer is None and span is None:
+        return None
+    return Listeners(writer, span)

@@ -53,6 +53,7 @@ from layered_memory.safety.redaction import redact_json, redact_text
 # -- the block ------------------------------------------------------------------------------------
 
 __all__ = [
+    "CHARS",
     "DEFAULT_MAX_CHARS",
     "DEFAULT_MAX_RULES_CHARS",
     "EMPTY_WRITABLE_NOTE",
@@ -62,6 +63,7 @@ __all__ = [
     "NESTED_NOTE",
     "NO_MEMORY",
     "UNREADABLE_NOTE",
+    "CutCount",
     "PieceReport",
     "RenderedMemory",
     "SessionEntry",
@@ -136,6 +138,8 @@ class PieceReport:
         shown_chars: Characters of the part in the block (tags included).
         outcome: Shown whole, truncated, left as a one-line stub, or dropped.
         why: The caps and budget decisions that shaped it, in words.
+        unit: What its cut marker counts: `"tokens"` when a token budget bound the cut
+            (`max_tokens=`, `Layer(max_tokens=...)`), else `"chars"`.
     """
 
     kind: PieceKind
@@ -145,6 +149,24 @@ class PieceReport:
     shown_chars: int
     outcome: Outcome
     why: tuple[str, ...]
+    unit: str = "chars"
+
+
+@dataclass(frozen=True, slots=True)
+class CutCount:
+    """What a cut marker counts what it cut in: characters, or the model's tokens.
+
+    Attributes:
+        unit: `"chars"` or `"tokens"`, as the marker says it.
+        count: `text -> amount` in that unit.
+    """
+
+    unit: str = "chars"
+    count: Callable[[str], int] = len
+
+
+CHARS = CutCount()
+"""Markers count characters (a budget in characters bound the cut)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,20 +236,30 @@ def render_memory_report(
     unreadable: Mapping[str, str] | None = None,
     extras: MemoryExtras | None = None,
     query: RecallQuery | None = None,
+    tokens: CutCount = CHARS,
+    budget_in_tokens: bool = False,
 ) -> RenderedMemory:
-    """`render_memory`, with what happened to each part (the block is the same bytes)."""
+    """`render_memory`, with what happened to each part (the block is the same bytes).
+
+    `tokens`: the model's counter, for the cut markers of what a token budget cut: a layer
+    with `max_tokens` (its character cap stands for it) and, with `budget_in_tokens`, every
+    cut the block's budget made.
+    """
     overhead = len(template.format(agent_memory=""))
     available = max_chars - overhead
     unreadable = unreadable or {}
     extras = extras or MemoryExtras()
+    budget = tokens if budget_in_tokens else CHARS
     if compat:
-        pieces = compat_pieces(layers, files, unreadable, available, extras)
+        pieces = compat_pieces(layers, files, unreadable, available, extras, budget=budget)
     else:
-        pieces = layer_pieces(layers, files, unreadable, available, extras, query=query)
+        pieces = layer_pieces(
+            layers, files, unreadable, available, extras, query=query, tokens=tokens, budget=budget
+        )
     if rules is not None:
         pieces.append(rules_piece(rules, available))
     if session is not None:
-        pieces.append(session_piece(session, available))
+        pieces.append(session_piece(session, available, budget=budget))
     pieces = [piece for piece in pieces if piece.full]
     if not pieces:
         return RenderedMemory(template.format(agent_memory=NO_MEMORY), ())
@@ -235,7 +267,10 @@ def render_memory_report(
     texts, note = _dropped_note(preamble, pieces, _fit(preamble, pieces, available), available)
     block = template.format(agent_memory=_join(preamble, [*texts, note]))
     # The budget is a promise; the arithmetic above keeps it, this line guards it.
-    return RenderedMemory(block[:max_chars], tuple(map(_report, pieces, texts)))
+    reports = tuple(
+        _report(piece, text, budget.unit) for piece, text in zip(pieces, texts, strict=False)
+    )
+    return RenderedMemory(block[:max_chars], reports)
 
 
 def _preamble(pieces: Sequence[Piece]) -> str:
@@ -249,7 +284,7 @@ def _preamble(pieces: Sequence[Piece]) -> str:
     )
 
 
-def _report(piece: Piece, shown: str) -> PieceReport:
+def _report(piece: Piece, shown: str, budget_unit: str) -> PieceReport:
     if shown == piece.full:
         outcome: Outcome = "truncated" if piece.capped else "whole"
     elif not shown:
@@ -259,10 +294,19 @@ def _report(piece: Piece, shown: str) -> PieceReport:
     else:
         outcome = "truncated"
     why = list(piece.capped)
+    unit = piece.cut_unit
     if shown != piece.full:
         why.append("over the total memory budget (max_chars)")
+        unit = budget_unit
     return PieceReport(
-        piece.kind, piece.layer, piece.path, piece.source_chars, len(shown), outcome, tuple(why)
+        piece.kind,
+        piece.layer,
+        piece.path,
+        piece.source_chars,
+        len(shown),
+        outcome,
+        tuple(why),
+        unit if outcome == "truncated" else "chars",
     )
 
 
@@ -410,21 +454,25 @@ def _visible_within(text: str, limit: int) -> str:
         end *= 2
 
 
-def truncate_text(text: str, limit: int, path: str) -> str:
+def truncate_text(text: str, limit: int, path: str, counted: CutCount = CHARS) -> str:
     """`text` cut to at most `limit` chars, keeping the head and ending with a marker.
 
-    The marker names `path` and how much was cut. When not even the marker fits, returns "".
+    The marker names `path` and how much was cut, in `counted`'s unit (characters, or the
+    model's tokens when a token budget bound the cut). When not even the marker fits,
+    returns "".
     """
     if len(text) <= limit:
         return text
-    estimate = len(_cut_marker(path, len(text), text.count("\n") + 1))
+    # Sized for a count in characters: a count in tokens is rarely longer.
+    estimate = len(_cut_marker(path, len(text), counted.unit, text.count("\n") + 1))
     keep = max(0, limit - estimate)
     head = text[:keep]
     newline = head.rfind("\n")
     if newline >= keep // 2:
         head = head[:newline]  # cut at a line end when that loses little
     rest = text[len(head) :]
-    marker = _cut_marker(path, len(rest), rest.count("\n") + (0 if rest.startswith("\n") else 1))
+    lines = rest.count("\n") + (0 if rest.startswith("\n") else 1)
+    marker = _cut_marker(path, counted.count(rest), counted.unit, lines)
     result = f"{head}{marker}" if head else marker.lstrip("\n")
     return result if len(result) <= limit else ""
 
@@ -494,10 +542,10 @@ def _redacted(text: str) -> str:
     return redact_text(text).text
 
 
-def _cut_marker(path: str, cut_chars: int, cut_lines: int) -> str:
+def _cut_marker(path: str, amount: int, unit: str, cut_lines: int) -> str:
     shown = defuse_name(path)
     return (
-        f"\n[... truncated: {cut_chars} more chars ({cut_lines} lines) of {shown} not shown; "
+        f"\n[... truncated: {amount} more {unit} ({cut_lines} lines) of {shown} not shown; "
         f"read_file {shown} for the rest]"
     )
 
@@ -546,6 +594,8 @@ class Piece:
     """Characters of the file's text before any cap (0 for notes)."""
     capped: tuple[str, ...] = ()
     """Caps applied before the budget was looked at (line cap, layer cap)."""
+    cut_unit: str = "chars"
+    """What the layer cap's marker counted (`"tokens"` for a layer with `max_tokens`)."""
     rank: int = 0
     """Lower ranks give way to the budget first (then, within a rank, display order)."""
     writable: bool = False
@@ -579,8 +629,12 @@ def layer_pieces(
     extras: MemoryExtras,
     *,
     query: RecallQuery | None = None,
+    tokens: CutCount = CHARS,
+    budget: CutCount = CHARS,
 ) -> list[Piece]:
-    """Every layer file in its element, each followed by what it imports; then nested files."""
+    """Every layer file in its element, each followed by what it imports; then nested files
+    (cut markers count in `tokens` for a layer with `max_tokens`, in `budget` for the block's
+    budget)."""
     pieces: list[Piece] = []
     placed: set[str] = set()
     taken = _named_files(layers)
@@ -607,10 +661,19 @@ def layer_pieces(
                     pieces.append(element_piece(layer, path, note, shrinkable=False, kind="note"))
                 continue
             piece, remaining = file_piece(
-                layer, path, raw, available, remaining=remaining, query=query
+                layer,
+                path,
+                raw,
+                available,
+                remaining=remaining,
+                query=query,
+                capped_in=CHARS if layer.max_tokens is None else tokens,
+                budget=budget,
             )
             pieces.append(piece)
-            pieces.extend(_imported(path, layer.name, extras, placed, available, rank=0))
+            pieces.extend(
+                _imported(path, layer.name, extras, placed, available, rank=0, budget=budget)
+            )
         for folder, left in over.items():
             note = folder_cap_note(layer, folder, left)
             pieces.append(element_piece(layer, folder, note, shrinkable=False, kind="note"))
@@ -619,9 +682,11 @@ def layer_pieces(
         layer = Layer(name, path, writable=extras.access.get(path) == "writable")
         raw = with_missing_imports(clean_memory_text(text), extras.missing.get(path, ()))
         if raw:
-            piece, _ = file_piece(layer, path, raw, available, kind="nested", rank=-1)
+            piece, _ = file_piece(
+                layer, path, raw, available, kind="nested", rank=-1, budget=budget
+            )
             pieces.append(piece)
-        pieces.extend(_imported(path, name, extras, placed, available, rank=-1))
+        pieces.extend(_imported(path, name, extras, placed, available, rank=-1, budget=budget))
     return pieces
 
 
@@ -652,6 +717,7 @@ def _imported(
     available: int,
     *,
     rank: int,
+    budget: CutCount = CHARS,
 ) -> Iterator[Piece]:
     """The files `importer` imports, depth first, each placed once (right after its first
     importer)."""
@@ -665,9 +731,11 @@ def _imported(
         name = f"{owner}, imported by {importer}"
         layer = Layer(name, target, writable=extras.access.get(target) == "writable")
         if raw:
-            piece, _ = file_piece(layer, target, raw, available, kind="import", rank=rank)
+            piece, _ = file_piece(
+                layer, target, raw, available, kind="import", rank=rank, budget=budget
+            )
             yield piece
-        yield from _imported(target, owner, extras, placed, available, rank=rank)
+        yield from _imported(target, owner, extras, placed, available, rank=rank, budget=budget)
 
 
 def file_piece(
@@ -680,9 +748,12 @@ def file_piece(
     kind: PieceKind = "layer",
     rank: int = 0,
     query: RecallQuery | None = None,
+    capped_in: CutCount = CHARS,
+    budget: CutCount = CHARS,
 ) -> tuple[Piece, int | None]:
     """A file's element, its text cut by the layer's line and character caps; returns the
-    layer's remaining character cap too."""
+    layer's remaining character cap too. Markers count in `capped_in` for the layer's cap,
+    in `budget` for the block's."""
     if layer.recall:
         query = query or RecallQuery()
         return _recall_piece(layer, path, text, remaining, query=query, kind=kind, rank=rank)
@@ -695,15 +766,16 @@ def file_piece(
         capped.append(f"first {line_cap} lines kept (max_lines)")
     text = defuse_within(lined, available)
     if remaining is not None:
-        cut = truncate_text(text, max(remaining, 0), path)
+        cut = truncate_text(text, max(remaining, 0), path, capped_in)
         if cut != text:
             capped.append(f"over the layer's max_chars={layer.max_chars}")
             # Past the cap, even the cut marker may not fit: a short marker, never "".
             cut = cut or omitted_marker(path, len(text))
         text = cut
         remaining -= len(text)
-    piece = element_piece(layer, path, text, shrinkable=True, kind=kind, rank=rank)
-    return replace(piece, source_chars=source_chars, capped=tuple(capped)), remaining
+    piece = element_piece(layer, path, text, shrinkable=True, kind=kind, rank=rank, budget=budget)
+    unit = capped_in.unit if capped and capped[-1].startswith("over the layer's") else "chars"
+    return replace(piece, source_chars=source_chars, capped=tuple(capped), cut_unit=unit), remaining
 
 
 def _recall_piece(
@@ -756,6 +828,7 @@ def element_piece(
     kind: PieceKind = "layer",
     rank: int = 0,
     cut: Callable[[int], str] | None = None,
+    budget: CutCount = CHARS,
 ) -> Piece:
     """A file (or a note standing for it) in its `<layer>` element (`cut(limit)`: the body
     within `limit` chars, by default its head and a marker)."""
@@ -781,7 +854,7 @@ def element_piece(
 
     def shrink(limit: int) -> str:
         room = max(limit - frame, 0)
-        kept = cut(room) if cut is not None else truncate_text(body, room, path)
+        kept = cut(room) if cut is not None else truncate_text(body, room, path, budget)
         return f"{head}{kept}{tail}" if kept else stub
 
     return Piece(full, shrink, len(stub), stub, **label)
@@ -793,6 +866,8 @@ def compat_pieces(
     unreadable: Mapping[str, str],
     available: int,
     extras: MemoryExtras,
+    *,
+    budget: CutCount = CHARS,
 ) -> list[Piece]:
     """deepagents' layout: each source as its path then its text (nested and imported files
     alike, each after what brought it in)."""
@@ -802,7 +877,9 @@ def compat_pieces(
     def add(path: str, text: str, owner: str, kind: PieceKind, rank: int) -> None:
         raw = with_missing_imports(clean_memory_text(text), extras.missing.get(path, ()))
         if raw:  # deepagents drops empty and comment-only sources
-            pieces.append(_compat_piece(owner, path, raw, available, kind=kind, rank=rank))
+            pieces.append(
+                _compat_piece(owner, path, raw, available, kind=kind, rank=rank, budget=budget)
+            )
         for target in extras.edges.get(path, ()):
             if target in extras.imports and target not in placed:
                 placed.add(target)
@@ -825,7 +902,14 @@ def compat_pieces(
 
 
 def _compat_piece(
-    owner: str, path: str, text: str, available: int, *, kind: PieceKind, rank: int
+    owner: str,
+    path: str,
+    text: str,
+    available: int,
+    *,
+    kind: PieceKind,
+    rank: int,
+    budget: CutCount = CHARS,
 ) -> Piece:
     source_chars = len(text)
     line_cap = Layer(owner, path).line_cap(path)
@@ -836,7 +920,7 @@ def _compat_piece(
     head = f"{defuse_name(path)}\n\n"
 
     def shrink(limit: int) -> str:
-        cut = truncate_text(text, max(limit - len(head), 0), path)
+        cut = truncate_text(text, max(limit - len(head), 0), path, budget)
         # Never the bare header: it reads as an empty file.
         return f"{head}{cut or (omitted_marker(path, len(text)) if text else '')}"
 
@@ -859,7 +943,7 @@ def rules_piece(rules: Callable[[int], str], available: int) -> Piece:
     return Piece(full, rules, 0, kind="rules", source_chars=len(full))
 
 
-def session_piece(session: SessionEntry, available: int) -> Piece:
+def session_piece(session: SessionEntry, available: int, *, budget: CutCount = CHARS) -> Piece:
     """The session layer: the store's data for this run as sorted JSON."""
     head = f'<layer name="session" key="{defuse_attribute(session.key)}" access="read-only">\n'
     tail = "\n</layer>"
@@ -871,7 +955,8 @@ def session_piece(session: SessionEntry, available: int) -> Piece:
     frame = len(head) + len(tail)
 
     def shrink(limit: int) -> str:
-        return f"{head}{truncate_text(body, max(limit - frame, 0), 'session:' + session.key)}{tail}"
+        kept = truncate_text(body, max(limit - frame, 0), "session:" + session.key, budget)
+        return f"{head}{kept}{tail}"
 
     return Piece(
         f"{head}{body}{tail}",

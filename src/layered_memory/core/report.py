@@ -5,10 +5,12 @@ stream writer (`stream_mode="custom"`, as `{"memory": report}`) and, when a Lang
 span is open around the call, puts the same record into that span's metadata. `layered-memory
 inspect` prints it for a configuration.
 
-The record is built once per rendered block (the renderer's own account of each part, and the
-rule match behind the rules), cached beside the block, and handed out as is: a model call that
-reuses the block pays one dictionary and one call of the writer, nothing more. So the record
-is shared: read it, copy it, never change it in place.
+The record is built from what rendering computed anyway (the renderer's own account of each
+part, and the rule match behind the rules), kept beside the block as a `MemoryReport`, and only
+when someone asks: a model call nobody streams custom mode from, outside a trace, builds
+nothing and writes nothing (`core.internals.report_listeners`). Once built, the record is
+handed out as is to every call that reuses the block: read it, copy it, never change it in
+place.
 
 Keys of the record (`"version": 1`; keys are stable, new keys may be added):
 
@@ -17,7 +19,8 @@ Keys of the record (`"version": 1`; keys are stable, new keys may be added):
   "chars" (characters of its part of the block, tags included; 0 when dropped),
   "source_chars" (characters of the file's text before any cap), "cut" (false only when
   shown whole), "outcome" ("whole", "truncated", "stub", "dropped"), "why" (the caps and
-  budget decisions that cut it, in words)}`, in prompt order.
+  budget decisions that cut it, in words), "unit" (what its cut marker counts: "tokens" when
+  a token budget bound the cut, else "chars")}`, in prompt order.
 - `rules[]`: each rule whose body was injected: `{"name", "path", "why" ("always", "path":
   a match key matched one of its globs, "key": a match key named the rule), "key", "glob"}`.
 - `listed_rules[]`: `{"name", "path"}` of the rules listed by name only (`requested` rules
@@ -32,21 +35,74 @@ Keys of the record (`"version": 1`; keys are stable, new keys may be added):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from langsmith.run_helpers import get_current_run_tree
-
+from layered_memory.core.internals import Listeners
 from layered_memory.core.layers import Layer
 from layered_memory.core.loading import MemoryExtras
 from layered_memory.core.render import PieceReport, RenderedMemory
 from layered_memory.rules import RuleMatch
 
-__all__ = ["REPORT_KEY", "build_memory_report", "emit_memory_report"]
+__all__ = ["REPORT_KEY", "MemoryReport", "build_memory_report", "emit_memory_report"]
 
 REPORT_KEY = "memory"
 """The key of the record in a custom stream chunk and in trace metadata: `{"memory": ...}`."""
 
 REPORT_VERSION = 1
+
+
+@dataclass(slots=True, eq=False)
+class MemoryReport:
+    """What the record of one rendered block is built from, and the record once built.
+
+    Kept beside the block in the render cache: building waits for the first model call someone
+    listens to (`emit_memory_report`), then every call reusing the block hands out that record.
+
+    Attributes:
+        rendered: The block and the renderer's account of each part.
+        match: The rules selected for the call's match keys (None without rule folders).
+        layers: The configured layers.
+        extras: The load's nested and imported files.
+        budget: The bound on the block, in `unit`.
+        unit: What `total` and `budget` count (`"chars"` or `"tokens"`).
+        total: The block's size in `unit` (None: its characters).
+        counter: What counted the tokens, with a token budget.
+        reworded: Reasons to say otherwise (a character cap that stands for a token cap).
+    """
+
+    rendered: RenderedMemory
+    match: RuleMatch | None
+    layers: Sequence[Layer]
+    extras: MemoryExtras | None = None
+    budget: int = 0
+    unit: str = "chars"
+    total: int | None = None
+    counter: str | None = None
+    reworded: Mapping[str, str] = field(default_factory=dict)
+    _record: dict[str, Any] | None = field(default=None, init=False, repr=False)
+
+    def record(self) -> dict[str, Any]:
+        """The record (`build_memory_report`), built on first use and shared after.
+
+        Returns:
+            JSON-ready data (see the module docstring); never change it in place.
+        """
+        record = self._record
+        if record is None:
+            # Two threads may both build it: the same data, the last one kept.
+            record = self._record = build_memory_report(
+                self.rendered,
+                self.match,
+                layers=self.layers,
+                extras=self.extras,
+                budget=self.budget,
+                unit=self.unit,
+                total=self.total,
+                counter=self.counter,
+                reworded=self.reworded,
+            )
+        return record
 
 
 def build_memory_report(
@@ -131,6 +187,7 @@ def _file(
         "cut": piece.outcome != "whole",
         "outcome": piece.outcome,
         "why": [reworded.get(why, why) for why in piece.why],
+        "unit": piece.unit,
     }
 
 
@@ -153,22 +210,19 @@ def _rules(match: RuleMatch | None) -> list[dict[str, Any]]:
     return found
 
 
-def emit_memory_report(runtime: Any, report: Mapping[str, Any]) -> None:
-    """Hand the record of one model call to whoever listens: the run's custom stream and an
-    open LangSmith trace span.
-
-    Costs one call of LangGraph's stream writer (a no-op function unless the caller streams
-    with `stream_mode="custom"`) and one context-variable read when no trace span is open.
+def emit_memory_report(listeners: Listeners, report: MemoryReport) -> None:
+    """Hand the record of one model call to whoever listens: the run's custom stream and the
+    open LangSmith span. The caller asks `report_listeners(runtime)` first and calls this only
+    when someone listens: a call nobody listens to neither builds nor writes the record.
 
     Args:
-        runtime: The model call's LangGraph runtime (`request.runtime`; None outside a graph).
-        report: The record (`build_memory_report`), shared: it is not copied.
+        listeners: Who listens (`core.internals.report_listeners`).
+        report: What the record is built from; the record is shared, not copied.
     """
-    writer = getattr(runtime, "stream_writer", None)
-    if writer is not None:
-        writer({REPORT_KEY: report})
-    span = get_current_run_tree()
-    if span is not None:
+    record = report.record()
+    if listeners.writer is not None:
+        listeners.writer({REPORT_KEY: record})
+    if listeners.span is not None:
         # The span LangChain opens around this middleware's `wrap_model_call` (traced runs
         # only): the record sits beside the model run it describes.
-        span.add_metadata({REPORT_KEY: report})
+        listeners.span.add_metadata({REPORT_KEY: record})

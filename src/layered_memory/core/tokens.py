@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.language_models.base import BaseLanguageModel
@@ -25,12 +25,14 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from layered_memory._logs import get_logger
 from layered_memory.core.layers import Layer
-from layered_memory.core.render import RenderedMemory, clean_memory_text
+from layered_memory.core.render import CutCount, RenderedMemory, clean_memory_text
 
 __all__ = [
     "APPROXIMATE",
     "TokenCounter",
+    "TokenFit",
     "approximate_tokens",
+    "fit_block",
     "fit_layers_to_tokens",
     "fit_to_tokens",
     "token_counter",
@@ -199,3 +201,79 @@ def fit_layers_to_tokens(
             cap = min(cap, layer.max_chars)
         fitted.append(layer if cap is None else replace(layer, max_chars=cap))
     return tuple(fitted)
+
+
+TOTAL_CHARS_REASON = "over the total memory budget (max_chars)"
+"""The renderer's reason for a part cut by the block's budget (said in tokens with one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenFit:
+    """A block rendered within its token budgets, and how its record states them.
+
+    Attributes:
+        rendered: The block and the renderer's account of each part.
+        budget: The block's bound, in `unit`.
+        unit: `"tokens"` with a token budget for the block, else `"chars"`.
+        total: The block's size in `unit`.
+        reworded: The renderer's character reasons said as the token caps behind them.
+    """
+
+    rendered: RenderedMemory
+    budget: int
+    unit: str
+    total: int
+    reworded: Mapping[str, str] = field(default_factory=dict)
+
+
+def fit_block(
+    render_at: Callable[[Sequence[Layer], int, CutCount, bool], RenderedMemory],
+    layers: Sequence[Layer],
+    files: Mapping[str, str],
+    counter: TokenCounter,
+    *,
+    max_tokens: int | None,
+    max_chars: int,
+    least: int,
+) -> TokenFit:
+    """The block within every token budget: each layer's `max_tokens` as the character cap
+    that meets it, then the block's `max_tokens` (both bounds hold beside `max_chars`).
+
+    Args:
+        render_at: Renders the block from these layers within a character budget, its cut
+            markers counting in the `CutCount` given (a layer's cap with `max_tokens`, and
+            the block's budget when the flag says it is in tokens).
+        layers: The configured layers.
+        files: Layer path -> text, as loaded.
+        counter: The model's token counter.
+        max_tokens: The block's token budget (None: characters only).
+        max_chars: The block's character budget.
+        least: The smallest character budget the template allows.
+
+    Returns:
+        The block, its size and budget in the unit that bound it, and the reasons in tokens.
+    """
+    fitted = fit_layers_to_tokens(layers, files, counter.count)
+    reworded = {
+        f"over the layer's max_chars={fit.max_chars}": (
+            f"over the layer's max_tokens={layer.max_tokens} ({counter.name})"
+        )
+        for layer, fit in zip(layers, fitted, strict=True)
+        if fit is not layer
+    }
+    # What a token budget cut is said in tokens: "12 more tokens", not "48 more chars".
+    in_tokens = CutCount("tokens", counter.count)
+    if max_tokens is None:
+        rendered = render_at(fitted, max_chars, in_tokens, False)
+        return TokenFit(rendered, max_chars, "chars", len(rendered.block), reworded)
+    rendered, tokens = fit_to_tokens(
+        lambda chars: render_at(fitted, chars, in_tokens, True),
+        counter.count,
+        max_tokens=max_tokens,
+        max_chars=max_chars,
+        least=least,
+    )
+    reworded[TOTAL_CHARS_REASON] = (
+        f"over the total memory budget (max_tokens={max_tokens}, {counter.name})"
+    )
+    return TokenFit(rendered, max_tokens, "tokens", tokens, reworded)

@@ -9,7 +9,8 @@ from layered_memory.forgetting.everywhere import (
     ForgetReport,
     SessionForgotten,
     TierForgotten,
+    aforget,
     forget,
 )
 
-__all__ = ["ForgetReport", "SessionForgotten", "TierForgotten", "forget"]
+__all__ = ["ForgetReport", "SessionForgotten", "TierForgotten", "aforget", "forget"]

@@ -415,23 +415,33 @@ class KnowledgeGraph:
         Returns:
             The parsed graph and its content digest.
         """
-        found = unchanged_local(self._local)
+        found, signature, started = self._before_download()
         if found is not None:
             return found
-        self._check_local_size()
-        signature, started = before_read(self._local)
         data = download_response(
             self.path, self.backend.download_files([self.path]), self.max_bytes
         )
         return self._snapshot_from(data, signature, started)
 
-    async def asnapshot(self) -> GraphSnapshot:
-        """Async twin of `snapshot`."""
+    def _before_download(self) -> tuple[GraphSnapshot | None, Signature | None, int]:
+        """A local file's cached snapshot (unchanged signature), else its size checked and the
+        signature to file the read under: the disk is stat'ed, nothing is read."""
         found = unchanged_local(self._local)
         if found is not None:
-            return found
+            return found, None, 0
         self._check_local_size()
         signature, started = before_read(self._local)
+        return None, signature, started
+
+    async def asnapshot(self) -> GraphSnapshot:
+        """Async twin of `snapshot`."""
+        # A local file is stat'ed (never on the event loop); any other has nothing to stat.
+        if self._local is None:
+            found, signature, started = self._before_download()
+        else:
+            found, signature, started = await asyncio.to_thread(self._before_download)
+        if found is not None:
+            return found
         data = download_response(
             self.path, await self.backend.adownload_files([self.path]), self.max_bytes
         )
@@ -449,6 +459,10 @@ class KnowledgeGraph:
         size = local_size(self._local)
         if size is not None:
             check_size(self.path, size, self.max_bytes)
+
+    async def _acheck_local_size(self) -> None:
+        if self._local is not None:  # a stat of the disk: never on the event loop
+            await asyncio.to_thread(self._check_local_size)
 
     def read_graph(self) -> GraphData:
         """Every entity and relation.
@@ -625,7 +639,7 @@ class KnowledgeGraph:
         return self._write_strategy().transact(self._transform(mutation))
 
     async def _atransact(self, mutation: _Mutation[T]) -> T:
-        self._check_local_size()
+        await self._acheck_local_size()
         return await self._write_strategy().atransact(self._transform(mutation))
 
     # --- redaction (`_redaction`: what is stored, and names finding what was stored) --

@@ -21,7 +21,7 @@ from layered_memory._logs import get_logger
 from layered_memory.core.disk_cache import disk_path
 from layered_memory.core.internals import final_route, is_backend_class
 from layered_memory.core.loading import DownloadResult, adownload_texts, download_texts
-from layered_memory.core.render import defuse_within, truncate_text
+from layered_memory.core.render import CHARS, CutCount, defuse_within, truncate_text
 from layered_memory.errors import RuleFileError
 from layered_memory.rules._glob import CompiledGlob, GlobIndex, compile_glob, nfc
 from layered_memory.rules._parse import (
@@ -921,7 +921,7 @@ REQUESTED_OPEN = (
 REQUESTED_CLOSE = "</requested_rules>\n"
 
 
-def _rule_block(rule: Rule, room: int) -> str | None:
+def _rule_block(rule: Rule, room: int, counted: CutCount) -> str | None:
     """The rule's block, its body truncated to fit `room` characters; None if nothing fits.
 
     A cut body ends with the same marker as a cut memory file (`core.render.truncate_text`).
@@ -932,7 +932,7 @@ def _rule_block(rule: Rule, room: int) -> str | None:
     block = head + body + tail
     if len(block) <= room:
         return block
-    kept = truncate_text(body, room - len(head) - len(tail), rule.path)
+    kept = truncate_text(body, room - len(head) - len(tail), rule.path, counted)
     return head + kept + tail if kept else None
 
 
@@ -944,7 +944,7 @@ def _requested_line(rule: Rule) -> str:
     return f"- {name}: {description} (path: {path})\n"
 
 
-def render_rules(match: RuleMatch, *, max_chars: int) -> str:
+def render_rules(match: RuleMatch, *, max_chars: int, counted: CutCount = CHARS) -> str:
     """Render the rules block for the prompt: deterministic bytes, at most `max_chars` long.
 
     Applied rules come first, each as `<rule name="..." path="...">body</rule>` in the match's
@@ -956,6 +956,8 @@ def render_rules(match: RuleMatch, *, max_chars: int) -> str:
     Args:
         match: What `RuleSet.match` selected.
         max_chars: The budget for the whole block, tags included.
+        counted: What a cut marker counts in (the model's tokens when a token budget set
+            `max_chars`).
 
     Returns:
         The block (no trailing newline), or `""`.
@@ -965,7 +967,7 @@ def render_rules(match: RuleMatch, *, max_chars: int) -> str:
     room = max_chars - len(RULES_OPEN) - len(RULES_CLOSE)
     parts: list[str] = []
     for rule in match.applied:
-        block = _rule_block(rule, room)
+        block = _rule_block(rule, room, counted)
         if block is None:
             break
         parts.append(block)

@@ -2,7 +2,7 @@
 
 - `TieredMemory`: short-term FIFO pages, mid-term topic segments with heat, a searchable
   archive of the cold ones, long-term personal memory; `add_page`, `retrieve`, `short_term`,
-  `segments`, `long_term`, `forget`, `restore`, `consolidate` (and async twins).
+  `segments`, `long_term`, `forget`, `restore`, `consolidate`, `users` (and async twins).
 - `TieredMemoryMiddleware`: retrieval before the model call, recording after the run.
 """
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 import contextlib
 import math
 import uuid
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import numpy as np
 from langchain_core.messages import BaseMessage
-from langgraph.store.base import GetOp, Item, PutOp
+from langgraph.store.base import GetOp, Item, ListNamespacesOp, MatchCondition, PutOp
 
 from layered_memory._logs import get_logger
 from layered_memory.errors import TierItemError, VectorError
@@ -39,6 +39,7 @@ from layered_memory.recall import ranking
 from layered_memory.recall.periods import time_hint
 from layered_memory.recall.text import tokens, word_counts
 from layered_memory.tiers import summaries
+from layered_memory.tiers.namespaces import is_user_namespace, listed_user
 from layered_memory.tiers.page_index import INDEXES, PageIndex
 from layered_memory.tiers.records import (
     ARCHIVE,
@@ -49,8 +50,10 @@ from layered_memory.tiers.records import (
     MAX_LINES,
     MAX_SEGMENT_KEYWORDS,
     MID_TERM_KEY,
+    MIDTERMS,
     PAGES,
     STATE_KEY,
+    VECTORS,
     VISITS_KEY,
     ArchiveBlock,
     FactRec,
@@ -63,7 +66,9 @@ from layered_memory.tiers.records import (
     dump_visits,
     id_number,
     load_visits,
+    read_vector,
     top_keywords,
+    vector_record,
     warn,
 )
 from layered_memory.tiers.settings import TierSettings
@@ -77,7 +82,7 @@ from layered_memory.tiers.values import (
     ScoredPage,
     Segment,
 )
-from layered_memory.tiers.vectors import Vector, as_matrix, unit
+from layered_memory.tiers.vectors import BY_REVISION, Vector, as_matrix, unit
 
 logger = get_logger(__name__)
 
@@ -88,7 +93,7 @@ T = TypeVar("T")
 class StoreBatch:
     """Run these store operations in one `batch` call; the result is the list of results."""
 
-    ops: tuple[GetOp | PutOp, ...]
+    ops: tuple[GetOp | PutOp | ListNamespacesOp, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +157,10 @@ class Context:
         return (*self.namespace, ARCHIVE)
 
     @property
+    def vectors(self) -> tuple[str, ...]:
+        return (*self.namespace, VECTORS)
+
+    @property
     def where(self) -> str:
         """The user's namespace component, for log lines (never the raw id)."""
         return self.namespace[-1]
@@ -171,26 +180,53 @@ class Loaded:
     """Pages read or changed by this flow, by id."""
     changed_archive: set[int] = field(default_factory=set)
     """Archive blocks this flow changed."""
+    new_vectors: dict[str, Vector] = field(default_factory=dict)
+    """Vectors of pages this flow moved out of short-term memory, by page id."""
+    lpm_read: bool = True
+    """Whether `lpm` is the stored record (it holds every entry's vector: a consolidation
+    reads it only to promote)."""
+    mid_rev: str = ""
+    """The revision of the `mid_term` record `mid` is (as read, then as written)."""
+
+
+def _keep(ctx: Context, loaded: Loaded) -> None:
+    """Hand the mid-term tier back to this process's copy (its writes succeeded)."""
+    MIDTERMS.put((ctx.store, ctx.namespace), loaded.mid_rev, loaded.mid)
+
+
+def _read_long_term(ctx: Context, loaded: Loaded) -> Flow[None]:
+    if not loaded.lpm_read:
+        items = yield StoreBatch((GetOp(ctx.namespace, LPM_KEY),))
+        loaded.lpm, loaded.lpm_read = LongTerm.load(_value(items[0]), where=ctx.where), True
 
 
 def _value(item: object) -> object:
     return item.value if isinstance(item, Item) else None
 
 
-def load(ctx: Context) -> Flow[Loaded]:
-    """Read the user's four small records in one batch (blocks are read when needed)."""
-    items = yield StoreBatch(
-        tuple(GetOp(ctx.namespace, key) for key in (STATE_KEY, MID_TERM_KEY, VISITS_KEY, LPM_KEY))
-    )
-    state_item, mid_item, visits_item, lpm_item = (_value(item) for item in items)
+def load(ctx: Context, *, long_term: bool = True, writer: bool = False) -> Flow[Loaded]:
+    """Read the user's small records in one batch (blocks are read when needed; with
+    `long_term=False` the long-term record too: `_read_long_term`). A `writer` (holding the
+    user's lock) takes this process's copy of the mid-term tier when it is the revision read,
+    and hands it back with `_keep` once its writes succeeded."""
+    keys = (STATE_KEY, MID_TERM_KEY, VISITS_KEY) + ((LPM_KEY,) if long_term else ())
+    items = yield StoreBatch(tuple(GetOp(ctx.namespace, key) for key in keys))
+    state_item, mid_item, visits_item, *lpm_item = (_value(item) for item in items)
     state = UserState.load(state_item, user_id=ctx.user_id, where=ctx.where)
+    rev = mid_item.get("rev") if isinstance(mid_item, Mapping) else None
+    mid = MIDTERMS.take((ctx.store, ctx.namespace), rev) if writer else None
     loaded = Loaded(
         state=state,
-        mid=MidTerm.load(mid_item, dim=state.dim, where=ctx.where),
+        mid=mid if mid is not None else MidTerm.load(mid_item, where=ctx.where),
         visits=load_visits(visits_item),
-        lpm=LongTerm.load(lpm_item, where=ctx.where),
+        lpm=LongTerm.load(lpm_item[0], where=ctx.where) if long_term else LongTerm(),
+        lpm_read=long_term,
+        mid_rev=rev if isinstance(rev, str) else "",
     )
+    if mid is None:
+        yield from _segment_vectors(ctx, loaded)
     if state.seq_rebuilt:
+        yield from _read_long_term(ctx, loaded)
         # Ids come from `seq`: its floor is the highest id kept anywhere, archived ones too.
         yield from _read_blocks(ctx, loaded, range(len(state.index)))
         yield from _read_archive(ctx, loaded, range(len(state.archive)))
@@ -207,6 +243,59 @@ def load(ctx: Context) -> Flow[Loaded]:
             ),
         )
     return loaded
+
+
+def _segment_vectors(ctx: Context, loaded: Loaded) -> Flow[None]:
+    """The mid-term segments' vectors: from this process's copies when their revision is the
+    one the mid-term record names, else read (only those) from `vectors/<id>`."""
+    mid, dim = loaded.mid, loaded.state.dim
+    if not dim:
+        return
+    missing, unreadable = [], []
+    for segment in mid.segments:
+        known = BY_REVISION.get(segment.vector, dim) if segment.vector else None
+        if known is not None:
+            mid.take(segment, known)
+        elif segment.vector:
+            missing.append(segment)
+        else:  # every segment written with a dimension names its vector
+            unreadable.append(segment.id)
+    items = (
+        (yield StoreBatch(tuple(GetOp(ctx.vectors, segment.id) for segment in missing)))
+        if missing
+        else []
+    )
+    for segment, item in zip(missing, items, strict=True):
+        vector = read_vector(_value(item), rev=segment.vector, dim=dim)
+        if vector is None:
+            unreadable.append(segment.id)
+        else:
+            mid.take(segment, BY_REVISION.put(segment.vector, vector))
+    if unreadable:
+        warn(
+            ctx.where,
+            "mid_term record",
+            f"segment vectors unreadable ({', '.join(unreadable[:5])}); segments kept without them",
+        )
+
+
+def _page_vectors(ctx: Context, ids: Sequence[str], dim: int) -> Flow[dict[str, Vector | None]]:
+    """The vectors of pages `ids` (None: missing or unreadable, warned)."""
+    if not ids:
+        return {}
+    items = yield StoreBatch(tuple(GetOp(ctx.vectors, page_id) for page_id in ids))
+    found = {
+        page_id: read_vector(_value(item), rev=None, dim=dim)
+        for page_id, item in zip(ids, items, strict=True)
+    }
+    unreadable = [page_id for page_id, vector in found.items() if vector is None]
+    if unreadable:
+        warn(
+            ctx.where,
+            "vectors",
+            f"vectors of page(s) {', '.join(unreadable[:5])} unreadable; searched by words only",
+        )
+    return found
 
 
 def _read_blocks(ctx: Context, loaded: Loaded, numbers: Sequence[int] | range) -> Flow[None]:
@@ -291,7 +380,7 @@ def add_page(
     ctx: Context, query: str, response: str, meta: dict[str, Any], *, then_consolidate: bool = True
 ) -> Flow[Page]:
     """Append a page to short-term memory (written at once), then consolidate."""
-    loaded = yield from load(ctx)
+    loaded = yield from load(ctx, long_term=False, writer=True)
     state = loaded.state
     page = PageRec(
         id=state.next_id("p"), query=query, response=response, timestamp=ctx.now, meta=meta
@@ -301,6 +390,8 @@ def add_page(
     yield StoreBatch((PutOp(ctx.namespace, STATE_KEY, state.dump()),))
     if then_consolidate:
         yield from consolidate(ctx, loaded, written=True)
+    else:
+        _keep(ctx, loaded)
     return page.public()
 
 
@@ -318,20 +409,22 @@ def consolidate(
 ) -> Flow[Consolidation]:
     """Move short-term overflow to mid-term, archive the coldest segments, promote hot ones."""
     if loaded is None:
-        loaded = yield from load(ctx)
+        loaded = yield from load(ctx, long_term=False, writer=True)
     report = _Report()
     touched: set[str] = set()
     yield from _move_overflow(ctx, loaded, touched, report)
     yield from _archive(ctx, loaded, touched, report)
     lpm_changed = yield from _promote(ctx, loaded, report)
     changed = bool(report.moved or report.archived or report.promoted)
+    lpm_put = _long_term_put(ctx, loaded) if lpm_changed else None
     puts: Puts = []
-    if changed or not written:
+    if changed or lpm_changed or not written:
         puts += _state_puts(ctx, loaded)
-    if lpm_changed:
-        puts.append(PutOp(ctx.namespace, LPM_KEY, loaded.lpm.dump()))
-    if puts and (changed or lpm_changed or not written):
+    if lpm_put is not None:
+        puts.append(lpm_put)
+    if puts:
         yield StoreBatch(tuple(puts))
+    _keep(ctx, loaded)
     return Consolidation(
         moved=report.moved,
         created=report.created,
@@ -340,6 +433,16 @@ def consolidate(
         facts=report.facts,
         pending=max(0, len(loaded.state.stm) - ctx.settings.stm_capacity),
     )
+
+
+def _long_term_put(ctx: Context, loaded: Loaded) -> PutOp:
+    """The write of the long-term record; the state record, written in the same batch and
+    before it, names its new revision (a retrieval reads the record only when it names one
+    it does not hold; one that never got written costs a read, never a stale answer)."""
+    assert loaded.lpm_read  # never the empty stand-in: it would drop every entry
+    value = loaded.lpm.dump()
+    loaded.state.long_term = value["rev"]
+    return PutOp(ctx.namespace, LPM_KEY, value)
 
 
 def _state_puts(ctx: Context, loaded: Loaded, *, pages: bool = True) -> Puts:
@@ -356,12 +459,20 @@ def _state_puts(ctx: Context, loaded: Loaded, *, pages: bool = True) -> Puts:
             puts.append(PutOp(ctx.archive, str(n), loaded.archive[n].dump()))
     if pages:
         puts += [PutOp(ctx.pages, page.id, page.dump()) for page in loaded.pages.values()]
+    puts += [
+        PutOp(ctx.vectors, page_id, vector_record(vector)[1])
+        for page_id, vector in loaded.new_vectors.items()
+    ]
+    loaded.new_vectors.clear()
     # Visits of segments no longer in the mid-term tier are dropped (archived, purged).
     kept = {seg.id for seg in loaded.mid.segments}
     if any(sid not in kept for sid in loaded.visits):
         loaded.visits = {k: v for k, v in loaded.visits.items() if k in kept}
         puts.append(PutOp(ctx.namespace, VISITS_KEY, dump_visits(loaded.visits)))
-    puts.append(PutOp(ctx.namespace, MID_TERM_KEY, loaded.mid.dump(state.dim)))
+    mid, vectors = loaded.mid.dump(state.dim)
+    loaded.mid_rev = mid["rev"]
+    puts += [PutOp(ctx.vectors, item_id, value) for item_id, value in vectors.items()]
+    puts.append(PutOp(ctx.namespace, MID_TERM_KEY, mid))
     puts.append(PutOp(ctx.namespace, STATE_KEY, state.dump()))
     return puts
 
@@ -421,7 +532,8 @@ def _move_overflow(ctx: Context, loaded: Loaded, touched: set[str], report: _Rep
             report.created += 1
         touched.add(segment.id)
         number, block = yield from _open_block(ctx, loaded)
-        block.append(page.id, page.timestamp, terms, vector)
+        block.append(page.id, page.timestamp, terms)
+        loaded.new_vectors[page.id] = vector
         if page.forgotten:
             block.hide(page.id, hidden=True)
         elif ctx.has_model and segment not in resummarized:
@@ -460,15 +572,16 @@ def _best_segment(
     mid: MidTerm, vector: Vector, words: Sequence[str]
 ) -> tuple[SegRec | None, float]:
     """The visible segment with the highest F_score = cos(e_s, e_p) + Jaccard(K_s, K_p)."""
-    candidates = [s for s in mid.segments if s.shown and s.id in mid.vectors]
-    candidates = [s for s in candidates if mid.vectors[s.id].shape == vector.shape]
-    if not candidates:
-        return None, 0.0
-    cos = ranking.cosines(np.stack([mid.vectors[s.id] for s in candidates]), vector)
     best: SegRec | None = None
     best_score = float("-inf")
-    for segment, similarity in zip(candidates, cos.tolist(), strict=True):
-        score = similarity + summaries.jaccard(segment.keywords, words)
+    direction = unit(vector)
+    for segment in mid.segments:
+        # One dot product per segment with its cached unit vector: stacking the 200 vectors
+        # into a matrix copies them all on every page (megabytes at 5,000 dimensions).
+        units = mid.unit_vector(segment.id) if segment.shown else None
+        if units is None or units.shape != direction.shape:
+            continue
+        score = float(units @ direction) + summaries.jaccard(segment.keywords, words)
         if score > best_score:
             best, best_score = segment, score
     return best, best_score
@@ -551,6 +664,7 @@ def _archive(ctx: Context, loaded: Loaded, touched: set[str], report: _Report) -
         )
         mid.segments.remove(coldest)
         mid.vectors.pop(coldest.id, None)
+        coldest.vector = ""  # an archived segment has no vector (its record is deleted)
         last = len(state.archive) - 1
         if last >= 0 and state.archive[last][1] < ARCHIVE_ROWS:
             yield from _read_archive(ctx, loaded, [last])
@@ -571,7 +685,7 @@ def _promote(ctx: Context, loaded: Loaded, report: _Report) -> Flow[bool]:
     Only pages not forgotten are promoted, and each entry records the pages it was made from,
     so forgetting one of them later hides the entry too (`forget`).
     """
-    state, lpm, s = loaded.state, loaded.lpm, ctx.settings
+    state, s = loaded.state, ctx.settings
     hot = [
         (promotion_heat(ctx, segment, loaded.visits), segment)
         for segment in loaded.mid.segments
@@ -580,6 +694,9 @@ def _promote(ctx: Context, loaded: Loaded, report: _Report) -> Flow[bool]:
     hot = sorted(
         ((h, seg) for h, seg in hot if h >= s.tau), key=lambda pair: (-pair[0], pair[1].created)
     )[: s.max_promotions]
+    if hot:
+        yield from _read_long_term(ctx, loaded)
+    lpm = loaded.lpm
     changed = False
     for _, segment in hot:
         pages = yield from _read_pages(ctx, loaded, segment.unpromoted())
@@ -656,12 +773,13 @@ def _lexical_promotion(pages: Sequence[PageRec]) -> list[Entry]:
 def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
     """The relevant pages of every tier (hybrid search), the relevant long-term entries, and
     the short-term pages; returning a segment's page counts as a visit to it."""
-    items = yield StoreBatch(
-        tuple(GetOp(ctx.namespace, key) for key in (STATE_KEY, LPM_KEY, VISITS_KEY))
-    )
-    state_item, lpm_item, visits_item = (_value(item) for item in items)
+    items = yield StoreBatch(tuple(GetOp(ctx.namespace, key) for key in (STATE_KEY, VISITS_KEY)))
+    state_item, visits_item = (_value(item) for item in items)
     state = UserState.load(state_item, user_id=ctx.user_id, where=ctx.where)
-    lpm = LongTerm.read(lpm_item, where=ctx.where)  # shared: never changed here
+    lpm = LongTerm.cached(state.long_term)  # shared: never changed here
+    if lpm is None:
+        items = yield StoreBatch((GetOp(ctx.namespace, LPM_KEY),))
+        lpm = LongTerm.read(_value(items[0]), where=ctx.where)
     short = [page for page in state.stm if not page.forgotten]
     base = Retrieval(short_term=tuple(page.public() for page in short))
     facts = [fact for fact in lpm.facts if fact.shown]
@@ -704,7 +822,11 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
         ctx, loaded, [pid for pid, _ in found.ranked if pid not in by_id]
     )
     by_id.update((page.id, page) for page in fetched if not page.forgotten)
-    scored = [ScoredPage(by_id[pid].public(), score) for pid, score in found.ranked if pid in by_id]
+    scored = [
+        ScoredPage(by_id[pid].public(), score, _matched(found, by_id[pid]))
+        for pid, score in found.ranked
+        if pid in by_id
+    ]
     entries = _relevant_entries(found, facts, lpm, q, s.lpm_top)
     segments: dict[str, float] = {}
     for hit in scored:
@@ -727,14 +849,23 @@ def retrieve(ctx: Context, query: str) -> Flow[Retrieval]:
     )
 
 
+def _matched(found: ranking.Found, page: PageRec) -> tuple[bool, bool]:
+    """Which turns of a found page hold the match (a page without a response: its query)."""
+    if not page.response:
+        return (True, False)
+    query, response = ranking.matching_parts(found, (page.query, page.response))
+    return (query, response)
+
+
 def _current_index(ctx: Context, state: UserState) -> Flow[PageIndex | None]:
     """This process's copy of the user's index, brought up to the revisions `state` lists
     (reading only the blocks that changed since it was last brought up)."""
     if not state.dim or not state.index:
         return None
     revs = [rev for rev, _ in state.index]
+    key = (ctx.store, ctx.namespace)
     for _ in range(3):
-        stale = INDEXES.stale_blocks((ctx.store, ctx.namespace), revs, state.dim)
+        stale = INDEXES.stale_blocks(key, revs, state.dim)
         blocks: dict[int, IndexBlock] = {}
         if stale:
             items = yield StoreBatch(tuple(GetOp(ctx.index, str(n)) for n in stale))
@@ -742,7 +873,10 @@ def _current_index(ctx: Context, state: UserState) -> Flow[PageIndex | None]:
                 block = IndexBlock.load(_value(item), where=ctx.where, number=n)
                 blocks[n] = block
                 revs[n] = block.rev or revs[n]
-        index = INDEXES.current((ctx.store, ctx.namespace), revs, state.dim, blocks)
+        # The vectors of the rows the copy lacks only (a new page: its own).
+        needed = INDEXES.new_rows(key, revs, state.dim, blocks)
+        vectors = yield from _page_vectors(ctx, needed, state.dim)
+        index = INDEXES.current(key, revs, state.dim, blocks, vectors)
         if index is not None:
             return index
     return None  # another thread kept changing it: this retrieval searches short-term only
@@ -757,11 +891,18 @@ def _relevant_entries(
         return []
     cosines: dict[str, float] = {}
     if q is not None and lpm.matrix is not None and lpm.matrix.shape[1:] == q.shape:
-        every = ranking.cosines(lpm.matrix, q).tolist()
-        cosines = {fact.id: c for fact, c in zip(lpm.facts, every, strict=True)}
+        every = ranking.cosines(lpm.matrix, q)
+        # Only an entry above the dense cut or holding a query word can score (score_extra):
+        # the others (most of up to 100, every turn) are not scored at all.
+        cosines = {
+            lpm.facts[i].id: float(every[i]) for i in np.flatnonzero(every > found.dense_cut)
+        }
+    lexical = lpm.holding(found.idf) if found.max_lexical > 0 else set()
     scored = []
     for fact in facts:
-        score = ranking.score_extra(found, word_counts(fact.text), cosines.get(fact.id))
+        if fact.id not in lexical and fact.id not in cosines:
+            continue
+        score = ranking.score_extra(found, lpm.words(fact), cosines.get(fact.id))
         if score > 0 and score >= found.last_score:
             scored.append((score, fact))
     scored.sort(key=lambda pair: (-pair[0], -pair[1].timestamp))
@@ -769,6 +910,39 @@ def _relevant_entries(
 
 
 # --- reading and editing ---------------------------------------------------------------------
+
+
+USERS_PAGE = 200
+"""User namespaces one listing round trip reads (their state records: one batch)."""
+
+
+def user_page(prefix: tuple[str, ...], offset: int) -> Flow[tuple[list[str], bool]]:
+    """One page of the users whose memory lives under `prefix`, and whether more may follow.
+
+    A namespace that is not a user's, or whose state record does not name the user it
+    belongs to (`namespaces.listed_user`), is skipped with a warning naming it.
+    """
+    listed = yield StoreBatch(
+        (
+            ListNamespacesOp(
+                match_conditions=(MatchCondition("prefix", prefix),),
+                max_depth=len(prefix) + 1,
+                limit=USERS_PAGE,
+                offset=offset,
+            ),
+        )
+    )
+    found: list[tuple[str, ...]] = list(listed[0])
+    ours = [namespace for namespace in found if is_user_namespace(prefix, namespace)]
+    states = (yield StoreBatch(tuple(GetOp(ns, STATE_KEY) for ns in ours))) if ours else []
+    users = []
+    for namespace, item in zip(ours, states, strict=True):
+        user = listed_user(prefix, namespace, _value(item))
+        if user is None:
+            warn(namespace[-1], "state record", "names no user of this namespace; skipped")
+        else:
+            users.append(user)
+    return users, len(found) == USERS_PAGE
 
 
 def short_term(ctx: Context) -> Flow[list[Page]]:
@@ -846,7 +1020,7 @@ def forget(ctx: Context, item_id: str, *, purge: bool, hide: bool = True) -> Flo
     once purged).
     """
     kind = _kind(item_id)
-    loaded = yield from load(ctx)
+    loaded = yield from load(ctx, writer=True)
     lpm_changed = True
     if kind == "page":
         lpm_changed = yield from _forget_page(ctx, loaded, item_id, purge=purge, hide=hide)
@@ -854,12 +1028,16 @@ def forget(ctx: Context, item_id: str, *, purge: bool, hide: bool = True) -> Flo
         lpm_changed = yield from _forget_segment(ctx, loaded, item_id, purge=purge, hide=hide)
     else:
         _forget_fact(loaded.lpm, item_id, purge=purge, hide=hide)
+    lpm_put = _long_term_put(ctx, loaded) if lpm_changed else None
     puts: Puts = []
     if kind != "fact":
         puts += _state_puts(ctx, loaded, pages=False)
-    if lpm_changed:
-        puts.append(PutOp(ctx.namespace, LPM_KEY, loaded.lpm.dump()))
+    elif lpm_put is not None:
+        puts.append(PutOp(ctx.namespace, STATE_KEY, loaded.state.dump()))
+    if lpm_put is not None:
+        puts.append(lpm_put)
     yield StoreBatch(tuple(puts))
+    _keep(ctx, loaded)
     return Forgotten(item_id, kind, purged=purge)
 
 
@@ -894,7 +1072,7 @@ def _forget_page(
         segment.pages.remove(item_id)
         if block is not None:
             block.remove(item_id)
-        puts.append(PutOp(ctx.pages, item_id, None))
+        puts += [PutOp(ctx.pages, item_id, None), PutOp(ctx.vectors, item_id, None)]
     else:
         page.forgotten = hide
         if hide:
@@ -929,16 +1107,8 @@ def _rebuild(ctx: Context, loaded: Loaded, place: _Place) -> Flow[None]:
     segment.summary = summaries.segment_summary(segment.keywords, segment.lines)
     if place.archive_block is not None:
         return  # an archived segment has no vector: its pages are searched one by one
-    numbers = sorted({page.block for page in pages if page.block is not None})
-    yield from _read_blocks(ctx, loaded, [n for n in numbers if n < len(loaded.state.index)])
-    wanted = set(shown)
-    dim = loaded.state.dim or 0
-    rows = [
-        row
-        for n in numbers
-        if n in loaded.blocks
-        for row in loaded.blocks[n].vectors_of(wanted, dim)
-    ]
+    found = yield from _page_vectors(ctx, [page.id for page in pages], loaded.state.dim or 0)
+    rows = [vector for vector in found.values() if vector is not None]
     previous = loaded.mid.vectors.get(segment.id)
     if rows:  # the centroid of the visible pages (their stored vectors have length 1)
         loaded.mid.vectors[segment.id] = np.stack(rows).sum(axis=0)
@@ -990,6 +1160,7 @@ def _forget_segment(
             loaded.archive[place.archive_block].segments.remove(segment)
             _archive_changed(loaded, place)
         puts += [PutOp(ctx.pages, page_id, None) for page_id in segment.pages]
+        puts += [PutOp(ctx.vectors, page_id, None) for page_id in segment.pages]
     segment.forgotten = hide
     _archive_changed(loaded, place)
     if puts:

@@ -180,6 +180,24 @@ class TieredMemory:
         """Every long-term entry with its id, kind and source (forgotten ones flagged)."""
         return [fact.public() for fact in self._run(_flows.long_term(self._context(user_id)))]
 
+    def users(self) -> Iterator[str]:
+        """Every user whose memory this store holds under the namespace, page by page.
+
+        The store keeps a hash of each id (`tiers.namespaces.user_namespace`); the id comes
+        from the user's own state record, believed only when it hashes to its namespace. A
+        user added while the listing runs may or may not be listed, or be listed twice.
+
+        Returns:
+            An iterator over the user ids, in the store's namespace order.
+        """
+        offset = 0
+        while True:
+            users, more = self._run(_flows.user_page(self.namespace, offset))
+            yield from users
+            if not more:
+                return
+            offset += _flows.USERS_PAGE
+
     def forget(self, user_id: str, item_id: str, *, purge: bool = False) -> Forgotten:
         """Hide a page, segment or fact from retrieval (`purge=True`: delete it for good).
 
@@ -245,6 +263,17 @@ class TieredMemory:
     async def along_term_entries(self, user_id: str) -> list[Fact]:
         """Async `long_term_entries`."""
         return [f.public() for f in await self._arun(_flows.long_term(self._context(user_id)))]
+
+    async def ausers(self) -> AsyncIterator[str]:
+        """Async `users`."""
+        offset = 0
+        while True:
+            users, more = await self._arun(_flows.user_page(self.namespace, offset))
+            for user in users:
+                yield user
+            if not more:
+                return
+            offset += _flows.USERS_PAGE
 
     async def aforget(self, user_id: str, item_id: str, *, purge: bool = False) -> Forgotten:
         """Async `forget`."""

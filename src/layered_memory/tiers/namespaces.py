@@ -15,12 +15,15 @@ __all__ = [
     "MAX_USER_ID_CHARS",
     "check_prefix",
     "check_user_id",
+    "is_user_namespace",
+    "listed_user",
     "user_namespace",
 ]
 
 DEFAULT_NAMESPACE: Final = ("layered_memory", "tiers")
 MAX_USER_ID_CHARS: Final = 1024
 _SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
+_USER_PART: Final = re.compile(r"u[0-9a-f]{32}")
 
 
 def check_prefix(prefix: tuple[str, ...]) -> tuple[str, ...]:
@@ -74,3 +77,31 @@ def user_namespace(prefix: tuple[str, ...], user_id: str) -> tuple[str, ...]:
         person=b"lm-tiers-user",
     ).hexdigest()
     return (*prefix, f"u{digest}")
+
+
+def is_user_namespace(prefix: tuple[str, ...], namespace: tuple[str, ...]) -> bool:
+    """Whether a listed namespace is one user's: the prefix and one `u` + 32 hex digits part.
+
+    A store lists by prefix (PostgresStore with a pattern, where `_` is a wildcard too), so
+    a neighbouring prefix's namespaces may come back: they are not users of this one.
+    """
+    return (
+        len(namespace) == len(prefix) + 1
+        and tuple(namespace[: len(prefix)]) == prefix
+        and _USER_PART.fullmatch(namespace[-1]) is not None
+    )
+
+
+def listed_user(prefix: tuple[str, ...], namespace: tuple[str, ...], state: object) -> str | None:
+    """The user id a user's namespace belongs to, from its `state` record, or None.
+
+    The namespace holds only a hash of the id; the state record keeps the id itself. It is
+    believed only when it hashes to this very namespace: a record edited (or copied from
+    another user's namespace) never names a user it does not belong to.
+    """
+    user_id = state.get("user_id") if isinstance(state, dict) else None
+    try:
+        belongs = user_namespace(prefix, user_id) == tuple(namespace)  # type: ignore[arg-type]
+    except TierUserIdError:
+        return None
+    return user_id if belongs else None  # type: ignore[return-value]

@@ -1,5 +1,6 @@
-"""The in-process copy of a user's page index: the store's `index/<n>` blocks as one
-`recall.index.RecallIndex`, brought up to date by reading only the blocks that changed.
+"""The in-process copy of a user's page index: the store's `index/<n>` blocks and the pages'
+`vectors/<id>` as one `recall.index.RecallIndex`, brought up to date by reading only the blocks
+that changed and the vectors of the rows it lacks.
 
 The copy (`INDEXES`) is keyed by the revisions of its blocks, which the `state` record lists
 and every retrieval reads: it never serves a block older than its record, and only blocks
@@ -16,13 +17,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from layered_memory._logs import get_logger
 from layered_memory.recall.index import RecallIndex
 from layered_memory.tiers.records import IndexBlock
+from layered_memory.tiers.vectors import Vector
+
+try:
+    import numpy as np
+except ImportError as exc:  # pragma: no cover - the dev extra installs it
+    msg = "layered_memory.tiers needs numpy: pip install 'layered-memory[tiers]'"
+    raise ImportError(msg) from exc
 
 __all__ = ["INDEXES", "MAX_INDEX_BYTES", "PageIndex"]
-
-logger = get_logger(__name__)
 
 MAX_INDEX_BYTES: Final = 256 * 2**20
 """The in-process index copies of all users together keep at most this many bytes of vectors
@@ -66,8 +71,15 @@ class PageIndex:
         ids = self.rows.ids[self.starts[number] :]
         return len(block.ids) > count and block.ids[:count] == ids
 
-    def add(self, number: int, block: IndexBlock, *, where: str) -> None:
-        """Append block `number` (or, when it only grew, its new rows)."""
+    def first_new(self, number: int, block: IndexBlock) -> int:
+        """The first row of `block` this index lacks (0 unless it only grew)."""
+        if number < len(self.revs) and self.grown(number, block):
+            return self.rows.n - self.starts[number]
+        return 0
+
+    def add(self, number: int, block: IndexBlock, vectors: Mapping[str, Vector | None]) -> None:
+        """Append block `number` (or, when it only grew, its new rows); a page without a
+        usable vector gets a zero row (searched by its words only; the reader warned)."""
         if number < len(self.revs):
             first = self.rows.n - self.starts[number]
             self.revs[number] = block.rev
@@ -75,20 +87,20 @@ class PageIndex:
             first = 0
             self.revs.append(block.rev)
             self.starts.append(self.rows.n)
-        vectors = block.vectors(self.dim, first)
-        if vectors is None:
-            logger.warning(
-                "tiered memory %s: index block %d: unreadable; its pages are not searched",
-                where,
-                number,
-            )
-            return
+        ids = block.ids[first:]
+        zero = np.zeros(self.dim, np.float32)
+        rows = [vectors.get(pid) for pid in ids]
+        matrix = (
+            np.vstack([zero if row is None else row for row in rows])
+            if ids
+            else np.zeros((0, self.dim), np.float32)
+        )
         self.rows.append(
-            block.ids[first:],
+            ids,
             block.times[first:],
             [Counter(terms.split()) for terms in block.terms[first:]],
-            vectors,
-            [pid not in block.hidden for pid in block.ids[first:]],
+            matrix,
+            [pid not in block.hidden for pid in ids],
         )
 
 
@@ -112,16 +124,39 @@ class _Indexes:
         with index.lock:
             return list(range(index.first_stale(revs), len(revs)))
 
+    def new_rows(
+        self,
+        namespace: tuple[int, tuple[str, ...]],
+        revs: Sequence[str],
+        dim: int,
+        blocks: Mapping[int, IndexBlock],
+    ) -> list[str]:
+        """The pages of the freshly read `blocks` whose vectors the index of `namespace`
+        lacks (read them, then call `current`)."""
+        with self._lock:
+            index = self._entries.get(namespace)
+        if index is None or index.dim != dim:
+            return [pid for n in sorted(blocks) for pid in blocks[n].ids]
+        with index.lock:
+            stale = index.first_stale(revs)
+            return [
+                pid
+                for n in sorted(blocks)
+                if n >= stale
+                for pid in blocks[n].ids[index.first_new(n, blocks[n]) if n == stale else 0 :]
+            ]
+
     def current(
         self,
         namespace: tuple[int, tuple[str, ...]],
         revs: Sequence[str],
         dim: int,
         blocks: Mapping[int, IndexBlock],
+        vectors: Mapping[str, Vector | None],
     ) -> PageIndex | None:
-        """The index of `namespace` brought up to `revs` with the freshly read `blocks` (None
-        when another thread changed it meanwhile and a block it needs was not read: ask for
-        `stale_blocks` again)."""
+        """The index of `namespace` brought up to `revs` with the freshly read `blocks` and
+        the `vectors` of their rows (None when another thread changed it meanwhile and a block
+        or vector it needs was not read: ask for `stale_blocks` again)."""
         with self._lock:
             index = self._entries.get(namespace)
             if index is None or index.dim != dim:
@@ -134,8 +169,13 @@ class _Indexes:
             if stale < len(revs) and not index.grown(stale, blocks[stale]):
                 index.truncate(stale)
             for number in range(stale, len(revs)):
-                index.add(number, blocks[number], where=namespace[1][-1])
-        self._bound()
+                first = index.first_new(number, blocks[number]) if number == stale else 0
+                if any(pid not in vectors for pid in blocks[number].ids[first:]):
+                    return None
+            for number in range(stale, len(revs)):
+                index.add(number, blocks[number], vectors)
+        if stale < len(revs):
+            self._bound()  # only when it grew: the sum runs over every user's index
         return index
 
     def _bound(self) -> None:

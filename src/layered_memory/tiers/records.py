@@ -4,21 +4,29 @@ Per user namespace (`tiers.namespaces.user_namespace`):
 
 - `state`: the short-term pages (inline), the id counter, the revision and row count of
   each index block and the segment count of each archive block (every `add_page`);
-- `mid_term`: the mid-term segments (page ids, keywords, summary, counters) and their
-  vectors as one base64 float32 matrix (a consolidation that moved a page);
+- `mid_term`: the mid-term segments (page ids, keywords, summary, counters, the revision of
+  their vector) (a consolidation that moved a page);
 - `visits`: `N_visit` and the last retrieval time per segment (a retrieval that returned a
   page);
 - `long_term`: the long-term entries and their vectors (a promotion);
 - `pages/<id>`: one page that left short-term memory (query, response, keywords, summary,
   segment, index block);
-- `index/<n>`: block `n` of the page index: up to `INDEX_ROWS` pages' ids, times, content
-  words and unit vectors (one base64 row each), and which are hidden;
+- `index/<n>`: block `n` of the page index: up to `INDEX_ROWS` pages' ids, times and content
+  words, and which are hidden;
+- `vectors/<id>`: the vector of one page (unit length, written once) or of one mid-term
+  segment (written when it changes), base64 of float32, with a revision;
 - `archive/<n>`: block `n` of the archive: up to `ARCHIVE_ROWS` segments moved out of the
   mid-term tier.
 
-Every record a consolidation writes is bounded (a block, a capacity), so recording a page
-costs the same at 8,000 pages as at 1,000; a page costs its `pages/` record, one index row
-(its vector in base64 and its words) and, once archived, its share of an archive entry.
+Every record a consolidation writes is bounded (a block, a capacity) and no record holds more
+than one vector, so recording a page costs the same at 8,000 pages as at 1,000 and with 5,000
+dimensions as with 200: its `pages/` and `vectors/` records, its words in one index block, its
+segment's vector, the segment list (no vectors) and, once archived, its share of an archive
+entry.
+
+A store written by the layout before `VERSION` 2 (all vectors of a block or of the mid-term
+tier in one record) is refused with `TierStoreError` on first use, never read as empty: the
+next write would otherwise start the ids again and overwrite the pages kept.
 
 A value that is not what this module wrote (a hand edit, another program) never crashes a
 run: a malformed entry is skipped with a warning naming the namespace and the entry's id.
@@ -29,14 +37,17 @@ from __future__ import annotations
 import math
 import threading
 import uuid
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from layered_memory._logs import get_logger
+from layered_memory.errors import TierStoreError
+from layered_memory.recall.text import word_counts
 from layered_memory.tiers.values import Fact, FactKind, Page, Segment
 from layered_memory.tiers.vectors import (
+    BY_REVISION,
     DECODED,
     MAX_DIM,
     Vector,
@@ -60,6 +71,7 @@ LPM_KEY: Final = "long_term"
 PAGES: Final = "pages"
 INDEX: Final = "index"
 ARCHIVE: Final = "archive"
+VECTORS: Final = "vectors"
 
 
 MAX_SEGMENT_KEYWORDS: Final = 12
@@ -74,7 +86,7 @@ def top_keywords(counts: dict[str, int], *, limit: int = MAX_SEGMENT_KEYWORDS) -
 
 logger = get_logger(__name__)
 
-VERSION = 1
+VERSION = 2
 MAX_LINES = 5
 INDEX_ROWS = 256
 """Pages per index block: a new page rewrites its block only, never the whole index."""
@@ -189,6 +201,21 @@ def id_number(item_id: str) -> int:
     return 0
 
 
+def vector_record(vector: Vector) -> tuple[str, dict[str, Any]]:
+    """A new revision and the `vectors/<id>` record of `vector` under it."""
+    rev = uuid.uuid4().hex
+    return rev, {"version": VERSION, "rev": rev, "vector": encode(vector)}
+
+
+def read_vector(value: object, *, rev: str | None, dim: int) -> Vector | None:
+    """The vector of a `vectors/<id>` record: None when it is missing, not `dim` finite
+    values, or (`rev` given) not the revision its listing names."""
+    if not isinstance(value, Mapping) or (rev is not None and value.get("rev") != rev):
+        return None
+    matrix = decode_matrix(value.get("vector"), 1, dim)
+    return None if matrix is None else matrix[0]
+
+
 # --- pages, segments and the short-term state ------------------------------------------------
 
 
@@ -283,6 +310,8 @@ class SegRec:
     hidden: list[str] = field(default_factory=list)
     """Its forgotten pages. Its keywords, summary, vector and `l_interaction` are made from
     the other pages only, so a forgotten page reaches no prompt and earns no heat through it."""
+    vector: str = ""
+    """The revision of its `vectors/<id>` record ("" none: archived, or not embedded yet)."""
 
     @classmethod
     def load(cls, value: object, *, where: str) -> SegRec | None:
@@ -308,6 +337,7 @@ class SegRec:
             promoted_visits=_int(value.get("promoted_visits"), bad, "promoted_visits"),
             forgotten=value.get("forgotten") is True,
             hidden=hidden or [],
+            vector=_str(value.get("vector")),
         )
         if bad:
             _report(where, f"segment {segment.id!r}", bad)
@@ -350,6 +380,7 @@ class SegRec:
             "promoted_visits": self.promoted_visits,
             "forgotten": self.forgotten,
             "hidden": self.hidden,
+            "vector": self.vector,
         }
 
     def add_keywords(self, words: list[str]) -> None:
@@ -402,6 +433,8 @@ class UserState:
     of the index is current without reading the blocks."""
     archive: list[tuple[str, int]] = field(default_factory=list)
     """(revision, segments) of each archive block."""
+    long_term: str = ""
+    """The revision of the `long_term` record last written ("" unknown: read it)."""
     seq_rebuilt: bool = False
     """`seq` was unusable and rebuilt from the short-term ids (the caller raises it past the
     other records' ids)."""
@@ -418,6 +451,15 @@ class UserState:
         if not isinstance(value, Mapping):
             warn(where, "state record", "not an object; starting empty")
             return state
+        version = value.get("version")
+        if isinstance(version, int) and not isinstance(version, bool) and version != VERSION:
+            raise TierStoreError(
+                where,
+                f"written by layout version {version}, this version of layered_memory reads "
+                f"{VERSION} only (version 1 kept every vector of a block in one record); "
+                "nothing was changed: keep the store with the version that wrote it, or delete "
+                "this user's namespace to start it again",
+            )
         bad: list[str] = []
         seq = value.get("seq")
         state.seq = _int(seq, bad, "seq")
@@ -435,6 +477,7 @@ class UserState:
                 state.stm.append(page)
         state.index = _revs(value.get("index"), where, "index")
         state.archive = _revs(value.get("archive"), where, "archive")
+        state.long_term = _str(value.get("long_term"))
         if bad:
             _report(where, "state record", bad)
         if state.seq != seq:
@@ -454,19 +497,22 @@ class UserState:
             "stm": [page.dump() for page in self.stm],
             "index": [list(pair) for pair in self.index],
             "archive": [list(pair) for pair in self.archive],
+            "long_term": self.long_term,
         }
 
 
 @dataclass(slots=True)
 class MidTerm:
-    """The `mid_term` record: the mid-term segments and their vectors (the centroid of their
-    visible pages, or the embedded model-made summary), one base64 row each (a consolidation
-    encodes the rows that changed only)."""
+    """The `mid_term` record: the mid-term segments. Their vectors (the centroid of their
+    visible pages, or the embedded model-made summary) live one per `vectors/<id>` record,
+    which the segment names by revision: a consolidation writes the vectors that changed."""
 
     segments: list[SegRec] = field(default_factory=list)
     vectors: dict[str, Vector] = field(default_factory=dict)
-    encoded: dict[str, tuple[Vector, str]] = field(default_factory=dict)
-    """The stored row of each vector, while the vector is that very object."""
+    stored: dict[str, tuple[Vector, str]] = field(default_factory=dict)
+    """The vector of each segment as read or last written, and its revision."""
+    units: dict[str, tuple[Vector, Vector]] = field(default_factory=dict)
+    """Each vector's unit copy, while the vector is that very object."""
 
     def segment(self, segment_id: str) -> SegRec | None:
         for segment in self.segments:
@@ -475,49 +521,106 @@ class MidTerm:
         return None
 
     @classmethod
-    def load(cls, value: object, *, dim: int | None, where: str) -> MidTerm:
+    def load(cls, value: object, *, where: str) -> MidTerm:
+        """The segments (their vectors are read by the caller: `take` each)."""
         mid = cls()
         if value is None:
             return mid
         if not isinstance(value, Mapping):
             warn(where, "mid_term record", "not an object; starting empty")
             return mid
-        rev = value.get("rev")
         mid.segments = _segments(value.get("segments"), where, "mid_term record")
-        if not mid.segments or not dim:
-            return mid
-        rows = _strs(value.get("rows"))
-        matrix = DECODED.get_rows(_str(rev), rows, dim) if len(rows) == len(mid.segments) else None
-        if matrix is None:
-            warn(where, "mid_term record", "segment vectors unreadable; segments kept without them")
-            return mid
-        for i, seg in enumerate(mid.segments):
-            mid.vectors[seg.id] = matrix[i]
-            mid.encoded[seg.id] = (mid.vectors[seg.id], rows[i])
         return mid
 
-    def dump(self, dim: int | None) -> dict[str, Any]:
-        rev = uuid.uuid4().hex
-        rows: list[str] = []
-        if dim and self.segments:
+    def take(self, segment: SegRec, pair: tuple[Vector, Vector]) -> None:
+        """Set `segment`'s vector as read from its record: (vector, unit vector)."""
+        self.vectors[segment.id] = pair[0]
+        self.stored[segment.id] = (pair[0], segment.vector)
+        self.units[segment.id] = pair
+
+    def unit_vector(self, segment_id: str) -> Vector | None:
+        """The segment's vector scaled to length 1 (None: it has none)."""
+        vector = self.vectors.get(segment_id)
+        if vector is None:
+            return None
+        known = self.units.get(segment_id)
+        if known is None or known[0] is not vector:
+            known = self.units[segment_id] = (vector, unit(vector))
+        return known[1]
+
+    def dump(self, dim: int | None) -> tuple[dict[str, Any], dict[str, dict[str, Any] | None]]:
+        """The record, and the `vectors/<id>` records to write (None: to delete): those of
+        segments whose vector changed, and of segments that left the tier."""
+        writes: dict[str, dict[str, Any] | None] = {}
+        if dim:
             zero = zeros(dim)
-            vectors = [self.vectors.get(segment.id, zero) for segment in self.segments]
-            vectors = [v if v.shape == zero.shape else zero for v in vectors]
-            for segment, vector in zip(self.segments, vectors, strict=True):
-                known = self.encoded.get(segment.id)
-                rows.append(
-                    known[1] if known is not None and known[0] is vector else encode(vector)
-                )
-            DECODED.put_rows(rev, rows, np.stack(vectors))
-        return {
+            for segment in self.segments:
+                vector = self.vectors.get(segment.id)
+                if vector is None or vector.shape != zero.shape:
+                    vector = self.vectors[segment.id] = zero
+                known = self.stored.get(segment.id)
+                if known is not None and known[0] is vector and known[1] == segment.vector:
+                    continue
+                segment.vector, writes[segment.id] = vector_record(vector)
+                pair = self.units[segment.id] = BY_REVISION.put(segment.vector, vector)
+                self.vectors[segment.id] = pair[0]
+                self.stored[segment.id] = (pair[0], segment.vector)
+        kept = {segment.id for segment in self.segments}
+        for segment_id in [sid for sid in self.stored if sid not in kept]:
+            writes[segment_id] = None
+            del self.stored[segment_id]
+        record = {
             "version": VERSION,
+            "rev": uuid.uuid4().hex,
             "segments": [segment.dump() for segment in self.segments],
-            "rev": rev,
-            "rows": rows,
         }
+        return record, writes
 
     def top_seq(self) -> int:
         return max((id_number(i) for seg in self.segments for i in (seg.id, *seg.pages)), default=0)
+
+
+class _MidTerms:
+    """The mid-term tier as the last write of this process left it, per (store, user), by the
+    revision of the `mid_term` record it wrote: the next consolidation of that user, finding
+    that revision in the record it reads, skips parsing 200 segments and looking up their
+    vectors (the bulk of a page's cost once the tier is full).
+
+    A writer takes its user's entry out (`take`) and puts it back only after its writes
+    succeeded (`put`), so a flow that failed half-way leaves nothing behind, and no two flows
+    share one: writes of one user are serialized within a process, and readers that hold no
+    lock (listing segments) parse the record themselves. Another process's write draws a new
+    revision, which no entry here has.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[int, tuple[str, ...]], tuple[str, MidTerm]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: tuple[int, tuple[str, ...]], rev: object) -> MidTerm | None:
+        """The entry of `key` if it is of revision `rev`; removed either way."""
+        with self._lock:
+            found = self._entries.pop(key, None)
+        if found is None or not isinstance(rev, str) or found[0] != rev:
+            return None
+        return found[1]
+
+    def put(self, key: tuple[int, tuple[str, ...]], rev: str, mid: MidTerm) -> None:
+        if not rev:
+            return
+        with self._lock:
+            self._entries[key] = (rev, mid)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+MIDTERMS = _MidTerms()
 
 
 @dataclass(slots=True)
@@ -566,16 +669,14 @@ class IndexBlock:
     """An `index/<n>` record: the searchable part of up to `INDEX_ROWS` pages (of any segment,
     mid-term or archived) in the order they left short-term memory.
 
-    Each page's vector (unit length, one base64 row: appending a page encodes that row only,
-    and nothing is decoded until a search needs it) and content words (space-separated,
-    repeated as often as they occur: BM25 needs the counts); the page bodies stay in
-    `pages/<id>`.
+    Each page's content words (space-separated, repeated as often as they occur: BM25 needs
+    the counts); the page bodies stay in `pages/<id>`, the vectors in `vectors/<id>` (a new
+    page adds its own vector record, never a row to a record of 256).
     """
 
     ids: list[str] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     terms: list[str] = field(default_factory=list)
-    rows: list[str] = field(default_factory=list)
     hidden: set[str] = field(default_factory=set)
     rev: str = ""
     grown_from: str | None = None
@@ -586,44 +687,31 @@ class IndexBlock:
 
     @classmethod
     def load(cls, value: object, *, where: str, number: int) -> IndexBlock:
-        """The block (its shape checked; its vectors are checked by `vectors`)."""
+        """The block, its shape checked."""
         if value is None:
             return cls()
         if isinstance(value, Mapping):
-            ids, rows = _strs(value.get("ids")), _strs(value.get("rows"))
-            times, terms = _nums(value.get("times"), len(ids)), _strs(value.get("terms"))
-            if times is not None and len(rows) == len(ids) == len(terms):
+            ids, terms = _strs(value.get("ids")), _strs(value.get("terms"))
+            times = _nums(value.get("times"), len(ids))
+            if times is not None and len(ids) == len(terms):
                 hidden = set(_strs(value.get("hidden")))
                 rev, grown_from = _str(value.get("rev")), value.get("grown_from")
                 grown = grown_from if isinstance(grown_from, str) and grown_from else None
-                return cls(ids, times, terms, rows, hidden, rev, grown, rev)
+                return cls(ids, times, terms, hidden, rev, grown, rev)
         warn(where, f"index block {number}", "unreadable; its pages are not searched")
         return cls()
 
-    def vectors(self, dim: int, start: int = 0) -> Vector | None:
-        """The vectors of its pages from `start` on, or None when one is not a vector of
-        `dim` finite values."""
-        if start == 0:
-            return DECODED.get_rows(self.rev, self.rows, dim)
-        decoded = [decode_matrix(row, 1, dim) for row in self.rows[start:]]
-        if any(row is None for row in decoded):
-            return None
-        if not decoded:
-            return np.zeros((0, max(dim, 1)), np.float32)
-        return np.vstack(decoded)  # type: ignore[arg-type]
-
-    def append(self, page_id: str, timestamp: float, terms: Sequence[str], vector: Vector) -> None:
-        """Add a page (its vector scaled to length 1: a retrieval then needs no row norms)."""
+    def append(self, page_id: str, timestamp: float, terms: Sequence[str]) -> None:
+        """Add a page (its vector is written to `vectors/<id>` by the caller)."""
         self.ids.append(page_id)
         self.times.append(float(timestamp))
         self.terms.append(" ".join(terms))
-        self.rows.append(encode(unit(vector).astype(np.float32)))
         self.rev = uuid.uuid4().hex
 
     def remove(self, page_id: str) -> None:
         if page_id in self.ids:
             index = self.ids.index(page_id)
-            for column in (self.ids, self.times, self.terms, self.rows):
+            for column in (self.ids, self.times, self.terms):
                 del column[index]
         self.hidden.discard(page_id)
         self.rev, self.lineage = uuid.uuid4().hex, None
@@ -636,12 +724,6 @@ class IndexBlock:
         # A new revision, not an extension: the search's copy must read the block again.
         self.rev, self.lineage = uuid.uuid4().hex, None
 
-    def vectors_of(self, page_ids: set[str], dim: int) -> list[Vector]:
-        matrix = self.vectors(dim)
-        if matrix is None:
-            return []
-        return [matrix[i] for i, pid in enumerate(self.ids) if pid in page_ids]
-
     def dump(self) -> dict[str, Any]:
         return {
             "version": VERSION,
@@ -650,7 +732,6 @@ class IndexBlock:
             "times": self.times,
             "terms": self.terms,
             "hidden": sorted(self.hidden),
-            "rows": self.rows,
             "grown_from": self.lineage,
         }
 
@@ -703,6 +784,10 @@ class LongTerm:
     vectors: dict[str, Vector] = field(default_factory=dict)
     matrix: Vector | None = None
     """The vectors as read, one row per entry in order (a retrieval scores them at once)."""
+    counts: dict[str, Counter[str]] = field(default_factory=dict)
+    """Each entry's content words, by id, counted when a retrieval first asks (`words`)."""
+    postings: dict[str, set[str]] | None = None
+    """Content word -> the ids of the entries holding it (`holding`)."""
 
     @classmethod
     def load(cls, value: object, *, where: str) -> LongTerm:
@@ -745,41 +830,48 @@ class LongTerm:
         return lpm
 
     @classmethod
-    def read(cls, value: object, *, where: str) -> LongTerm:
-        """`load` for a reader that changes nothing (a retrieval, every turn): the entries
-        parsed once per version of the record. The version is its revision plus each entry's
-        id, text length and flags, read in the same call: a new write, or an edit of what a
-        retrieval shows, is parsed again."""
-        if not isinstance(value, Mapping) or not isinstance(value.get("facts"), list):
-            return cls.load(value, where=where)
-        vectors = value.get("vectors")
-        text = vectors if isinstance(vectors, str) else ""
-        key = (
-            value.get("rev"),
-            value.get("dim"),
-            (len(text), text[:32], text[-32:]),
-            tuple(
-                tuple(
-                    tuple(field) if isinstance(field, list) else field
-                    for field in map(raw.get, _FACT_FIELDS)
-                )
-                if isinstance(raw, Mapping)
-                else None
-                for raw in value["facts"]
-            ),
-        )
-        try:
-            hash(key)
-        except TypeError:  # an unhashable value where a string belongs: parse (and warn)
-            return cls.load(value, where=where)
+    def cached(cls, rev: str) -> LongTerm | None:
+        """The record of revision `rev` as this process last read it (None: not held)."""
         with _READ_LOCK:
-            found = _READ.get(key)
-        if found is None:
-            found = cls.load(value, where=where)
+            found = _READ.get(rev) if rev else None
+            if found is not None:
+                _READ.move_to_end(rev)
+            return found
+
+    @classmethod
+    def read(cls, value: object, *, where: str) -> LongTerm:
+        """`load` for a reader that changes nothing (a retrieval, every turn), remembered by
+        the record's own revision: the state record names the revision last written, so a
+        retrieval reads this record only when it names one this process does not hold
+        (`cached`). A writer draws a new revision for every write; an edit by hand must too."""
+        found = cls.load(value, where=where)
+        rev = value.get("rev") if isinstance(value, Mapping) else None
+        if isinstance(rev, str) and rev:
             with _READ_LOCK:
-                _READ[key] = found
+                _READ[rev] = found
                 while len(_READ) > 256:
                     _READ.popitem(last=False)
+        return found
+
+    def words(self, fact: FactRec) -> Counter[str]:
+        """The content words of `fact`'s text, counted once per record read."""
+        counts = self.counts.get(fact.id)
+        if counts is None:
+            counts = self.counts[fact.id] = word_counts(fact.text)
+        return counts
+
+    def holding(self, words: Iterable[str]) -> set[str]:
+        """The ids of the entries whose text holds one of `words` (an index made once per
+        record read: a retrieval looks up its query words, never every entry)."""
+        if self.postings is None:
+            postings: dict[str, set[str]] = {}
+            for fact in self.facts:
+                for word in self.words(fact):
+                    postings.setdefault(word, set()).add(fact.id)
+            self.postings = postings
+        found: set[str] = set()
+        for word in words:
+            found |= self.postings.get(word, set())
         return found
 
     def dump(self) -> dict[str, Any]:
@@ -825,8 +917,7 @@ class LongTerm:
         return max((id_number(fact.id) for fact in self.facts), default=0)
 
 
-_FACT_FIELDS = ("id", "text", "kind", "timestamp", "source", "forgotten", "pages", "hidden_by")
-_READ: OrderedDict[tuple[Any, ...], LongTerm] = OrderedDict()
+_READ: OrderedDict[str, LongTerm] = OrderedDict()
 _READ_LOCK = threading.Lock()
 
 

@@ -119,10 +119,14 @@ class ScoredPage:
     Attributes:
         page: The page.
         score: Its fused rank score.
+        matched: (query, response): which of its two turns hold the match (share a
+            content word with the query; both when neither does). The block shows only
+            those: the budget goes to evidence.
     """
 
     page: Page
     score: float
+    matched: tuple[bool, bool] = (True, True)
 
 
 @dataclass(frozen=True, slots=True)

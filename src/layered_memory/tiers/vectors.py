@@ -12,7 +12,7 @@ import base64
 import binascii
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from layered_memory.errors import VectorError
@@ -23,7 +23,17 @@ except ImportError as exc:  # pragma: no cover - the dev extra installs it
     msg = "layered_memory.tiers needs numpy: pip install 'layered-memory[tiers]'"
     raise ImportError(msg) from exc
 
-__all__ = ["DECODED", "MAX_DIM", "Vector", "as_matrix", "decode_matrix", "encode", "unit", "zeros"]
+__all__ = [
+    "BY_REVISION",
+    "DECODED",
+    "MAX_DIM",
+    "Vector",
+    "as_matrix",
+    "decode_matrix",
+    "encode",
+    "unit",
+    "zeros",
+]
 
 MAX_DIM = 65_536
 """Embedding dimensions past this are refused: a record claiming `10**12` must not make a
@@ -131,34 +141,6 @@ class _DecodedMatrices:
         self._remember(key, matrix)
         return text
 
-    @staticmethod
-    def _rows_key(rev: str, rows: Sequence[str], dim: int) -> tuple[Any, ...] | None:
-        if not rev or not rows:
-            return None
-        return (rev, len(rows), dim, sum(map(len, rows)), rows[0][:32], rows[-1][-32:])
-
-    def get_rows(self, rev: str, rows: Sequence[str], dim: int) -> Vector | None:
-        """The matrix of rows each stored by `encode` (an index block), or None."""
-        key = self._rows_key(rev, rows, dim)
-        matrix = self._cached(key)
-        if matrix is None:
-            decoded = [decode_matrix(row, 1, dim) for row in rows]
-            if any(row is None for row in decoded):
-                return None
-            matrix = (
-                np.vstack(decoded)  # type: ignore[arg-type]
-                if decoded
-                else np.zeros((0, max(dim, 1)), np.float32)
-            )
-            if key is not None:
-                self._remember(key, matrix)
-        return matrix
-
-    def put_rows(self, rev: str, rows: Sequence[str], matrix: Vector) -> None:
-        key = self._rows_key(rev, rows, int(matrix.shape[1]))
-        if key is not None:
-            self._remember(key, matrix)
-
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -172,3 +154,54 @@ class _DecodedMatrices:
 
 
 DECODED = _DecodedMatrices()
+
+
+class _ByRevision:
+    """Vectors of `vectors/<id>` records (one page or one segment each) by the random revision
+    they were written with, with their unit-length copy.
+
+    The record that lists a vector (the mid-term record lists each segment's) names its
+    revision and is read in the same call that uses this cache, so a vector is read from the
+    store only when its revision is new to this process, and never served older than the
+    listing (in this process or any other): a writer draws a new revision for every change.
+    Bounded by bytes: a consolidation at 5,000 dimensions reads no vector it already holds.
+    """
+
+    def __init__(self, max_bytes: int = 64 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, tuple[Vector, Vector]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, rev: str, dim: int) -> tuple[Vector, Vector] | None:
+        """(vector, unit vector) of revision `rev` when known and of `dim` values."""
+        with self._lock:
+            found = self._entries.get(rev)
+            if found is None or found[0].shape != (dim,):
+                return None
+            self._entries.move_to_end(rev)
+            return found
+
+    def put(self, rev: str, vector: Vector) -> tuple[Vector, Vector]:
+        """Remember `vector` under `rev`; (vector, unit vector), both read-only."""
+        pair = (vector.astype(np.float32, copy=True), unit(vector).astype(np.float32))
+        for array in pair:
+            array.flags.writeable = False  # shared by every reader: nobody may change it
+        with self._lock:
+            old = self._entries.pop(rev, None)
+            if old is not None:
+                self._bytes -= 2 * old[0].nbytes
+            self._entries[rev] = pair
+            self._bytes += 2 * pair[0].nbytes
+            while self._bytes > self.max_bytes and len(self._entries) > 1:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= 2 * dropped[0].nbytes
+        return pair
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+BY_REVISION = _ByRevision()

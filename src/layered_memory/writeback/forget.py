@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from layered_memory.core.files import atransact, transact
-from layered_memory.core.loading import download_files_safely
+from layered_memory.core.loading import adownload_files_safely, download_files_safely
 from layered_memory.safety.defuse import drop_invisible
 from layered_memory.writeback.review_queue import (
     Change,
@@ -42,6 +42,7 @@ __all__ = [
     "FileForgotten",
     "SubjectMatcher",
     "aforget_in_file",
+    "aread_only_naming",
     "forget_in_file",
     "forget_in_queue",
     "forget_lines",
@@ -269,7 +270,12 @@ async def aforget_in_file(
         What was (or would be) removed.
     """
     paths = [path] if queue_path is None else [path, queue_path]
-    binding = queue_binding(backend, queue_path) if queue_path is not None else ""
+    # The binding resolves the backend's folder on the disk: off the event loop.
+    binding = (
+        await asyncio.to_thread(queue_binding, backend, queue_path)
+        if queue_path is not None
+        else ""
+    )
     found = await atransact(backend, paths, _transform(path, queue_path, matcher, dry_run, binding))
     if found.queued and not dry_run:
         await asyncio.to_thread(commit_generation, binding)
@@ -291,7 +297,28 @@ def read_only_naming(
     """
     if not paths:
         return []
-    responses = download_files_safely(backend, list(paths))
+    return _naming(paths, download_files_safely(backend, list(paths)), matcher)
+
+
+async def aread_only_naming(
+    backend: BackendProtocol, paths: Sequence[str], matcher: SubjectMatcher
+) -> list[str]:
+    """Async twin of `read_only_naming` (the files are read off the event loop).
+
+    Args:
+        backend: Where the files live.
+        paths: Read-only memory files (and rule files).
+        matcher: The subject.
+
+    Returns:
+        The paths whose text names it, in the order given.
+    """
+    if not paths:
+        return []
+    return _naming(paths, await adownload_files_safely(backend, list(paths)), matcher)
+
+
+def _naming(paths: Sequence[str], responses: Sequence[Any], matcher: SubjectMatcher) -> list[str]:
     found: list[str] = []
     for path, response in zip(paths, responses, strict=True):
         content = getattr(response, "content", None)

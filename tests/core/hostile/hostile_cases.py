@@ -686,6 +686,31 @@ def stale_cites(root: Path) -> dict[str, Any]:
     }
 
 
+@case
+def session_folder(root: Path) -> dict[str, Any]:
+    """A session folder `forget` lists: a FIFO and a link named as session files, a file whose
+    key is 8 MB of backslashes, 3,000 stray files, and session keys full of glob and pattern
+    characters. The listing reads only file heads and opens no FIFO."""
+    from layered_memory import FileSessionStore, forget
+
+    store = FileSessionStore(root / "sessions", fsync=False)
+    keys = ["entity:*?[]\\%_:x", "entity:\u202e\x1b[31m:x", "x" * 1024]
+    for key in keys:
+        store.set(key, {"client": "Acme Corp", "kept": 1})
+    os.mkfifo(store.path_for("fifo"))
+    store.path_for("link").symlink_to("/dev/zero")
+    store.path_for("huge").write_text('{"key":"' + "\\" * (FILE_LIMIT // 2))
+    for index in range(3_000):
+        (root / "sessions" / f"stray-{index}.json").write_text("{}")
+    with warnings_logged() as warned:
+        report = forget("Acme Corp", session_store=store)
+    return {
+        "forgotten": sorted(s.key for s in report.sessions) == sorted(keys),
+        "kept": all(store.get(key) == {"kept": 1} for key in keys),
+        "warnings": len(warned),
+    }
+
+
 def main(argv: list[str]) -> int:
     workdir = Path(argv[0])
     names = argv[1:] or list(CASES)

@@ -264,3 +264,11 @@ def test_hostile_cites_are_checked_in_bounded_time(outcomes: dict[str, Any]) -> 
     result = outcome(outcomes, "stale_cites")
     assert result["block_chars"] <= 48_000
     assert result["stale_shown"]  # the first entry's range runs past the file: marked
+
+
+def test_a_hostile_session_folder_is_listed_by_heads_and_never_hangs(
+    outcomes: dict[str, Any],
+) -> None:
+    result = outcome(outcomes, "session_folder")
+    # The 3,003 planted and stray files cost one warning; the sessions are searched.
+    assert result == {"forgotten": True, "kept": True, "warnings": 1}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import secrets
 import subprocess
 import sys
@@ -159,7 +161,46 @@ def test_file_store_purges_expired_files(tmp_path: Path) -> None:
     assert store.get("forever") == {"v": 3}
 
 
+def test_file_store_lists_its_own_files_and_skips_the_rest_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A planted FIFO or link, a corrupt, foreign or renamed file: skipped by name, never
+    read past its head, never a hang."""
+    store = FileSessionStore(tmp_path)
+    store.set("entity:kept:x", {"v": 1})
+    store.set("entity:copied:x", {"v": 2})
+    os.mkfifo(tmp_path / store.path_for("fifo").name)  # reading it would block forever
+    (tmp_path / store.path_for("link").name).symlink_to(store.path_for("entity:kept:x"))
+    store.path_for("corrupt").write_text("{not json")
+    (tmp_path / "notes.json").write_text("{}")
+    store.path_for("renamed").write_bytes(store.path_for("entity:copied:x").read_bytes())
+    (tmp_path / ".tmp-abc").write_text("half written")
+    with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores"):
+        assert sorted(store.keys()) == ["entity:copied:x", "entity:kept:x"]
+    # One warning for the listing (a million planted files cost one line), with the count;
+    # a write in progress is no problem.
+    [warned] = [r.getMessage() for r in caplog.records]
+    assert "skipped 5 listed name(s)" in warned
+    assert str(tmp_path) in warned
+
+
 # -- Redis ----------------------------------------------------------------------------------
+
+
+def test_redis_store_lists_only_its_prefix_and_skips_foreign_names(
+    redis_store: tuple[RedisSessionStore, RedisClock], caplog: pytest.LogCaptureFixture
+) -> None:
+    store, redis_clock = redis_store
+    store.set("entity:a:x", {"v": 1})
+    client = redis_clock.client
+    client.set(store.prefix.encode() + b"\xff\xfe-not-utf8", b"{}")
+    client.set(store.prefix + "y" * (MAX_KEY_BYTES + 1), b"{}")
+    client.set(store.prefix[:-1] + "-other:entity:a:x", b"{}")  # a neighbour's prefix
+    with caplog.at_level(logging.WARNING, logger="layered_memory.sessions.stores"):
+        assert list(store.keys()) == ["entity:a:x"]
+    [warned] = [r.getMessage() for r in caplog.records]
+    assert "skipped 2 listed name(s)" in warned
+    client.delete(store.prefix[:-1] + "-other:entity:a:x")
 
 
 def test_redis_store_uses_the_prefix_and_server_ttl(

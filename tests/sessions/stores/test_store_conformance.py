@@ -14,6 +14,7 @@ from layered_memory.errors import SessionStoreError, StoreUnavailableError
 from layered_memory.sessions.stores import (
     ConditionalSessionStore,
     ExpiryAwareSessionStore,
+    ListableSessionStore,
     SessionStore,
 )
 from layered_memory.sessions.stores.base import MAX_KEY_BYTES
@@ -27,6 +28,7 @@ def test_implements_the_protocols(case: StoreCase) -> None:
     assert isinstance(case.store, SessionStore)
     assert isinstance(case.store, ExpiryAwareSessionStore)
     assert isinstance(case.store, ConditionalSessionStore)
+    assert isinstance(case.store, ListableSessionStore)
 
 
 @USE_ASYNC
@@ -370,3 +372,79 @@ async def test_concurrent_async_writers_on_one_key(case: StoreCase) -> None:
     assert _is_intact(final)
     await store.aset(KEY, _payload(42, 1))
     assert await store.aget(KEY) == _payload(42, 1)
+
+
+# -- listing keys ----------------------------------------------------------------------------
+
+# Keys a glob (Redis MATCH), a LIKE pattern (PostgreSQL) or a file name could misread.
+HOSTILE_KEYS = [
+    "entity:a*:x",
+    "entity:a?:x",
+    "entity:a[bc]:x",
+    "entity:a\\:x",
+    "entity:a%:x",
+    "entity:a_:x",
+    "entity:ab:x",
+    "entity:a\n\t\x1b[31m:x",
+    "entity:é\u202e:x",
+    "../../etc/passwd",
+    "x" * MAX_KEY_BYTES,
+]
+
+
+async def listed(store: ListableSessionStore, use_async: bool, prefix: str = "") -> list[str]:
+    if use_async:
+        return [key async for key in store.akeys(prefix)]
+    return list(store.keys(prefix))
+
+
+@pytest.fixture
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Pages of 3 keys, so a few keys cross several pages (the listing's bound)."""
+    import layered_memory.sessions.stores.file as file_store
+    import layered_memory.sessions.stores.memory as memory_store
+    import layered_memory.sessions.stores.postgres as postgres_store
+    import layered_memory.sessions.stores.redis as redis_store
+
+    for module in (file_store, memory_store, postgres_store, redis_store):
+        monkeypatch.setattr(module, "KEY_PAGE_SIZE", 3)
+    return 3
+
+
+@USE_ASYNC
+async def test_keys_lists_every_live_key_and_only_those(
+    case: StoreCase, use_async: bool, small_pages: int
+) -> None:
+    store = case.store
+    for key in HOSTILE_KEYS:
+        await call(store, use_async, "set", key, {"key": key})
+    await call(store, use_async, "set", "entity:gone:x", {"v": 1}, ttl=5)
+    await call(store, use_async, "set", "entity:deleted:x", {"v": 1})
+    await call(store, use_async, "delete", "entity:deleted:x")
+    case.advance(6)
+    found = await listed(store, use_async)
+    assert sorted(set(found)) == sorted(HOSTILE_KEYS)
+    assert len(found) > small_pages
+
+
+@USE_ASYNC
+async def test_keys_under_a_prefix_match_it_literally(case: StoreCase, use_async: bool) -> None:
+    store = case.store
+    for key in HOSTILE_KEYS:
+        await call(store, use_async, "set", key, {"key": key})
+    assert set(await listed(store, use_async, "entity:a*")) == {"entity:a*:x"}
+    assert set(await listed(store, use_async, "entity:a[")) == {"entity:a[bc]:x"}
+    assert set(await listed(store, use_async, "entity:a%")) == {"entity:a%:x"}
+    assert set(await listed(store, use_async, "entity:a_")) == {"entity:a_:x"}
+    assert set(await listed(store, use_async, "entity:a\\")) == {"entity:a\\:x"}
+    assert set(await listed(store, use_async, "entity:")) == {
+        key for key in HOSTILE_KEYS if key.startswith("entity:")
+    }
+    assert await listed(store, use_async, "nothing:") == []
+
+
+@USE_ASYNC
+async def test_a_prefix_no_key_could_have_is_refused(case: StoreCase, use_async: bool) -> None:
+    for prefix in ("a\x00", "x" * (MAX_KEY_BYTES + 1)):
+        with pytest.raises(SessionStoreError):
+            await listed(case.store, use_async, prefix)

@@ -328,3 +328,47 @@ async def test_a_frozen_l2_costs_one_timeout_per_operation(
         assert l2.calls == 1, "one L2 call: the marker read's failure ends the operation"
         assert info.value.key == "k"
     assert "value" not in (l1.get("k") or {}), "nothing acknowledged in L1"
+
+
+class Unlisted:
+    """A store with the port's methods and no listing (a user's own L2)."""
+
+    def __init__(self) -> None:
+        self.inner = InMemorySessionStore()
+
+    def get(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    def set(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
+        self.inner.set(key, value, ttl=ttl)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    async def aget(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    async def aset(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
+        self.inner.set(key, value, ttl=ttl)
+
+    async def adelete(self, key: str) -> None:
+        self.inner.delete(key)
+
+
+@USE_ASYNC
+async def test_keys_come_from_l2_without_the_stores_own_entries(
+    clock: FakeClock, use_async: bool
+) -> None:
+    l1, l2 = InMemorySessionStore(clock=clock), InMemorySessionStore(clock=clock)
+    store = HybridSessionStore(l1, l2)
+    await call(store, use_async, "set", "entity:a:x", {"v": 1})
+    l1.set("only-in-l1", {"v": 2})  # a cache entry L2 does not hold is no session
+    l2.set(MARKER_KEY, {"l1_missed_writes_before": 1.0})
+    keys = [key async for key in store.akeys()] if use_async else list(store.keys())
+    assert keys == ["entity:a:x"]
+
+
+def test_keys_of_an_l2_that_cannot_list_say_what_to_do() -> None:
+    store = HybridSessionStore(InMemorySessionStore(), Unlisted())  # type: ignore[arg-type]
+    with pytest.raises(SessionStoreError, match="session_keys="):
+        list(store.keys())

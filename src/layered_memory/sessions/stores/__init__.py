@@ -16,6 +16,7 @@ from layered_memory.sessions.stores.base import (
     ConditionalSessionStore,
     ExpiryAwareSessionStore,
     GenerationalSessionStore,
+    ListableSessionStore,
     SessionStore,
     StoredSession,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "GenerationalSessionStore",
     "HybridSessionStore",
     "InMemorySessionStore",
+    "ListableSessionStore",
     "PostgresSessionStore",
     "RedisSessionStore",
     "SessionStore",

@@ -8,10 +8,11 @@ the same message), the encoding with secrets redacted, and the async twins of a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -20,16 +21,21 @@ from layered_memory.errors import SessionDataError, SessionStoreError
 from layered_memory.safety.redaction import redact_json, redact_text
 
 __all__ = [
+    "KEY_PAGE_SIZE",
     "MAX_KEY_BYTES",
     "Clock",
     "ConditionalSessionStore",
     "ExpiryAwareSessionStore",
     "GenerationalSessionStore",
     "JsonDict",
+    "ListableSessionStore",
+    "PagedKeys",
     "SessionStore",
+    "SkippedNames",
     "StoredSession",
     "ThreadedAsyncTwins",
     "check_key",
+    "check_prefix",
     "clean_value",
     "compact_json",
     "decode_value",
@@ -53,6 +59,11 @@ MAX_KEY_BYTES = 1024
 PostgreSQL's primary-key index refuses an entry over about 2,700 bytes; one limit below it,
 checked before any I/O, makes every store refuse the same keys with the same message.
 """
+
+KEY_PAGE_SIZE = 500
+"""Keys one listing round trip returns at most (a SCAN's COUNT, a SELECT's LIMIT, directory
+entries read per worker-thread hop): a store of millions of keys is listed in bounded memory,
+page by page, and an event loop is never held for more than one page."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -82,6 +93,66 @@ def check_key(key: object) -> str:
         )
         raise SessionStoreError(msg, key=key)
     return key
+
+
+def check_prefix(prefix: object) -> str:
+    """Return ``prefix`` (a key prefix to list under) if every adapter can match it, else raise.
+
+    Raises:
+        SessionStoreError: Not a str, or one `check_key` would refuse (the empty prefix lists
+            every key).
+    """
+    if prefix == "":
+        return ""
+    if not isinstance(prefix, str):
+        msg = f"a session key prefix must be a str, got {prefix!r}"
+        raise SessionStoreError(msg)
+    return check_key(prefix)
+
+
+class SkippedNames:
+    """What one listing skipped: counted, the first one named, told in one warning at its end.
+
+    A store shared with other programs (a Redis database, a folder) may hold names this
+    package never wrote: they are skipped, never passed on to fail later, and a million of
+    them cost one log line, not a million.
+
+    Args:
+        where: The store, as the warning names it (no password).
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.count = 0
+        self.first: tuple[str, str] | None = None
+
+    def add(self, name: str, reason: str) -> None:
+        """Count a skipped name (the first one is named in the warning)."""
+        self.count += 1
+        if self.first is None:
+            self.first = (name, reason)
+
+    def key(self, name: object) -> str | None:
+        """`name` if it is a session key, else None (counted)."""
+        try:
+            return check_key(name)
+        except SessionStoreError as exc:
+            self.add(repr(name)[:200], str(exc))
+            return None
+
+    def report(self) -> None:
+        """One warning when anything was skipped."""
+        if self.first is None:
+            return
+        name, reason = self.first
+        logger.warning(
+            "session store %s: skipped %d listed name(s) that are no sessions of this store, "
+            "first %s: %s; remove them, or give the store a place of its own",
+            self.where,
+            self.count,
+            name,
+            reason,
+        )
 
 
 def _escape_surrogate(match: re.Match[str]) -> str:
@@ -337,6 +408,50 @@ class GenerationalSessionStore(Protocol):
         ...
 
 
+@runtime_checkable
+class ListableSessionStore(SessionStore, Protocol):
+    """A store that can list the keys it holds (every built-in store can).
+
+    Listing is paged (`KEY_PAGE_SIZE` keys per round trip), so a store of millions of keys is
+    listed in bounded memory; a key written while a listing runs may or may not be listed,
+    and one may be listed twice (a Redis SCAN): callers act on each key idempotently.
+    `layered_memory.forget` lists the keys to search this way.
+    """
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        """The live keys that start with ``prefix`` (expired entries left out).
+
+        Args:
+            prefix: Only keys starting with it (the empty prefix: every key).
+
+        Returns:
+            An iterator over the keys, in no particular order.
+
+        Raises:
+            SessionStoreError: A prefix no key could start with (as `check_key` refuses).
+        """
+        ...
+
+    def akeys(self, prefix: str = "") -> AsyncIterator[str]:
+        """Async twin of `keys`."""
+        ...
+
+
+class _Paged(Protocol):
+    def _key_pages(self, prefix: str) -> Generator[list[str]]: ...
+
+
+class PagedKeys:
+    """`keys` over a store's `_key_pages(prefix)`: pages of at most `KEY_PAGE_SIZE` keys."""
+
+    def keys(self: _Paged, prefix: str = "") -> Iterator[str]:
+        """The live keys that start with ``prefix`` (see `ListableSessionStore.keys`)."""
+        pages = self._key_pages(check_prefix(prefix))
+        with contextlib.closing(pages):
+            for page in pages:
+                yield from page
+
+
 # -- the async twins of a store whose I/O blocks (files; psycopg's sync pool): each runs the
 # sync method in a worker thread, so an event loop never waits on the disk or the network.
 
@@ -353,7 +468,8 @@ class _Blocking(Protocol):
 
 
 class ThreadedAsyncTwins:
-    """`aget_entry`, `aget`, `aset`, `adelete`, `aadd`, `areplace` over the sync methods."""
+    """`aget_entry`, `aget`, `aset`, `adelete`, `aadd`, `areplace`, `akeys` over the sync
+    methods."""
 
     async def aget_entry(self: _Blocking, key: str) -> StoredSession | None:
         """Async twin of `get_entry`."""
@@ -385,3 +501,14 @@ class ThreadedAsyncTwins:
     ) -> bool:
         """Async twin of `replace`."""
         return await asyncio.to_thread(self.replace, key, expected, value, ttl=ttl)
+
+    async def akeys(self: _Paged, prefix: str = "") -> AsyncIterator[str]:
+        """Async twin of `keys`: each page is read in a worker thread."""
+        pages = self._key_pages(check_prefix(prefix))  # a generator: nothing runs yet
+        try:
+            while (page := await asyncio.to_thread(next, pages, None)) is not None:
+                for key in page:
+                    yield key
+        finally:
+            # Closing runs the generator's cleanup (a directory handle, a cursor): off the loop.
+            await asyncio.to_thread(pages.close)

@@ -6,7 +6,8 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+import stat
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,8 +17,12 @@ from layered_memory.core.files import LOCK_POLL_SECONDS, LOCK_TIMEOUT_SECONDS, a
 from layered_memory.core.validation import check_bool, check_ttl
 from layered_memory.errors import SessionDataError, SessionStoreError
 from layered_memory.sessions.stores.base import (
+    KEY_PAGE_SIZE,
+    MAX_KEY_BYTES,
     Clock,
     JsonDict,
+    PagedKeys,
+    SkippedNames,
     StoredSession,
     ThreadedAsyncTwins,
     check_key,
@@ -31,6 +36,11 @@ __all__ = ["LOCK_FILE_NAME", "FileSessionStore"]
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9_]+")
 _SLUG_MAX = 64
 _TEMP_PREFIX = ".tmp-"
+_FILE_NAME = re.compile(r"[a-z0-9_]{1,64}-[0-9a-f]{32}\.json")
+_HEAD_START = '{"key":'
+_HEAD_BYTES = 6 * MAX_KEY_BYTES + 256
+"""Enough of a file to hold its key and expiry, written first (`_write`): the longest key
+with every byte escaped as `\\u00XX`, and the expiry. A listing reads no more of a file."""
 
 LOCK_FILE_NAME = ".session-store.lock"
 """The folder's write lock (never deleted: two writers could then lock two different files)."""
@@ -48,7 +58,7 @@ def file_name_for(key: str) -> str:
     return f"{slug}-{digest}.json"
 
 
-class FileSessionStore(ThreadedAsyncTwins):
+class FileSessionStore(PagedKeys, ThreadedAsyncTwins):
     """Stores each session as ``<root>/<slug>-<hash>.json``, written atomically.
 
     A write goes to a temporary file in the same folder, is flushed to disk and then renamed over
@@ -205,6 +215,55 @@ class FileSessionStore(ThreadedAsyncTwins):
             msg = f"cannot delete session file {str(path)!r}: {exc.strerror or exc}"
             raise SessionStoreError(msg, key=key) from exc
 
+    def _key_pages(self, prefix: str) -> Generator[list[str]]:
+        # One flat folder, read entry by entry (never listed whole): a page ends after
+        # `KEY_PAGE_SIZE` entries, session files or not, so a folder of millions of files is
+        # walked in bounded memory and no worker-thread hop reads more than a page of it.
+        now = self._clock()
+        skipped = SkippedNames(f"folder {str(self.root)!r}")
+        try:
+            entries = os.scandir(self.root)
+        except OSError as exc:
+            msg = f"cannot list session folder {str(self.root)!r}: {exc.strerror or exc}"
+            raise SessionStoreError(msg) from exc
+        with entries:
+            page: list[str] = []
+            seen = 0
+            for entry in entries:
+                seen += 1
+                key = self._listed(entry, now, skipped)
+                if key is not None and key.startswith(prefix):
+                    page.append(key)
+                if seen == KEY_PAGE_SIZE:
+                    yield page
+                    page, seen = [], 0
+            if page:
+                yield page
+        skipped.report()
+
+    def _listed(self, entry: os.DirEntry[str], now: float, skipped: SkippedNames) -> str | None:
+        """The live key of one folder entry, or None (counted in `skipped` unless it is the
+        lock or a write in progress)."""
+        name = entry.name
+        if name == LOCK_FILE_NAME or name.startswith(_TEMP_PREFIX):
+            return None
+        if not _FILE_NAME.fullmatch(name):
+            skipped.add(repr(name), "not a file name this store writes")
+            return None
+        head = _read_head(entry.path)
+        found = None if head is None else _parse_head(head)
+        if found is None:
+            skipped.add(repr(name), "not a regular file starting with a session key (corrupt?)")
+            return None
+        key = skipped.key(found[0])
+        if key is None:
+            return None
+        if file_name_for(key) != name:
+            skipped.add(repr(name), "its key belongs to another file name (copied or renamed?)")
+            return None
+        expires_at = found[1]
+        return key if expires_at is None or expires_at > now else None
+
     def purge_expired(self) -> int:
         """Delete the files of expired sessions; returns how many were deleted.
 
@@ -224,6 +283,44 @@ class FileSessionStore(ThreadedAsyncTwins):
                 path.unlink(missing_ok=True)
                 purged += 1
         return purged
+
+
+def _read_head(path: str) -> str | None:
+    """The start of a regular file (never a FIFO, a device or a link), or None."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _HEAD_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "ignore")  # a cut multi-byte character at the end only
+
+
+def _parse_head(head: str) -> tuple[object, float | None] | None:
+    """`(key, expires_at)` from the start of a session file as `_write` lays it out."""
+    if not head.startswith(_HEAD_START):
+        return None
+    decoder = json.JSONDecoder()
+    try:
+        key, end = decoder.raw_decode(head, len(_HEAD_START))
+        marker = ',"expires_at":'
+        if not head.startswith(marker, end):
+            return None
+        expires_at, _ = decoder.raw_decode(head, end + len(marker))
+    except ValueError:
+        return None
+    if expires_at is not None and (
+        isinstance(expires_at, bool) or not isinstance(expires_at, int | float)
+    ):
+        return None
+    return key, expires_at
 
 
 def _parse_file(key: str, path: Path, text: str) -> tuple[str, float | None, JsonDict]:

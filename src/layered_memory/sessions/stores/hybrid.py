@@ -48,7 +48,7 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar
@@ -62,6 +62,7 @@ from layered_memory.sessions.stores.base import (
     ExpiryAwareSessionStore,
     GenerationalSessionStore,
     JsonDict,
+    ListableSessionStore,
     SessionStore,
     StoredSession,
     check_key,
@@ -538,6 +539,34 @@ class HybridSessionStore:
         _check_session_key(key)
         self._mark(key)
         self.l2.delete(key)
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        """The live keys starting with ``prefix``, as L2 (the source of truth) lists them.
+
+        L1 is a cache of L2: a key only L1 holds is no session. The store's own entries
+        (`RESERVED_PREFIX`) are left out.
+
+        Raises:
+            SessionStoreError: L2 cannot list its keys (not a `ListableSessionStore`).
+        """
+        for key in self._listable_l2().keys(prefix):
+            if not key.startswith(RESERVED_PREFIX):
+                yield key
+
+    async def akeys(self, prefix: str = "") -> AsyncIterator[str]:
+        """Async twin of `keys`."""
+        async for key in self._listable_l2().akeys(prefix):
+            if not key.startswith(RESERVED_PREFIX):
+                yield key
+
+    def _listable_l2(self) -> ListableSessionStore:
+        if not isinstance(self.l2, ListableSessionStore):
+            msg = (
+                f"HybridSessionStore cannot list keys: its L2 ({type(self.l2).__name__}) has no "
+                "keys() method; give the keys yourself (e.g. forget(..., session_keys=[...]))"
+            )
+            raise SessionStoreError(msg)
+        return self.l2
 
     def close(self) -> None:
         """Close both tiers (those that have a ``close`` method)."""

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from collections.abc import AsyncIterator, Generator
 
 from layered_memory.core.validation import check_ttl
 from layered_memory.sessions.stores.base import (
+    KEY_PAGE_SIZE,
     Clock,
     JsonDict,
+    PagedKeys,
     StoredSession,
     check_key,
+    check_prefix,
     decode_value,
     encode_value,
 )
@@ -18,7 +23,7 @@ from layered_memory.sessions.stores.base import (
 __all__ = ["InMemorySessionStore"]
 
 
-class InMemorySessionStore:
+class InMemorySessionStore(PagedKeys):
     """A thread-safe in-process store; entries expire lazily (no background thread).
 
     Values are kept as JSON text, so every adapter has the same value semantics: what ``get``
@@ -112,6 +117,25 @@ class InMemorySessionStore:
                 self._entries[key] = (text, None if seconds is None else now + seconds)
         return True
 
+    def _key_pages(self, prefix: str) -> Generator[list[str]]:
+        # The names are copied under the lock (references: 8 bytes a key), then read a page
+        # at a time; a key written meanwhile may or may not be listed, as with every store.
+        with self._lock:
+            names = list(self._entries)
+        keys = iter(names)
+        while page := list(itertools.islice(keys, KEY_PAGE_SIZE)):
+            now = self._clock()
+            with self._lock:
+                live = [
+                    key
+                    for key in page
+                    if key.startswith(prefix)
+                    and (stored := self._entries.get(key)) is not None
+                    and (stored[1] is None or stored[1] > now)
+                ]
+            if live:
+                yield live
+
     def purge_expired(self) -> int:
         """Drop every expired entry now; returns how many were dropped."""
         now = self._clock()
@@ -143,6 +167,12 @@ class InMemorySessionStore:
     async def aadd(self, key: str, value: JsonDict, *, ttl: float | None = None) -> bool:
         """Async twin of `add`."""
         return self.add(key, value, ttl=ttl)
+
+    async def akeys(self, prefix: str = "") -> AsyncIterator[str]:
+        """Async twin of `keys`."""
+        for page in self._key_pages(check_prefix(prefix)):
+            for key in page:
+                yield key
 
     async def areplace(
         self, key: str, expected: JsonDict, value: JsonDict | None, *, ttl: float | None = None

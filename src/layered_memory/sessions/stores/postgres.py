@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, LiteralString, Self, TypeVar
@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any, LiteralString, Self, TypeVar
 from layered_memory.core.validation import check_seconds, check_ttl
 from layered_memory.errors import SessionStoreError, StoreUnavailableError, StoreURLError
 from layered_memory.sessions.stores.base import (
+    KEY_PAGE_SIZE,
     Clock,
     JsonDict,
+    PagedKeys,
     StoredSession,
     ThreadedAsyncTwins,
     check_key,
@@ -109,6 +111,14 @@ _UPDATE: LiteralString = (
     "updated_at = " + _NOW + " WHERE key = %(key)s"
 )
 _DELETE: LiteralString = "DELETE FROM {schema}.layered_memory_sessions WHERE key = %(key)s"
+# Keyset paging in the primary key's order: each page starts after the last key of the one
+# before, so no page costs more than its own rows, whatever the table holds. `starts_with`
+# takes the prefix as a value (a LIKE pattern would read `%` and `_` in keys as wildcards).
+_KEYS: LiteralString = (
+    "SELECT key FROM {schema}.layered_memory_sessions "
+    "WHERE starts_with(key, %(prefix)s) AND (%(after)s::text IS NULL OR key > %(after)s) "
+    "AND (expires_at IS NULL OR expires_at > " + _NOW + ") ORDER BY key LIMIT %(limit)s"
+)
 _PURGE: LiteralString = "DELETE FROM {schema}.layered_memory_sessions WHERE expires_at <= " + _NOW
 
 
@@ -121,7 +131,7 @@ def _import_psycopg() -> tuple[Any, Any]:
     return psycopg, psycopg_pool
 
 
-class PostgresSessionStore(ThreadedAsyncTwins):
+class PostgresSessionStore(PagedKeys, ThreadedAsyncTwins):
     """Sessions as rows of ``<schema>.layered_memory_sessions`` (JSON text, expiry column).
 
     Expired rows are never returned and are deleted by `purge_expired`. The async methods run
@@ -172,6 +182,7 @@ class PostgresSessionStore(ThreadedAsyncTwins):
                 ("update", _UPDATE),
                 ("delete", _DELETE),
                 ("purge", _PURGE),
+                ("keys", _KEYS),
             )
         }
 
@@ -405,6 +416,21 @@ class PostgresSessionStore(ThreadedAsyncTwins):
         """Remove ``key`` if present."""
         check_key(key)
         self._execute("delete", {"key": key}, key)
+
+    def _key_pages(self, prefix: str) -> Generator[list[str]]:
+        after: str | None = None
+        while True:
+            params = {"prefix": prefix, "after": after, "limit": KEY_PAGE_SIZE, "now": self._now()}
+
+            def work(conn: Connection[Any], params: dict[str, Any] = params) -> list[str]:
+                return [row[0] for row in conn.execute(self._queries["keys"], params)]
+
+            page = self._run(work, None)
+            if page:
+                yield page
+            if len(page) < KEY_PAGE_SIZE:
+                return
+            after = page[-1]
 
     def purge_expired(self, *, timeout: float = MAINTENANCE_TIMEOUT) -> int:
         """Delete every expired row now; returns how many were deleted.

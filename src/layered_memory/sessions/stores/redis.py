@@ -22,7 +22,7 @@ import math
 import re
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -31,9 +31,12 @@ from layered_memory._logs import get_logger
 from layered_memory.core.validation import check_ttl
 from layered_memory.errors import SessionStoreError, StoreUnavailableError, StoreURLError
 from layered_memory.sessions.stores.base import (
+    KEY_PAGE_SIZE,
     JsonDict,
+    SkippedNames,
     StoredSession,
     check_key,
+    check_prefix,
     decode_value,
     encode_value,
 )
@@ -69,6 +72,7 @@ return 1
 """
 
 _T = TypeVar("_T")
+_GLOB_SPECIAL = re.compile(rb"([*?\[\]\\])")
 
 
 def _import_redis() -> Any:
@@ -401,6 +405,65 @@ class RedisSessionStore:
         """Remove ``key`` if present."""
         name = self._name(key)
         self._call(lambda: self._client.delete(name), key)
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        """The live keys under this store's prefix that start with ``prefix``.
+
+        One ``SCAN`` per page (``MATCH`` on the store's prefix, ``COUNT`` `KEY_PAGE_SIZE`),
+        never ``KEYS``: the server answers other clients between pages. A key may be listed
+        twice (SCAN's own guarantee); a name under the prefix that is no session key (not
+        UTF-8, too long) is skipped with a warning.
+        """
+        match = self._match(check_prefix(prefix))
+        skipped = SkippedNames(f"Redis at {self._where()}")
+        cursor: Any = 0
+        while True:
+
+            def scan(at: Any = cursor) -> Any:
+                return self._client.scan(at, match=match, count=KEY_PAGE_SIZE)
+
+            cursor, names = self._call(scan, None)
+            yield from self._listed(names, skipped)
+            if int(cursor) == 0:
+                skipped.report()
+                return
+
+    async def akeys(self, prefix: str = "") -> AsyncIterator[str]:
+        """Async twin of `keys`."""
+        match = self._match(check_prefix(prefix))
+        skipped = SkippedNames(f"Redis at {self._where()}")
+        cursor: Any = 0
+        while True:
+
+            async def scan(client: redis_async.Redis, at: Any = cursor) -> Any:
+                return await client.scan(at, match=match, count=KEY_PAGE_SIZE)
+
+            cursor, names = await self._acall(scan, None)
+            for key in self._listed(names, skipped):
+                yield key
+            if int(cursor) == 0:
+                skipped.report()
+                return
+
+    def _match(self, prefix: str) -> bytes:
+        # The pattern is the store's prefix and the caller's, glob characters escaped: a key
+        # holding `*` or `[` matches itself only.
+        literal = (self.prefix + prefix).encode("utf-8")
+        return _GLOB_SPECIAL.sub(rb"\\\1", literal) + b"*"
+
+    def _listed(self, names: list[Any], skipped: SkippedNames) -> list[str]:
+        start = len(self.prefix.encode("utf-8"))
+        keys = []
+        for name in names:
+            raw = name if isinstance(name, bytes) else str(name).encode("utf-8")
+            try:
+                key: object = raw[start:].decode("utf-8")
+            except UnicodeDecodeError:
+                key = raw[start:]
+            found = skipped.key(key)
+            if found is not None:
+                keys.append(found)
+        return keys
 
     def close(self) -> None:
         """Close the sync client; async clients of event loops still running close with them."""
