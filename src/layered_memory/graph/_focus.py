@@ -129,10 +129,10 @@ def focus_names(
             return list(found)[:limit]
     for name in matcher.find(message, limit=limit):
         found.setdefault(name, None)
-    named = list(found)[:limit]
-    if recall and len(named) < limit:
-        named += graph.recall_index().relevant(message, limit=limit - len(named), exclude=found)
-    return named
+    focus = list(found)[:limit]
+    if recall and len(focus) < limit:
+        focus += graph.recall_index().relevant(message, limit=limit - len(focus), exclude=found)
+    return focus
 
 
 _HEADER = (
