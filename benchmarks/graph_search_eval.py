@@ -11,13 +11,22 @@ its observations. For every question (categories 1-4): is an evidence turn among
 - the recall engine (`layered_memory.recall.ranking.rank` over the entities' words: BM25,
   the neighbour context, the time hint), best first.
 
+Then the focus as `KnowledgeGraphMiddleware` shows it (`focus(message=question)`, default
+`max_entities` and `max_chars`), on a graph of the same page entities plus one `person` entity
+per speaker with a `took_part_in` relation to each of their pages (a question usually names a
+speaker): is an evidence page among the entities in focus, and is an evidence turn's text in
+the block as shown, with focus by name only (`recall=False`) and by name then recall.
+
 Run: `LOCOMO_PATH=/path/locomo10.zip .venv/bin/python benchmarks/graph_search_eval.py [--k 5]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +34,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from deepagents.backends import FilesystemBackend
+
 from benchmarks.locomo_eval import load
+from layered_memory.graph import KnowledgeGraphMiddleware
 from layered_memory.recall import ranking
 from layered_memory.recall.text import tokens, word_counts
 
@@ -63,6 +75,72 @@ def run(path: str | None, k: int) -> tuple[Counter[str], Counter[str], int]:
     return hits, empty, asked
 
 
+FOCUS = ("focus by name only", "focus by name, then recall")
+
+
+def focus_as_shown(
+    path: str | None,
+) -> tuple[Counter[str], Counter[str], Counter[str], Counter[str], int]:
+    """(questions with an evidence page in focus, with an evidence turn in the block, entities
+    in focus summed, seconds spent in `focus` (the recall index built once per conversation
+    included), questions), per focus."""
+    seconds: Counter[str] = Counter()
+    in_focus: Counter[str] = Counter()
+    in_block: Counter[str] = Counter()
+    entities: Counter[str] = Counter()
+    asked = 0
+    for conv in load(path):
+        lines: list[dict[str, object]] = []
+        speakers: dict[str, None] = {}
+        for i, page in enumerate(conv.pages):
+            lines.append(
+                {
+                    "type": "entity",
+                    "name": f"page {i}",
+                    "entityType": "conversation page",
+                    "observations": [t.line for t in page.turns],
+                }
+            )
+            for turn in page.turns:
+                speakers.setdefault(turn.speaker, None)
+        lines += [
+            {"type": "entity", "name": name, "entityType": "person", "observations": []}
+            for name in speakers
+        ]
+        lines += [
+            {"type": "relation", "from": speaker, "to": f"page {i}", "relationType": "took_part_in"}
+            for i, page in enumerate(conv.pages)
+            for speaker in dict.fromkeys(t.speaker for t in page.turns)
+        ]
+        pages = {f"page {i}": {t.text for t in page.turns} for i, page in enumerate(conv.pages)}
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, "memory.jsonl").write_text(
+                "\n".join(json.dumps(line, ensure_ascii=False) for line in lines)
+            )
+            backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
+            middlewares = {
+                FOCUS[0]: KnowledgeGraphMiddleware[object, object](backend=backend, recall=False),
+                FOCUS[1]: KnowledgeGraphMiddleware[object, object](backend=backend),
+            }
+            for question in conv.questions:
+                asked += 1
+                evidence = set(question.evidence)
+                shown = [
+                    json.dumps(t.line[:200], ensure_ascii=False)[:-1]
+                    for page in conv.pages
+                    for t in page.turns
+                    if t.text in evidence
+                ]
+                for method, middleware in middlewares.items():
+                    start = time.perf_counter()
+                    names, block = middleware.focus(message=question.text)
+                    seconds[method] += time.perf_counter() - start
+                    entities[method] += len(names)
+                    in_focus[method] += any(pages.get(name, set()) & evidence for name in names)
+                    in_block[method] += any(line in block for line in shown)
+    return in_focus, in_block, entities, seconds, asked
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", default=None, help="LoCoMo data (default: $LOCOMO_PATH)")
@@ -74,6 +152,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{method}: evidence in the first {args.k} entities for "
             f"{100 * hits[method] / asked:.1f}% of {asked:,} questions; nothing found for "
             f"{100 * empty[method] / asked:.1f}%"
+        )
+    in_focus, in_block, entities, seconds, asked = focus_as_shown(args.path)
+    for method in FOCUS:
+        print(
+            f"{method}: evidence page in focus for {100 * in_focus[method] / asked:.1f}%, "
+            f"evidence turn in the block as shown for {100 * in_block[method] / asked:.1f}% of "
+            f"{asked:,} questions; {entities[method] / asked:.1f} entities in focus on average; "
+            f"{1000 * seconds[method] / asked:.2f} ms per question "
+            f"({seconds[method] / seconds[FOCUS[0]]:.2f}x focus by name)"
         )
 
 

@@ -330,8 +330,10 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         "layered_memory.graph.knowledge_graph",
         "_snapshots",
         "cache",
-        "parsed graph versions by content digest",
-        "SNAPSHOT_CACHE_BYTES (64 MiB) of files, least recently used dropped",
+        "parsed graph versions by content digest, with the indexes each builds on first use "
+        "(names, search, the recall index of the entities in focus)",
+        "SNAPSHOT_CACHE_BYTES (64 MiB) of files (their indexes in proportion), least "
+        "recently used dropped",
         clear="clear_caches",
     ),
     ProcessState(

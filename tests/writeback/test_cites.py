@@ -290,7 +290,7 @@ def test_review_lists_drops_and_refreshes_stale_entries_as_doctor_counts_them(
     code, data = cli(capsys, "review", "refresh", changed, shorter, *where)
     outcomes = {d["id"]: d["outcome"] for d in data["decisions"]}
     assert outcomes == {changed: "refreshed", shorter: "not done"}
-    assert "the file has 2 lines" in data["decisions"][1]["reason"]  # 2 lines, 2 newlines
+    assert "the file has 2 lines" in data["decisions"][1]["reason"]  # its last newline ends line 2
     assert [lesson["id"] for lesson in data["stale"]] == [shorter]
     memory = (root / "MEMORY.md").read_text()
     today = dt.date.today().isoformat()

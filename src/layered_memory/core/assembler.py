@@ -338,7 +338,7 @@ class MemoryAssembler:
             earlier = {}
         citing, cited = staleness.citing_files(found.first.texts, _writable_in(access))
         if cited:  # entries citing files (`core.staleness`): one more batched download
-            found = _with_stale_marked(found, citing, download(cited).texts)
+            found = _with_stale_marked(found, citing, download(_citable(io, cited)).texts)
         listing = (rule_paths, [*listing_problems, *folder_problems], other_files)
         return self._snapshot(
             found, listing, session, session_problem, earlier=earlier, layer_files=layer_files
@@ -392,7 +392,8 @@ class MemoryAssembler:
             earlier = {}
         citing, cited = staleness.citing_files(found.first.texts, _writable_in(access))
         if cited:
-            found = _with_stale_marked(found, citing, (await download(cited)).texts)
+            readable = await asyncio.to_thread(_citable, io, cited)
+            found = _with_stale_marked(found, citing, (await download(readable)).texts)
         listing = (rule_paths, [*listing_problems, *folder_problems], other_files)
         return self._snapshot(
             found, listing, session, session_problem, earlier=earlier, layer_files=layer_files
@@ -1199,6 +1200,15 @@ def _modes_of(
 def _writable_in(access: Mapping[str, loading.Access]) -> Callable[[str], bool]:
     """Whether a loaded path is a writable layer file (its entries may be marked stale)."""
     return lambda path: access.get(path) == "writable"
+
+
+def _citable(io: Any, cited: list[str]) -> list[str]:
+    """The cited paths a load may read: a cite planted in memory by hand was never checked,
+    and a credential file it names must not be read (`writeback.cites.citable`)."""
+    # Imported here: only a load whose memory cites something pays for the credential rules.
+    from layered_memory.writeback.cites import citable
+
+    return citable(io, cited)
 
 
 def _with_stale_marked(

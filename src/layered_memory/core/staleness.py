@@ -41,11 +41,11 @@ __all__ = [
     "cited_paths",
     "citing_files",
     "digest_span",
-    "file_lines",
     "find_stale",
     "mark_stale",
     "marked_texts",
     "parse_cite",
+    "shares",
 ]
 
 CITES_FIELD = "cites="
@@ -127,15 +127,6 @@ def _cite_of(found: re.Match[str], digest: str) -> Cite:
     return Cite(found.group("path"), first, last, digest)
 
 
-def file_lines(text: str) -> list[str]:
-    """The lines of a file as an editor numbers them: the newline ending the last line starts
-    no line of its own (`"a\\nb\\n"` has 2 lines, so `#L3` of it is past the end)."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 @functools.lru_cache(maxsize=1024)
 def digest_span(text: str, start: int | None, end: int | None) -> str:
     """The digest of a cited span of `text` (the whole text without a range).
@@ -149,7 +140,9 @@ def digest_span(text: str, start: int | None, end: int | None) -> str:
         12 hex digits; "" when the range runs past the end of the file (it moved).
     """
     if start is not None and end is not None:
-        lines = file_lines(text)
+        lines = text.split("\n")
+        if text.endswith("\n"):  # the last newline ends the last line; it starts none
+            lines.pop()
         if end > len(lines):
             return ""
         text = "\n".join(lines[start - 1 : end])
@@ -184,11 +177,17 @@ class _Cited:
     date: str
 
 
-def _cited_lines(text: str) -> list[_Cited]:
+def _cited_lines(text: str, limit: int) -> list[_Cited]:
+    """The cited entries of `text`, in file order, until `limit` cites were looked at (valid
+    or not): what is past them is never parsed, so a file of 10,000 cites costs a load no
+    more than one of `limit`."""
     if CITES_FIELD not in text:
         return []
     found: list[_Cited] = []
+    left = limit
     for number, line in enumerate(text.split("\n")):
+        if left <= 0:
+            break
         at = line.find(CITES_FIELD)
         if at < 0:
             continue
@@ -196,15 +195,20 @@ def _cited_lines(text: str) -> list[_Cited]:
         closed = line.find("-->", at)
         if opened < 0 or closed < 0:
             continue
-        field = line[at + len(CITES_FIELD) : closed].split(" ", 1)[0]
+        start = at + len(CITES_FIELD)
+        stop = line.find(" ", start, closed)
+        stop = closed if stop < 0 else stop
+        parts = line[start:stop].split(",", left)[:left]
+        left -= len(parts)
         cites = tuple(
             _cite_of(match, match.group("digest"))
-            for part in field.split(",")
+            for part in parts
             if (match := _STORED.fullmatch(part)) is not None and _valid_range(match)
         )
         if not cites:
             continue
-        dated = _DATE.search(line, opened, closed)
+        # `date=` is outside the cites field: a search never walks a planted field's length
+        dated = _DATE.search(line, opened, at) or _DATE.search(line, stop, closed)
         found.append(_Cited(number, opened, cites, dated.group("date") if dated else ""))
     return found
 
@@ -227,13 +231,27 @@ def cited_paths(texts: Iterable[str], *, limit: int = MAX_CITES) -> list[str]:
     paths: dict[str, None] = {}
     seen = 0
     for text in texts:
-        for cited in _cited_lines(text):
+        for cited in _cited_lines(text, limit - seen):
             for cite in cited.cites:
                 if seen >= limit:
                     return list(paths)
                 seen += 1
                 paths.setdefault(cite.path, None)
     return list(paths)
+
+
+def shares(texts: Iterable[str], *, limit: int = MAX_CITES) -> list[int]:
+    """Each text's part of `limit`, in order: the cites `cited_paths` looks at in it. Checked
+    with its share, a text is judged on exactly the files a caller of `cited_paths` read: one
+    file citing `limit` files leaves none for the next, whose entries count as fresh (not
+    checked), never as gone because their files were not read."""
+    parts = []
+    left = limit
+    for text in texts:
+        parts.append(max(left, 0))
+        if left > 0:
+            left -= sum(len(cited.cites) for cited in _cited_lines(text, left))
+    return parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +287,7 @@ def find_stale(
     Returns:
         The stale entries, in file order.
     """
-    found = _cited_lines(text)
+    found = _cited_lines(text, limit)
     if not found:
         return []
     lines = text.split("\n")
@@ -370,6 +388,6 @@ def marked_texts(
         Path -> text, the citing files marked.
     """
     marked = dict(texts)
-    for path, text in citing.items():
-        marked[path] = mark_stale(text, current)[0]
+    for (path, text), limit in zip(citing.items(), shares(citing.values()), strict=True):
+        marked[path] = mark_stale(text, current, limit=limit)[0]
     return marked

@@ -42,6 +42,7 @@ from layered_memory.errors import KnowledgeGraphInputError
 
 if TYPE_CHECKING:
     from layered_memory.graph._names import NameMatcher
+    from layered_memory.graph._recall import EntityIndex
 
 
 class Entity(TypedDict):
@@ -449,6 +450,7 @@ class GraphSnapshot:
         "_haystacks",
         "_matcher",
         "_positions",
+        "_recall",
         "_relation_keys",
         "digest",
         "entities",
@@ -481,6 +483,7 @@ class GraphSnapshot:
         self._adjacency: dict[str, list[int]] | None = None
         self._haystacks: list[str] | None = None
         self._matcher: NameMatcher | None = None
+        self._recall: EntityIndex | None = None
 
     # --- lookups ------------------------------------------------------------------------
 
@@ -538,6 +541,22 @@ class GraphSnapshot:
 
             self._matcher = NameMatcher(self.names)
         return self._matcher
+
+    def recall_index(self) -> EntityIndex:
+        """The recall engine's index of the entities by name, type and observations (built on
+        first use, so once per content digest; needs numpy)."""
+        if self._recall is None:
+            from layered_memory.graph._recall import EntityIndex
+
+            texts = []
+            for name, positions in self._positions.items():
+                parts = [name]
+                for index in positions:
+                    entity = self.entities[index]
+                    parts += (entity.entity_type, *entity.observations)
+                texts.append("\n".join(parts))
+            self._recall = EntityIndex(list(self._positions), texts)
+        return self._recall
 
     # --- whole-graph views ---------------------------------------------------------------
 

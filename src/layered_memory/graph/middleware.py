@@ -4,9 +4,11 @@
   content is never parsed again), keep its content digest and the run's focus context (the
   session key's entity, `match_keys` values) in the agent state.
 - `wrap_model_call`: find the entities named in the latest user message (an index lookup per
-  word of the message: the graph's size does not enter), render what the graph knows about
-  the entities in focus within `max_chars`, and append it to the system message. Renders are
-  cached by (content digest, focus): a warm call neither reads nor parses nor renders. After
+  word of the message: the graph's size does not enter), fill the rest of the focus with the
+  entities most relevant to it (`recall`: the recall engine's index, built once per content
+  digest), render what the graph knows about the entities in focus within `max_chars`, and
+  append it to the system message. Renders are cached by (content digest, focus context,
+  message): a warm call neither reads nor parses nor ranks nor renders. After
   a tool that may have changed the file (a graph tool, a file tool writing it, `execute`, a
   subagent), or when a local file's stat signature changed (another process), the call first
   reloads it, so the very next model call sees the change; the new digest rides back on the
@@ -127,6 +129,11 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         path: The graph file's path in that backend.
         max_chars: Upper bound on the injected block, guidelines included.
         max_entities: Entities in focus shown at most.
+        recall: When the context and the message name fewer than `max_entities` entities,
+            fill the focus with the entities most relevant to the latest user message (the
+            recall engine over their name, type and observations; an entity sharing no
+            content word with the message is never shown). Needs numpy (the `tiers` extra):
+            without it, a warning and focus by name only.
         max_relations: Relations shown per entity in focus.
         max_observation_chars: An observation longer than this is cut in the prompt.
         match_keys: Context names (read from `runtime.context`, the state, then
@@ -167,6 +174,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
         max_entities: int = DEFAULT_MAX_ENTITIES,
         max_relations: int = DEFAULT_MAX_RELATIONS,
         max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS,
+        recall: bool = True,
         match_keys: Sequence[MatchKeySource] = (),
         session_entity: bool = True,
         read_only: bool = False,
@@ -186,7 +194,9 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
             ("max_chars", max_chars),
         ):
             check_int(value, parameter=parameter, minimum=1)
-        floor = minimum_chars(path)
+        check_bool(recall, parameter="recall")
+        recall = recall and _recall_available(path)
+        floor = minimum_chars(path, recall=recall)
         if max_chars < floor:
             msg = f"max_chars must be at least {floor} (header and guidelines), got {max_chars}"
             raise ValueError(msg)
@@ -218,6 +228,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
             max_relations=max_relations,
             max_observation_chars=max_observation_chars,
             writable=self.writable,
+            recall=recall,
         )
         self._max_result_chars = max_result_chars
         self.tools = graph_tools(
@@ -249,6 +260,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
             context=list(context),
             message=message[:MAX_SCAN_CHARS],
             limit=self.settings.max_entities,
+            recall=self.settings.recall,
         )
         return names, render_focus(snapshot, names, self.settings)
 
@@ -265,6 +277,7 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
             max_entities=self.settings.max_entities,
             max_relations=self.settings.max_relations,
             max_observation_chars=self.settings.max_observation_chars,
+            recall=self.settings.recall,
             match_keys=self.match_keys,
             session_entity=self.session_entity,
             read_only=True,
@@ -484,7 +497,11 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
                 self._renders.move_to_end(key)
                 return block
         names = focus_names(
-            snapshot, context=context, message=message, limit=self.settings.max_entities
+            snapshot,
+            context=context,
+            message=message,
+            limit=self.settings.max_entities,
+            recall=self.settings.recall,
         )
         block = render_focus(snapshot, names, self.settings)
         with self._renders_lock:
@@ -507,6 +524,22 @@ class KnowledgeGraphMiddleware(AgentMiddleware[KnowledgeGraphState, ContextT, Re
             state = getattr(request, "state", None) or {}
             return parallel_refusal(call, state, self._file)
         return None
+
+
+def _recall_available(path: str) -> bool:
+    """Whether the recall engine can be used (a warning if not). Imported here, at
+    construction: never a first import (file reads) inside a model call."""
+    try:
+        import layered_memory.graph._recall  # noqa: F401
+    except ImportError as exc:
+        logger.warning(
+            "knowledge graph %s: entities in focus by name only (recall=True needs numpy: "
+            "%s): pip install 'layered-memory[tiers]', or pass recall=False",
+            path,
+            exc,
+        )
+        return False
+    return True
 
 
 def _digest_update(

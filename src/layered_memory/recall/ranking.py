@@ -41,7 +41,7 @@ import numpy as np
 from layered_memory.recall.bm25 import K1, B, bm25, idf
 from layered_memory.recall.index import RecallIndex
 from layered_memory.recall.periods import TimeHint
-from layered_memory.recall.text import tokens
+from layered_memory.recall.text import word_counts
 
 __all__ = [
     "CONTEXT_GAP",
@@ -328,5 +328,5 @@ def matching_parts(found: Found, parts: Sequence[str]) -> tuple[bool, ...]:
     Returns:
         One flag per part.
     """
-    flags = tuple(any(word in found.idf for word in tokens(part)) for part in parts)
+    flags = tuple(any(word in found.idf for word in word_counts(part)) for part in parts)
     return flags if any(flags) else tuple(True for _ in parts)

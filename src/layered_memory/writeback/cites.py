@@ -40,9 +40,9 @@ from layered_memory.core.staleness import (
     StaleEntry,
     cited_paths,
     digest_span,
-    file_lines,
     find_stale,
     parse_cite,
+    shares,
 )
 from layered_memory.safety.redaction import find_secrets
 from layered_memory.writeback._lesson_words import CREDENTIAL_PATHS
@@ -53,6 +53,7 @@ __all__ = [
     "StaleDecision",
     "StaleLesson",
     "checked_cites",
+    "citable",
     "cites_field",
     "current_texts",
     "decide_stale",
@@ -70,7 +71,16 @@ MAX_CITE_CHARS: Final = 300
 
 _MAX_LOOKED_AT: Final = MAX_CITES_PER_ENTRY * 2
 """Cites of one lesson read at all (each skipped one is a warning)."""
-_SECRET_SUFFIXES: Final = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx")
+_SECRET_SUFFIXES: Final = (
+    ".pem",
+    ".key",
+    ".p12",
+    ".pfx",
+    ".jks",
+    ".keystore",
+    ".kdbx",
+    ".tfstate",  # Terraform keeps every resource's secrets in it, in plain text
+)
 _DATE_FIELD = re.compile(r"\bdate=\d{4}-\d{2}-\d{2}\b")
 _ID_CHARS: Final = 12
 _LEAST_PREFIX: Final = 6  # of an id given to `review drop|refresh` (12 digits are listed)
@@ -139,17 +149,35 @@ def _spec_problem(spec: Any) -> str | None:
 
 
 def _path_problem(path: str, backend: Any) -> str | None:
+    """Why `path` is never cited nor read for a cite: outside the root, or a credential file
+    by its name or, through a symlink or a trailing `/`, by the name of the file it reads."""
+    if _credential(path):
+        return _CREDENTIAL
+    normalized, reason = normalize_backend_path(path, backend)
+    if normalized is None:
+        return reason or "not a path the backend may read"
+    return _CREDENTIAL if _credential(normalized) else None
+
+
+_CREDENTIAL: Final = "a credential file is never cited (its digest would be stored)"
+
+
+def _credential(path: str) -> bool:
     lowered = path.casefold()
-    name = posixpath.basename(lowered)
-    if (
+    name = posixpath.basename(lowered.rstrip("/"))
+    return (
         any(part in lowered for part in CREDENTIAL_PATHS)
         or name == ".env"
         or name.startswith(".env.")
         or name.endswith(_SECRET_SUFFIXES)
-    ):
-        return "a credential file is never cited (its digest would be stored)"
-    normalized, reason = normalize_backend_path(path, backend)
-    return None if normalized is not None else reason or "not a path the backend may read"
+    )
+
+
+def citable(backend: Any, paths: Iterable[str]) -> list[str]:
+    """The paths a cite may read (`_path_problem`): a cite planted in a memory file by hand
+    never makes a load, `doctor` or `review` read a credential file, whose digest compared
+    with a guessed one would confirm the guess. A refused path reads as gone (`moved`)."""
+    return [path for path in paths if _path_problem(path, backend) is None]
 
 
 def digested(
@@ -179,9 +207,8 @@ def digested(
             continue
         digest = digest_span(text, cite.start, cite.end)
         if not digest:
-            count = len(file_lines(text))
-            lines = "1 line" if count == 1 else f"{count} lines"
-            skipped.append(f"cite {cite.spec()!r}: the file has {lines}")
+            count = text.count("\n") + (not text.endswith("\n"))
+            skipped.append(f"cite {cite.spec()!r}: the file has {count} lines")
             continue
         span = (
             text if cite.start is None else "\n".join(text.split("\n")[cite.start - 1 : cite.end])
@@ -197,8 +224,9 @@ def digested(
 
 
 def current_texts(backend: Any, paths: Iterable[str]) -> dict[str, str]:
-    """The cited files' texts now (one batched download; a missing or refused one is absent)."""
-    unique = list(dict.fromkeys(paths))
+    """The cited files' texts now (one batched download; a missing one, or one no cite may
+    read, is absent)."""
+    unique = citable(backend, dict.fromkeys(paths))
     return dict(download_texts(backend, unique).texts) if unique else {}
 
 
@@ -260,8 +288,8 @@ def stale_lessons(
         current = current_texts(backend, cited_paths(texts.values()))
     return [
         _lesson(path, text.split("\n")[entry.line], entry)
-        for path, text in texts.items()
-        for entry in find_stale(text, current)
+        for (path, text), limit in zip(texts.items(), shares(texts.values()), strict=True)
+        for entry in find_stale(text, current, limit=limit)
     ]
 
 
@@ -375,6 +403,14 @@ def _refreshed(
         cites = [parse_cite(spec.rsplit("@", 1)[0]) for spec in specs if "@" in spec]
     except ValueError as exc:
         return None, f"{exc}: edit the cite or drop the entry"
+    # A cite planted by hand was never checked: refreshing it would store what it reads.
+    refused = [
+        f"cite {cite.spec()!r}: {why}"
+        for cite in cites
+        if (why := _path_problem(cite.path, backend)) is not None
+    ]
+    if refused:
+        return None, f"{'; '.join(refused)}: edit the cite or drop the entry"
     done, skipped = digested(backend, cites, current)
     if skipped:
         return None, f"{'; '.join(skipped)}: edit the cite or drop the entry"
