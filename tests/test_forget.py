@@ -395,6 +395,49 @@ def test_an_empty_subject_is_refused() -> None:
         forget(" \u200b ")
 
 
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"files": "/MEMORY.md"}, r"files is a list of backend paths \(wrap one: \['/MEMORY.md'\]"),
+        ({"read_only": "/AGENTS.md"}, r"read_only is a list of backend paths"),
+        ({"graphs": ["/memory.jsonl"]}, r"graphs is a list of KnowledgeGraph objects"),
+        ({"session_keys": ["entity:acme:x"]}, r"session_keys narrows session_store="),
+        ({"tier_users": ["ada"]}, r"tier_users narrows tiers="),
+    ],
+)
+def test_arguments_that_would_search_nothing_are_refused(
+    root: Path, given: dict[str, Any], message: str
+) -> None:
+    """A str where a list goes, a path where a graph goes, a narrowing without its store:
+    each used to report `complete` having searched nothing (or fail far from the cause)."""
+    before = (root / "MEMORY.md").read_text()
+    with pytest.raises(ValueError, match=message):
+        forget(SUBJECT, backend=_backend(root), **given)
+    assert (root / "MEMORY.md").read_text() == before
+
+
+@USE_ASYNC
+async def test_forgetting_in_a_graph_file_that_does_not_exist_creates_none(
+    root: Path, use_async: bool
+) -> None:
+    graph = KnowledgeGraph(_backend(root), "/typo/memory.jsonl")
+    if use_async:
+        report = await aforget(SUBJECT, graphs=[graph])
+    else:
+        report = forget(SUBJECT, graphs=[graph])
+    assert not report.graphs[0]
+    assert not (root / "typo").exists()
+
+
+def test_a_missing_file_is_named_not_reported_as_searched(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    report = forget(SUBJECT, backend=_backend(root), files=["/NOTES.md"], read_only=["/NOPE.md"])
+    assert report.complete
+    assert "memory file /NOTES.md does not exist: nothing was searched there" in caplog.text
+    assert "read-only file /NOPE.md could not be read" in caplog.text
+
+
 # -- the command ---------------------------------------------------------------------------------
 
 
@@ -403,11 +446,13 @@ def test_the_command_forgets_lists_read_only_files_and_exits_1(
 ) -> None:
     from layered_memory.cli import main
 
+    (root / "memory.jsonl").write_text("")  # a graph with nothing in it yet
     args = ["forget", SUBJECT, "--root", str(root), "--layer", "project=/AGENTS.md"]
     args += ["--layer", "notes=/MEMORY.md:rw", "--graph", str(root / "memory.jsonl")]
     code = main([*args, "--dry-run", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 1  # a read-only file still names it
+    assert data["version"] == 1  # as every subcommand's --json
     assert data["dry_run"] is True
     assert data["read_only"] == ["/AGENTS.md"]
     assert data["files"][0]["lines"] == NAMING
@@ -419,6 +464,18 @@ def test_the_command_forgets_lists_read_only_files_and_exits_1(
     assert (root / "MEMORY.md").read_text().splitlines() == KEPT
     (root / "AGENTS.md").write_text("Our biggest client is someone.\n")
     assert main(args) == 0
+
+
+def test_the_command_refuses_a_graph_file_that_does_not_exist(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in --graph used to create the file (and its folders) and report nothing found."""
+    from layered_memory.cli import main
+
+    typo = root / "typo" / "memory.jsonl"
+    assert main(["forget", SUBJECT, "--root", str(root), "--graph", str(typo)]) == 2
+    assert f"--graph {typo}: no such file" in capsys.readouterr().err
+    assert not typo.parent.exists()
 
 
 def _session_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:
@@ -509,6 +566,7 @@ def test_the_command_forgets_in_every_users_tiered_memory(
         (["--sessions", "/no/such/folder"], "no such folder"),
         (["--tiers", "postgresql://x/y", "--tiers-namespace", "a.b"], "--tiers-namespace"),
         (["--config", "app:agent"], "unrecognized arguments: --config"),
+        (["--layer", "notes=/NOTES.md:rw"], "--layer: no such file: /NOTES.md"),
     ],
 )
 def test_the_command_refuses_bad_store_options_before_writing(

@@ -138,8 +138,9 @@ PROCESS_STATE: tuple[ProcessState, ...] = (
         f"{_CORE}.tokens",
         "_WARNED",
         "cache",
-        "the models whose own token counter failed, warned about once",
-        "one per model class and name whose counter failed",
+        "the models whose own token counter failed, and the max_tokens= too small for the "
+        "template, each warned about once",
+        "one per model class and name whose counter failed, and per too small max_tokens",
         lock="_WARNED_LOCK",
     ),
     ProcessState(

@@ -175,6 +175,25 @@ def test_rules_folders_files_and_globs(folder: Path, capsys: pytest.CaptureFixtu
     assert ("rule-matches-no-file", "warning", "/rules/web.md") in found(with_context)
 
 
+def test_a_cut_names_the_cap_that_made_it(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A layer's own `max_chars` or `max_tokens` is named, not the block's unused budget."""
+    write(folder, {"AGENTS.md": "- a rule\n" * 400, "MEMORY.md": "- a lesson\n" * 400})
+    name = config(
+        folder,
+        """
+        memory = MemoryMiddleware(backend=disk, layers=[
+            Layer("project", "/AGENTS.md", max_chars=600),
+            Layer("notes", "/MEMORY.md", writable=True, max_tokens=100),
+        ])
+        """,
+    )
+    _status, data = doctor(capsys, "--config", f"{name}:memory")
+    said = {f["path"]: f["message"] for f in data["findings"] if f["check"] == "budget-truncates"}
+    assert "over the layer's max_chars=600" in said["/AGENTS.md"]
+    assert "over the layer's max_tokens=100 (count_tokens_approximately)" in said["/MEMORY.md"]
+    assert "max_chars=48,000" not in " ".join(said.values())
+
+
 def test_budgets_that_cut_layers_and_rules(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -215,7 +215,7 @@ def test_json_schema_is_stable(demo: Path, capsys: pytest.CaptureFixture[str]) -
     assert data["source"] == {"kind": "folder", "root": str(demo.resolve())}
     assert data["keys"] == ["src/a.py"]
     assert set(data["budget"]) == {
-        "max_chars", "max_rules_chars", "used_chars", "used_tokens", "share",
+        "max_chars", "max_rules_chars", "used_chars", "used_tokens", "share", "max_tokens",
     }  # fmt: skip
     assert data["budget"]["max_chars"] == 48_000
     layer = data["layers"][0]

@@ -253,6 +253,30 @@ def test_inspect_prints_the_record_for_a_config(root: Path, capsys: Any) -> None
     assert "/MEMORY.md" in text
 
 
+def test_inspect_says_chars_for_each_file_under_a_token_budget(root: Path, capsys: Any) -> None:
+    """A file's `chars` is characters whatever the block's unit: never printed as tokens."""
+    from layered_memory.cli import main
+
+    (root / "agent.py").write_text(
+        "from deepagents.backends import FilesystemBackend\n"
+        "from layered_memory import Layer, MemoryMiddleware\n"
+        "memory = MemoryMiddleware(\n"
+        f"    backend=FilesystemBackend(root_dir={str(root)!r}, virtual_mode=True),\n"
+        "    layers=[Layer('project', '/AGENTS.md')], max_tokens=5_000)\n"
+    )
+    assert main(["inspect", "--config", f"{root / 'agent.py'}:memory", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    record = data["memory_report"]
+    assert record["unit"] == "tokens"
+    assert data["budget"]["max_tokens"] == 5_000  # the header no longer ignores it
+    chars = record["files"][0]["chars"]
+    assert main(["inspect", "--config", f"{root / 'agent.py'}:memory"]) == 0
+    text = capsys.readouterr().out
+    assert f"/AGENTS.md (project, read-only): {chars:,} chars shown, whole" in text
+    assert f"{record['total']:,} of 5,000 tokens (the budget)" in text
+    assert f"token budget: {record['total']:,} of max_tokens=5,000, counted by " in text
+
+
 # -- helpers ------------------------------------------------------------------------------------
 
 

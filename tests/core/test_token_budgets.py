@@ -170,6 +170,24 @@ def test_a_failing_counter_falls_back_to_the_approximation_with_one_warning(
     assert "count_tokens_approximately" in warnings[0].message
 
 
+def test_a_max_tokens_the_template_alone_exceeds_is_warned_about_once(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As `max_chars=` below the template is refused, a `max_tokens=` below it is named (the
+    counter is the model's, known only at the call): never a silently exceeded budget."""
+    mw = _middleware(root, max_tokens=37)
+    with caplog.at_level(logging.WARNING):
+        _block, report = _call(mw, WordModel(script=[]))
+        _call(mw, WordModel(script=[]))
+    assert report["total"] > report["budget"] == 37
+    warnings = [r.message for r in caplog.records if "max_tokens=37" in r.message]
+    assert warnings == [
+        f"max_tokens=37 is too small for the prompt template: the smallest memory block counts "
+        f"{report['total']} tokens (WordModel.get_num_tokens), so the block is over the budget; "
+        f"use max_tokens={report['total']} or more"
+    ]
+
+
 def test_the_same_memory_for_another_model_is_counted_again(root: Path) -> None:
     mw = _middleware(root, max_tokens=900)
     _block, words = _call(mw, WordModel(script=[]))

@@ -309,6 +309,56 @@ def test_review_lists_drops_and_refreshes_stale_entries_as_doctor_counts_them(
     assert data["decisions"][0]["reason"] == "no stale entry has this id"
 
 
+def test_the_newline_ending_a_file_starts_no_line_to_cite(root: Path) -> None:
+    """`#L6` of a 5-line file (ending in a newline) is past its end, as in an editor; a
+    last line that goes is `shorter`, not `changed`."""
+    writer = MemoryWriter(backend_of(root), "/MEMORY.md", clock=lambda: DAY)
+    with pytest.raises(ValueError, match=r"'/src/app\.py#L6-6': the file has 5 lines"):
+        writer.add_insight("nothing there", cites=["/src/app.py#L6"])
+    writer.add_insight("other() does nothing", cites=["/src/app.py#L5"])
+    (root / "src" / "app.py").write_text(APP.replace("\n    pass\n", "\n"))
+    [lesson] = stale_lessons(backend_of(root), {"/MEMORY.md": (root / "MEMORY.md").read_text()})
+    assert lesson.cites == (("/src/app.py#L5-5", "shorter"),)
+
+
+def test_review_names_a_missing_memory_file_and_a_too_short_id(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from layered_memory.cli import main
+
+    code = main(["review", "stale", "--root", str(root), "--memory", "/NOTES.md"])
+    assert code == 2  # not "0 stale entries in /NOTES.md"
+    assert "/NOTES.md: no such memory file in " in capsys.readouterr().err
+    writer = MemoryWriter(backend_of(root), "/MEMORY.md", clock=lambda: DAY)
+    writer.add_insight("retries are capped at 3", cites=["/src/app.py#L1-2"])
+    (root / "src" / "app.py").write_text("def retry():\n    return 5\n")
+    code, data = cli(capsys, "review", "drop", "abc", "--root", str(root))
+    assert code == 1
+    assert data["decisions"][0]["reason"] == "an id prefix needs at least 6 digits, got 'abc'"
+
+
+def test_doctor_names_the_memory_file_review_stale_needs(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stale entry of another file than /MEMORY.md: the hint must lead to it."""
+    writer = MemoryWriter(backend_of(root), "/NOTES.md", clock=lambda: DAY)
+    writer.add_insight("retries are capped at 3", cites=["/src/app.py#L1-2"])
+    (root / "src" / "app.py").write_text("def retry():\n    return 5\n")
+    _, report = cli(capsys, "doctor", "--root", str(root), "--layer", "notes=/NOTES.md:rw")
+    [finding] = [f for f in report["findings"] if f["check"] == "stale-lesson"]
+    assert "`layered-memory review stale --memory /NOTES.md`, id " in finding["message"]
+    (root / "agent.py").write_text(
+        "from deepagents.backends import FilesystemBackend\n"
+        "from layered_memory import Layer, MemoryMiddleware\n"
+        f"memory = MemoryMiddleware(backend=FilesystemBackend(root_dir={str(root)!r}, "
+        "virtual_mode=True), layers=[Layer('notes', '/NOTES.md', writable=True)])\n"
+    )
+    from layered_memory.cli import main
+
+    assert main(["review", "stale", "--config", f"{root / 'agent.py'}:memory"]) == 2
+    assert "give the file instead (--root DIR --memory /NOTES.md)" in capsys.readouterr().err
+
+
 def test_stale_lessons_reads_a_marked_text_as_the_written_one(root: Path) -> None:
     writer = MemoryWriter(backend_of(root), "/MEMORY.md", clock=lambda: DAY)
     writer.add_insight("retries are capped at 3", cites=["/src/app.py#L1-2"])

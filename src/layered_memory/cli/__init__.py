@@ -513,7 +513,7 @@ def _add_review(subparsers: Subparsers) -> None:
     parser = _subparser(
         subparsers,
         "review",
-        summary="list, approve and reject the lessons a consolidator holds for review",
+        summary="decide the lessons a consolidator holds for review, and stale entries",
         description=_REVIEW_DESCRIPTION,
     )
     parser.add_argument(

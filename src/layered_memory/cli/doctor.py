@@ -16,6 +16,7 @@ here re-implements loading, matching or rendering.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -358,10 +359,16 @@ def stale_findings(loaded: Loaded) -> list[Finding]:
             lesson.path,
             f"{lesson.entry}: {'; '.join(lesson.reasons)}"
             + (f" since {lesson.since}" if lesson.since else "")
-            + f"; update or delete the entry (`layered-memory review stale`, id {lesson.id})",
+            + "; update or delete the entry (`layered-memory review stale"
+            + f"{_memory_flag(lesson.path)}`, id {lesson.id})",
         )
         for lesson in stale_lessons(backend, marked)
     ]
+
+
+def _memory_flag(path: str) -> str:
+    """The `--memory` that makes `review stale` read this file (it reads /MEMORY.md without)."""
+    return "" if path == "/MEMORY.md" else f" --memory {shlex.quote(path)}"
 
 
 def import_findings(extras: MemoryExtras) -> list[Finding]:
@@ -489,6 +496,16 @@ def file_match_findings(
 # -- budgets ----------------------------------------------------------------------------------
 
 
+def _cut_by(report: InspectReport, path: str, budget: str) -> str:
+    """What cut the file, as the model call's record says (a layer's `max_chars` or
+    `max_tokens`, the block's `max_tokens`), else the block's character budget."""
+    record = report.memory_report or {}
+    for entry in record.get("files", ()):
+        if entry["path"] == path and entry["why"]:
+            return "; ".join(entry["why"])
+    return budget
+
+
 def budget_findings(report: InspectReport, *, when: str = "") -> list[Finding]:
     """What the budget did to each layer file and each applied rule in the measured block."""
     findings = []
@@ -505,7 +522,8 @@ def budget_findings(report: InspectReport, *, when: str = "") -> list[Finding]:
                 findings.append(Finding("budget-omits", "error", file.path, message))
             elif file.shown == "truncated":
                 message = (
-                    f"{where}: cut to fit the budget ({file.chars:,} chars, {budget}){when}; "
+                    f"{where}: cut to fit the budget ({file.chars:,} chars, "
+                    f"{_cut_by(report, file.path, budget)}){when}; "
                     "the model sees its head and a marker"
                 )
                 findings.append(Finding("budget-truncates", "warning", file.path, message))

@@ -49,7 +49,7 @@ L1 (or let L1's entries expire).
 Read-only memory (read-only layers, rule files) is never changed: the files
 that name SUBJECT are listed, and the exit status is 1 while any remain.
 
---json prints {"subject", "dry_run", "complete", "files": [{"path", "lines",
+--json prints {"version": 1, "subject", "dry_run", "complete", "files": [{"path", "lines",
 "queue_path", "queued"}], "read_only": [path], "graphs": [{"path",
 "entities", "observations", "relations"}], "tiers": [{"user_id", "id",
 "kind"}], "sessions": [{"key", "values", "deleted", "conflict",
@@ -150,7 +150,7 @@ def run_forget(args: Any) -> int:
     if report is None:
         print(f"layered-memory forget: {printable(failure or 'failed')}", file=sys.stderr)
         return EXIT_USAGE
-    data = report.as_data()
+    data = {"version": 1, **report.as_data()}
     if args.json:
         sys.stdout.write(dumps_json(data) + "\n")
     else:
@@ -187,6 +187,7 @@ def _memory(args: Any) -> Iterator[tuple[Any, list[str], list[str]]]:
 def _split(backend: Any, layers: Any, folders: list[str]) -> tuple[list[str], list[str]]:
     from layered_memory.cli._source import build_assembler
     from layered_memory.core.render import DEFAULT_MAX_CHARS, DEFAULT_MAX_RULES_CHARS
+    from layered_memory.errors import UsageError
 
     assembler = build_assembler(
         backend,
@@ -197,6 +198,11 @@ def _split(backend: Any, layers: Any, folders: list[str]) -> tuple[list[str], li
     )
     snapshot = assembler.load()
     found = [*snapshot.files, *snapshot.unreadable]
+    named = [path for layer in layers for path in layer.paths if not path.endswith("/")]
+    missing = [path for path in named if path not in found]
+    if missing:  # a typo in --layer must not read as "nothing names it"
+        msg = f"--layer: no such file: {', '.join(missing)} (paths are from --root or the store)"
+        raise UsageError(msg)
     writable = [path for path in found if not assembler.is_read_only_layer_file(path)]
     read_only = [path for path in found if assembler.is_read_only_layer_file(path)]
     return writable, [*read_only, *snapshot.rule_files]
@@ -287,11 +293,18 @@ def _sessions(args: Any) -> Iterator[Any]:
 def _graphs(files: Any) -> list[Any]:
     from deepagents.backends import FilesystemBackend
 
+    from layered_memory.errors import UsageError
     from layered_memory.graph import KnowledgeGraph
 
     graphs = []
     for given in files:
         file = Path(given).expanduser().resolve()
+        if not file.is_file():  # a typo must not read as "the graph does not name it"
+            msg = (
+                f"--graph {given}: no such file ({file}; a path on this machine, from the "
+                "current folder, not from --root)"
+            )
+            raise UsageError(msg)
         backend = FilesystemBackend(root_dir=file.parent, virtual_mode=True)
         graphs.append(KnowledgeGraph(backend, f"/{file.name}"))
     return graphs

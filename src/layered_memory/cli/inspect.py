@@ -17,7 +17,8 @@ JSON (`--json`, `"version": 1`; keys are stable, new keys may be added):
   "thread_id"}}`
 - `keys`: the match keys (`--path`s, then `--entity`, then `--context` values; with
   `--config`, the touched paths then the context strings the middleware's `match_keys` gave)
-- `budget`: `{"max_chars", "max_rules_chars", "used_chars", "used_tokens", "share"}`
+- `budget`: `{"max_chars", "max_rules_chars", "used_chars", "used_tokens", "share",
+  "max_tokens"}` (`max_tokens`: the middleware's token budget, or null)
 - `layers[]`: `{"name", "writable", "paths", "chars", "tokens", "block_chars", "block_tokens",
   "share", "files": [{"path", "status", "chars", "tokens", "lines", "reason", "shown",
   "cut_by_lines", "block_chars"}]}` — `share` is `block_chars / max_chars`
@@ -252,6 +253,18 @@ _RULE_WHY = {
 }
 
 
+def _token_budget_lines(report: InspectReport) -> list[str]:
+    """The block's `max_tokens=`, as the model call counts it (the line above is in chars)."""
+    record = report.memory_report
+    if record is None or record["unit"] != "tokens":
+        return []
+    line = (
+        f"token budget: {record['total']:,} of max_tokens={record['budget']:,}, counted by "
+        f"{printable(record['counter'])}"
+    )
+    return _wrap(line, 0, 2)
+
+
 def _call_section(report: InspectReport, paint: _Painter) -> list[str]:
     """The record a model call streams, in words: what it was given and why."""
     record = report.memory_report
@@ -266,7 +279,7 @@ def _call_section(report: InspectReport, paint: _Painter) -> list[str]:
             state = f"{entry['outcome']}: over the budget"
         head = (
             f"{printable(entry['path'])} ({printable(entry['layer'])}, {entry['access']}): "
-            f"{entry['chars']:,} {record['unit']} shown, {state}"
+            f"{entry['chars']:,} chars shown, {state}"  # `chars` counts chars in any unit
         )
         lines.extend(_wrap(head, 2, 4))
     for rule in record["rules"]:
@@ -327,6 +340,7 @@ def render_text(report: InspectReport, *, colour: bool) -> str:
         *config_lines,
         f"memory block: {block_chars:,} of {report.max_chars:,} chars ({used:.1f}% of the "
         f"budget), ~{tokens(block_chars):,} tokens",
+        *_token_budget_lines(report),
         "",
         *_layers_section(report, paint),
         "",
@@ -402,6 +416,11 @@ def report_data(report: InspectReport) -> dict[str, Any]:
             "used_chars": block,
             "used_tokens": tokens(block),
             "share": _share(block, budget),
+            "max_tokens": (
+                report.memory_report["budget"]
+                if report.memory_report and report.memory_report["unit"] == "tokens"
+                else None
+            ),
         },
         "layers": layers,
         "rules": {

@@ -69,6 +69,11 @@ def _consolidator(args: Any) -> Iterator[tuple[MemoryConsolidator, dict[str, Any
                 f"--config {args.config}: the middleware has no consolidator (pass "
                 "consolidator=MemoryConsolidator(...) to MemoryMiddleware)"
             )
+            if args.action in ("stale", "drop", "refresh"):
+                msg = (
+                    f"--config {args.config}: the middleware has no consolidator to name its "
+                    "memory file: give the file instead (--root DIR --memory /NOTES.md)"
+                )
             raise UsageError(msg)
         yield consolidator, {"kind": "config", "config": args.config}
         return
@@ -260,6 +265,15 @@ def _stale(consolidator: MemoryConsolidator, source: dict[str, Any], args: Any) 
     from layered_memory.writeback.cites import decide_stale, stale_lessons
 
     backend, path = consolidator.backend, consolidator.path
+    with user_code():
+        found = download_texts(backend, [path])
+    if path in found.missing:  # a typo in --memory, or the wrong folder: never "0 stale"
+        where = source.get("root") or source.get("namespace") or source.get("config")
+        msg = (
+            f"{path}: no such memory file in {where} (name it with --memory, or run in the "
+            "project's folder / give --root)"
+        )
+        raise UsageError(msg)
     with user_code():
         decisions = []
         if args.action != "stale":

@@ -103,18 +103,15 @@ def token_counter(model: object | None) -> TokenCounter:
         try:
             return int(counted(text))
         except Exception as exc:  # a tokenizer offline, an endpoint down: approximate instead
-            with _WARNED_LOCK:
-                first = key not in _WARNED
-                _WARNED.add(key)
-            if first:
-                logger.warning(
-                    "max_tokens: %s failed (%s: %s); memory is counted with %s instead. "
-                    "Make the model's tokenizer available to count exactly.",
-                    name,
-                    type(exc).__name__,
-                    exc,
-                    APPROXIMATE,
-                )
+            _warn_once(
+                key,
+                "max_tokens: %s failed (%s: %s); memory is counted with %s instead. "
+                "Make the model's tokenizer available to count exactly.",
+                name,
+                type(exc).__name__,
+                exc,
+                APPROXIMATE,
+            )
             return approximate_tokens(text)
 
     return TokenCounter(name, key, count)
@@ -276,4 +273,22 @@ def fit_block(
     reworded[TOTAL_CHARS_REASON] = (
         f"over the total memory budget (max_tokens={max_tokens}, {counter.name})"
     )
+    if tokens > max_tokens:  # the template alone is longer: say so, as max_chars= does
+        _warn_once(
+            f"too small:{max_tokens}:{counter.key}",
+            "max_tokens=%d is too small for the prompt template: the smallest memory block "
+            "counts %d tokens (%s), so the block is over the budget; use max_tokens=%d or more",
+            max_tokens,
+            tokens,
+            counter.name,
+            tokens,
+        )
     return TokenFit(rendered, max_tokens, "tokens", tokens, reworded)
+
+
+def _warn_once(key: str, message: str, *args: object) -> None:
+    with _WARNED_LOCK:
+        first = key not in _WARNED
+        _WARNED.add(key)
+    if first:
+        logger.warning(message, *args)

@@ -224,6 +224,8 @@ def forget(
         backend=backend,
         files=files,
         read_only=read_only,
+        graphs=graphs,
+        tiers=tiers,
         tier_users=tier_users,
         session_store=session_store,
         session_keys=session_keys,
@@ -304,6 +306,8 @@ async def aforget(
         backend=backend,
         files=files,
         read_only=read_only,
+        graphs=graphs,
+        tiers=tiers,
         tier_users=tier_users,
         session_store=session_store,
         session_keys=session_keys,
@@ -344,12 +348,35 @@ def _checked(
     backend: BackendProtocol | None,
     files: Sequence[str],
     read_only: Sequence[str],
+    graphs: Sequence[KnowledgeGraph],
+    tiers: TieredMemory | None,
     tier_users: Sequence[str] | None,
     session_store: SessionStore | None,
     session_keys: Sequence[str] | None,
 ) -> SubjectMatcher:
     """The subject's matcher, once every argument was checked: nothing is written before."""
     matcher = SubjectMatcher(subject)
+    for name, paths in (("files", files), ("read_only", read_only)):
+        if isinstance(paths, str) or not all(isinstance(path, str) for path in paths):
+            msg = f"forget: {name} is a list of backend paths (wrap one: [{paths!r}])"
+            raise ValueError(msg)
+    from layered_memory.graph import KnowledgeGraph
+
+    if isinstance(graphs, KnowledgeGraph | str) or not all(
+        isinstance(graph, KnowledgeGraph) for graph in graphs
+    ):
+        msg = (
+            "forget: graphs is a list of KnowledgeGraph objects "
+            f"([KnowledgeGraph(backend, '/memory.jsonl')]), got {graphs!r}"
+        )
+        raise ValueError(msg)
+    for name, value, needs, given in (
+        ("session_keys", session_keys, "session_store", session_store),
+        ("tier_users", tier_users, "tiers", tiers),
+    ):
+        if value is not None and given is None:
+            msg = f"forget: {name} narrows {needs}=, which is not given: pass {needs}=..."
+            raise ValueError(msg)
     if (files or read_only) and backend is None:
         msg = "forget: memory files need the backend they live in (backend=...)"
         raise ValueError(msg)

@@ -88,8 +88,9 @@ def forget_in_graph(
     Returns:
         What was (or would be) removed.
     """
-    if dry_run:
-        return _forgotten(graph.path, graph.snapshot(), matcher)[1]
+    found = _forgotten(graph.path, graph.snapshot(), matcher)[1]
+    if dry_run or not found:  # nothing to remove: no write (a missing file is not created)
+        return found
     return graph._transact(lambda snapshot: _forgotten(graph.path, snapshot, matcher))
 
 
@@ -106,6 +107,7 @@ async def aforget_in_graph(
     Returns:
         What was (or would be) removed.
     """
-    if dry_run:
-        return _forgotten(graph.path, await graph.asnapshot(), matcher)[1]
+    found = _forgotten(graph.path, await graph.asnapshot(), matcher)[1]
+    if dry_run or not found:  # nothing to remove: no write (a missing file is not created)
+        return found
     return await graph._atransact(lambda snapshot: _forgotten(graph.path, snapshot, matcher))

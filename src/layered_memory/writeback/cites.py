@@ -83,6 +83,7 @@ _SECRET_SUFFIXES: Final = (
 )
 _DATE_FIELD = re.compile(r"\bdate=\d{4}-\d{2}-\d{2}\b")
 _ID_CHARS: Final = 12
+_LEAST_PREFIX: Final = 6  # of an id given to `review drop|refresh` (12 digits are listed)
 
 
 def _shown(value: Any) -> str:
@@ -360,9 +361,12 @@ def decide_stale(
         }
         gone: set[int] = set()
         for wanted in ids:
-            named = [key for key in found if key.startswith(wanted.strip().lower())]
-            if len(wanted.strip()) < 6 or len(named) != 1:
+            prefix = wanted.strip().lower()
+            named = [key for key in found if key.startswith(prefix)]
+            if len(prefix) < _LEAST_PREFIX or len(named) != 1:
                 why = "ambiguous" if len(named) > 1 else "no stale entry has this id"
+                if len(prefix) < _LEAST_PREFIX:
+                    why = f"an id prefix needs at least {_LEAST_PREFIX} digits, got {wanted!r}"
                 decisions.append(StaleDecision(wanted, "not done", reason=why))
                 continue
             entry, lesson = found[named[0]]

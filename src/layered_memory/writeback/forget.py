@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from layered_memory._logs import get_logger
 from layered_memory.core.files import atransact, transact
 from layered_memory.core.loading import adownload_files_safely, download_files_safely
 from layered_memory.safety.defuse import drop_invisible
@@ -37,6 +38,8 @@ from layered_memory.writeback.review_queue import (
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import BackendProtocol
+
+logger = get_logger(__name__)
 
 __all__ = [
     "FileForgotten",
@@ -203,6 +206,12 @@ def _transform(
             new, removed = forget_lines(text, matcher)
             if removed:
                 writes[path] = new
+        else:  # a typo in a path must not read as "nothing names it there"
+            logger.warning(
+                "forget: memory file %s does not exist: nothing was searched there (check the "
+                "path given in files= / --layer)",
+                path,
+            )
         queued = 0
         if queue_path is not None:
             new_queue, queued = forget_in_queue(
@@ -323,6 +332,12 @@ def _naming(paths: Sequence[str], responses: Sequence[Any], matcher: SubjectMatc
     for path, response in zip(paths, responses, strict=True):
         content = getattr(response, "content", None)
         if content is None:
+            logger.warning(
+                "forget: read-only file %s could not be read (%s): not searched (check the path "
+                "given in read_only= / --layer)",
+                path,
+                getattr(response, "error", None) or "no such file",
+            )
             continue
         text = content.decode("utf-8", "replace") if isinstance(content, bytes) else str(content)
         if any(matcher.names(line) for line in text.split("\n")):
