@@ -33,9 +33,10 @@ from layered_memory.errors import SessionDataError, TierItemError
 from layered_memory.graph.forget import GraphForgotten, aforget_in_graph, forget_in_graph
 from layered_memory.sessions.stores.base import (
     ConditionalSessionStore,
-    ExpiryAwareSessionStore,
     ListableSessionStore,
     StoredSession,
+    aread_entry,
+    read_entry,
 )
 from layered_memory.writeback.forget import (
     FileForgotten,
@@ -552,26 +553,12 @@ def _unreadable(key: str, exc: SessionDataError) -> SessionForgotten:
     return SessionForgotten(key, 0, unreadable=True)
 
 
-def _read(store: SessionStore, key: str) -> StoredSession | None:
-    if isinstance(store, ExpiryAwareSessionStore):
-        return store.get_entry(key)
-    value = store.get(key)
-    return None if value is None else StoredSession(value, None)
-
-
-async def _aread(store: SessionStore, key: str) -> StoredSession | None:
-    if isinstance(store, ExpiryAwareSessionStore):
-        return await store.aget_entry(key)
-    value = await store.aget(key)
-    return None if value is None else StoredSession(value, None)
-
-
 def _forget_session(
     store: SessionStore, key: str, matcher: SubjectMatcher, dry_run: bool
 ) -> SessionForgotten:
     for _ in range(_CAS_ATTEMPTS):
         try:
-            step = _step(key, _read(store, key), matcher, dry_run)
+            step = _step(key, read_entry(store, key), matcher, dry_run)
         except SessionDataError as exc:
             return _unreadable(key, exc)
         if step.done is not None:
@@ -593,7 +580,7 @@ async def _aforget_session(
 ) -> SessionForgotten:
     for _ in range(_CAS_ATTEMPTS):
         try:
-            step = _step(key, await _aread(store, key), matcher, dry_run)
+            step = _step(key, await aread_entry(store, key), matcher, dry_run)
         except SessionDataError as exc:
             return _unreadable(key, exc)
         if step.done is not None:

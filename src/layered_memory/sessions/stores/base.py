@@ -34,12 +34,14 @@ __all__ = [
     "SkippedNames",
     "StoredSession",
     "ThreadedAsyncTwins",
+    "aread_entry",
     "check_key",
     "check_prefix",
     "clean_value",
     "compact_json",
     "decode_value",
     "encode_value",
+    "read_entry",
     "wall_clock",
 ]
 
@@ -335,6 +337,31 @@ class ExpiryAwareSessionStore(SessionStore, Protocol):
     async def aget_entry(self, key: str) -> StoredSession | None:
         """Async twin of `get_entry`."""
         ...
+
+
+def read_entry(store: SessionStore, key: str) -> StoredSession | None:
+    """The entry at `key` with its remaining lifetime when the store can tell it
+    (`ExpiryAwareSessionStore`), else with none.
+
+    Args:
+        store: Any session store.
+        key: The session key.
+
+    Returns:
+        The stored entry, or None when missing or expired.
+    """
+    if isinstance(store, ExpiryAwareSessionStore):
+        return store.get_entry(key)
+    value = store.get(key)
+    return None if value is None else StoredSession(value, None)
+
+
+async def aread_entry(store: SessionStore, key: str) -> StoredSession | None:
+    """Async twin of `read_entry`."""
+    if isinstance(store, ExpiryAwareSessionStore):
+        return await store.aget_entry(key)
+    value = await store.aget(key)
+    return None if value is None else StoredSession(value, None)
 
 
 @runtime_checkable

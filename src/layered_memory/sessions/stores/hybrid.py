@@ -59,15 +59,16 @@ from layered_memory.errors import SessionDataError, SessionStoreError, StoreUnav
 from layered_memory.sessions.stores.base import (
     Clock,
     ConditionalSessionStore,
-    ExpiryAwareSessionStore,
     GenerationalSessionStore,
     JsonDict,
     ListableSessionStore,
     SessionStore,
     StoredSession,
+    aread_entry,
     check_key,
     clean_value,
     compact_json,
+    read_entry,
     wall_clock,
 )
 from layered_memory.sessions.stores.resilience import CircuitBreaker
@@ -379,7 +380,7 @@ class HybridSessionStore:
     def _read_l2(self, key: str, down: StoreUnavailableError | None) -> StoredSession | None:
         if down is not None:
             raise _unavailable(key, down)
-        return _read(self.l2, key)
+        return read_entry(self.l2, key)
 
     def _l1_missed_write(self) -> None:
         before = self._trust.missed_write()
@@ -390,7 +391,7 @@ class HybridSessionStore:
 
     def _read_l1(self, key: str) -> StoredSession | _Corrupt | None:
         try:
-            return _read(self.l1, key)
+            return read_entry(self.l1, key)
         except SessionDataError as exc:
             return _Corrupt(str(exc))
 
@@ -618,7 +619,7 @@ class HybridSessionStore:
     async def _aread_l2(self, key: str, down: StoreUnavailableError | None) -> StoredSession | None:
         if down is not None:
             raise _unavailable(key, down)
-        return await _aread(self.l2, key)
+        return await aread_entry(self.l2, key)
 
     async def _al1_missed_write(self) -> None:
         before = self._trust.missed_write()
@@ -628,7 +629,7 @@ class HybridSessionStore:
 
     async def _aread_l1(self, key: str) -> StoredSession | _Corrupt | None:
         try:
-            return await _aread(self.l1, key)
+            return await aread_entry(self.l1, key)
         except SessionDataError as exc:
             return _Corrupt(str(exc))
 
@@ -801,20 +802,6 @@ def _live(entry: StoredSession | None) -> bool:
     return entry is not None and (entry.ttl is None or entry.ttl > 0)
 
 
-def _read(store: SessionStore, key: str) -> StoredSession | None:
-    if isinstance(store, ExpiryAwareSessionStore):
-        return store.get_entry(key)
-    value = store.get(key)
-    return None if value is None else StoredSession(value, None)
-
-
-async def _aread(store: SessionStore, key: str) -> StoredSession | None:
-    if isinstance(store, ExpiryAwareSessionStore):
-        return await store.aget_entry(key)
-    value = await store.aget(key)
-    return None if value is None else StoredSession(value, None)
-
-
 def _same(key: str, entry: StoredSession | None, expected: JsonDict) -> bool:
     return entry is not None and compact_json(key, entry.value) == compact_json(key, expected)
 
@@ -822,7 +809,7 @@ def _same(key: str, entry: StoredSession | None, expected: JsonDict) -> bool:
 def _l2_add(store: SessionStore, key: str, value: JsonDict, ttl: float | None) -> bool:
     if isinstance(store, ConditionalSessionStore):
         return store.add(key, value, ttl=ttl)
-    if _read(store, key) is not None:
+    if read_entry(store, key) is not None:
         return False
     store.set(key, value, ttl=ttl)
     return True
@@ -833,7 +820,7 @@ def _l2_replace(
 ) -> bool:
     if isinstance(store, ConditionalSessionStore):
         return store.replace(key, expected, value, ttl=ttl)
-    if not _same(key, _read(store, key), expected):
+    if not _same(key, read_entry(store, key), expected):
         return False
     if value is None:
         store.delete(key)
@@ -845,7 +832,7 @@ def _l2_replace(
 async def _al2_add(store: SessionStore, key: str, value: JsonDict, ttl: float | None) -> bool:
     if isinstance(store, ConditionalSessionStore):
         return await store.aadd(key, value, ttl=ttl)
-    if await _aread(store, key) is not None:
+    if await aread_entry(store, key) is not None:
         return False
     await store.aset(key, value, ttl=ttl)
     return True
@@ -856,7 +843,7 @@ async def _al2_replace(
 ) -> bool:
     if isinstance(store, ConditionalSessionStore):
         return await store.areplace(key, expected, value, ttl=ttl)
-    if not _same(key, await _aread(store, key), expected):
+    if not _same(key, await aread_entry(store, key), expected):
         return False
     if value is None:
         await store.adelete(key)
