@@ -61,7 +61,7 @@ CONSTANTS: dict[str, set[str]] = {
     # The deadline watchdog holds the deadlines of sockets in use (not a cache): see its class.
     "layered_memory.sessions.stores.resilience": {"_WATCHDOG"},
     "layered_memory.sessions.stores.postgres": {"MIGRATIONS"},
-    "layered_memory.tiers._flows": {"_KINDS"},
+    "layered_memory.tiers._editing": {"_KINDS"},
     "layered_memory.recall.periods": {"_MONTHS", "_RELATIVE"},
     "layered_memory.views._conversation": {"_KINDS"},
     "layered_memory.views._view": {"VISIBLE"},

@@ -12,7 +12,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import PostgresStore
 
 from layered_memory.testing import LexicalEmbeddings
-from layered_memory.tiers import TieredMemory, _flows
+from layered_memory.tiers import TieredMemory, _editing
 from layered_memory.tiers.namespaces import user_namespace
 from postgres_schema import Schema
 
@@ -27,7 +27,7 @@ async def listed(memory: TieredMemory, use_async: bool) -> list[str]:
 
 
 def _fill(store: Any, monkeypatch: pytest.MonkeyPatch) -> TieredMemory:
-    monkeypatch.setattr(_flows, "USERS_PAGE", 3)  # several pages for a few users
+    monkeypatch.setattr(_editing, "USERS_PAGE", 3)  # several pages for a few users
     memory = TieredMemory(store, embeddings=LexicalEmbeddings())
     for user in USERS:
         memory.add_page(user, f"hello from {user}", "hi")

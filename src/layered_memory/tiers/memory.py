@@ -22,7 +22,7 @@ from langgraph.store.base import BaseStore
 
 from layered_memory._logs import get_logger
 from layered_memory.safety.redaction import redact
-from layered_memory.tiers import _flows
+from layered_memory.tiers import _editing, _flows
 from layered_memory.tiers._flows import Ask, Embed, Failed, Flow, Op, StoreBatch
 from layered_memory.tiers.namespaces import DEFAULT_NAMESPACE, check_prefix, user_namespace
 from layered_memory.tiers.settings import TierSettings
@@ -166,11 +166,11 @@ class TieredMemory:
 
     def short_term(self, user_id: str) -> list[Page]:
         """The short-term pages, oldest first (forgotten ones included, flagged)."""
-        return self._run(_flows.short_term(self._context(user_id)))
+        return self._run(_editing.short_term(self._context(user_id)))
 
     def segments(self, user_id: str) -> list[Segment]:
         """The mid-term segments, then the archived ones, with their pages and current heat."""
-        return self._run(_flows.segments(self._context(user_id)))
+        return self._run(_editing.segments(self._context(user_id)))
 
     def long_term(self, user_id: str) -> list[str]:
         """The visible long-term entries' texts, oldest first."""
@@ -178,7 +178,7 @@ class TieredMemory:
 
     def long_term_entries(self, user_id: str) -> list[Fact]:
         """Every long-term entry with its id, kind and source (forgotten ones flagged)."""
-        return [fact.public() for fact in self._run(_flows.long_term(self._context(user_id)))]
+        return [fact.public() for fact in self._run(_editing.long_term(self._context(user_id)))]
 
     def users(self) -> Iterator[str]:
         """Every user whose memory this store holds under the namespace, page by page.
@@ -192,11 +192,11 @@ class TieredMemory:
         """
         offset = 0
         while True:
-            users, more = self._run(_flows.user_page(self.namespace, offset))
+            users, more = self._run(_editing.user_page(self.namespace, offset))
             yield from users
             if not more:
                 return
-            offset += _flows.USERS_PAGE
+            offset += _editing.USERS_PAGE
 
     def forget(self, user_id: str, item_id: str, *, purge: bool = False) -> Forgotten:
         """Hide a page, segment or fact from retrieval (`purge=True`: delete it for good).
@@ -206,13 +206,13 @@ class TieredMemory:
         """
         ctx = self._context(user_id)
         with self._locked(ctx):
-            return self._run(_flows.forget(ctx, item_id, purge=bool(purge)))
+            return self._run(_editing.forget(ctx, item_id, purge=bool(purge)))
 
     def restore(self, user_id: str, item_id: str) -> Forgotten:
         """Show a forgotten (not purged) page, segment or fact again."""
         ctx = self._context(user_id)
         with self._locked(ctx):
-            return self._run(_flows.forget(ctx, item_id, purge=False, hide=False))
+            return self._run(_editing.forget(ctx, item_id, purge=False, hide=False))
 
     # --- the public API (async) --------------------------------------------------------------
 
@@ -250,11 +250,11 @@ class TieredMemory:
 
     async def ashort_term(self, user_id: str) -> list[Page]:
         """Async `short_term`."""
-        return await self._arun(_flows.short_term(self._context(user_id)))
+        return await self._arun(_editing.short_term(self._context(user_id)))
 
     async def asegments(self, user_id: str) -> list[Segment]:
         """Async `segments`."""
-        return await self._arun(_flows.segments(self._context(user_id)))
+        return await self._arun(_editing.segments(self._context(user_id)))
 
     async def along_term(self, user_id: str) -> list[str]:
         """Async `long_term`."""
@@ -262,30 +262,30 @@ class TieredMemory:
 
     async def along_term_entries(self, user_id: str) -> list[Fact]:
         """Async `long_term_entries`."""
-        return [f.public() for f in await self._arun(_flows.long_term(self._context(user_id)))]
+        return [f.public() for f in await self._arun(_editing.long_term(self._context(user_id)))]
 
     async def ausers(self) -> AsyncIterator[str]:
         """Async `users`."""
         offset = 0
         while True:
-            users, more = await self._arun(_flows.user_page(self.namespace, offset))
+            users, more = await self._arun(_editing.user_page(self.namespace, offset))
             for user in users:
                 yield user
             if not more:
                 return
-            offset += _flows.USERS_PAGE
+            offset += _editing.USERS_PAGE
 
     async def aforget(self, user_id: str, item_id: str, *, purge: bool = False) -> Forgotten:
         """Async `forget`."""
         ctx = self._context(user_id)
         async with self._alocked(ctx):
-            return await self._arun(_flows.forget(ctx, item_id, purge=bool(purge)))
+            return await self._arun(_editing.forget(ctx, item_id, purge=bool(purge)))
 
     async def arestore(self, user_id: str, item_id: str) -> Forgotten:
         """Async `restore`."""
         ctx = self._context(user_id)
         async with self._alocked(ctx):
-            return await self._arun(_flows.forget(ctx, item_id, purge=False, hide=False))
+            return await self._arun(_editing.forget(ctx, item_id, purge=False, hide=False))
 
     # --- drivers -------------------------------------------------------------------------------
 
