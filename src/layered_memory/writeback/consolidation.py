@@ -36,11 +36,8 @@ returns first (`flush()` waits; a process that exits waits for the queued work).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
 import datetime as dt
 import posixpath
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import PurePosixPath
@@ -59,6 +56,7 @@ from layered_memory.core.run_data import is_dry_run, thread_id_of
 from layered_memory.core.staleness import CITES_FIELD, cited_paths, find_stale
 from layered_memory.core.validation import check_backend, check_bool, check_int
 from layered_memory.errors import MemoryWriteError, ReviewError
+from layered_memory.writeback._background import BackgroundQueue
 from layered_memory.writeback._project_facts import ProjectFacts
 from layered_memory.writeback.cites import (
     checked_cites,
@@ -240,7 +238,7 @@ class MemoryConsolidator:
             binding=queue_binding(backend, queue),
         )
         self._strategy = strategy_for(backend, [path, archive, queue])
-        self._worker = _Worker()
+        self._worker = BackgroundQueue()
 
     # -- consolidation ----------------------------------------------------------------------
 
@@ -851,52 +849,6 @@ the agent's callbacks would stream its tool call to the user (`stream_mode="mess
 the agent had said it. Tracing (LangSmith) still records it, under this name."""
 
 _TOO_MANY: Final = f"more than {MAX_OPERATIONS} operations in one answer: the rest is ignored"
-
-
-class _Worker:
-    """One background thread running consolidations in the order they were queued.
-
-    `concurrent.futures` joins its threads when the interpreter exits, so a process that ends
-    normally finishes the queued work first. The run's context variables go along (a
-    `StoreBackend`'s per-user namespace is read from the run's config).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._futures: set[concurrent.futures.Future[None]] = set()
-
-    def submit(self, job: Callable[..., None], *args: Any) -> bool:
-        """Queue `job(*args)`; False when the interpreter is shutting down (run it inline)."""
-        context = contextvars.copy_context()
-        with self._lock:
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix="layered-memory-consolidation"
-                )
-            try:
-                future = self._executor.submit(context.run, job, *args)
-            except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
-                return False
-            self._futures.add(future)
-        future.add_done_callback(self._forget)
-        return True
-
-    def _forget(self, future: concurrent.futures.Future[None]) -> None:
-        with self._lock:
-            self._futures.discard(future)
-
-    def flush(self, timeout: float | None) -> bool:
-        with self._lock:
-            waiting = list(self._futures)
-        _done, not_done = concurrent.futures.wait(waiting, timeout=timeout)
-        return not not_done
-
-    def close(self) -> None:
-        with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True)
 
 
 def pending_path_for(path: str) -> str:
