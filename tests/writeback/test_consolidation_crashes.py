@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import multiprocessing
-import os
 import random
 import signal
 from pathlib import Path
@@ -25,6 +24,7 @@ from layered_memory import MemoryConsolidator
 from layered_memory.testing import ScriptedChatModel, tool_call
 from layered_memory.writeback.consolidation import learned_entries
 from layered_memory.writeback.review_queue import queue_binding, read_queue, review_key
+from process_signals import die_at_file_call
 
 KILLS = 110
 DAY = dt.date(2025, 6, 1)
@@ -51,20 +51,7 @@ def consolidator(root: Path, *script: Any) -> MemoryConsolidator:
 
 def child(root: Path, first: int, kill_at: int) -> None:
     """Consolidate (one lesson applied, one held) and approve, until killed at call `kill_at`."""
-    calls = [0]
-
-    def counted(real: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            calls[0] += 1
-            if calls[0] == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return real(*args, **kwargs)
-
-        return call
-
-    os.write = counted(os.write)  # type: ignore[assignment]
-    os.fsync = counted(os.fsync)
-    os.replace = counted(os.replace)
+    die_at_file_call(kill_at)
     k = first
     while True:
         ops = [{"op": "add", "text": applied_text(k)}, {"op": "add", "text": held_text(k)}]

@@ -28,6 +28,7 @@ from deepagents.backends import FilesystemBackend
 from layered_memory import MemoryConsolidator, MemoryWriter
 from layered_memory.testing import ScriptedChatModel, tool_call
 from layered_memory.writeback.cites import decide_stale, stale_lessons
+from process_signals import die_at_file_call
 from worker_processes import HANG_GUARD_SECONDS, forkserver, run_processes
 
 pytestmark = pytest.mark.slow  # real processes
@@ -144,20 +145,7 @@ def test_expiry_drop_and_refresh_lose_no_write(tmp_path: Path) -> None:
 
 def _review_until_killed(root: Path, kill_at: int) -> None:
     """Drop or refresh the stale entries one at a time, killed at file system call `kill_at`."""
-    calls = [0]
-
-    def counted(real: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            calls[0] += 1
-            if calls[0] == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return real(*args, **kwargs)
-
-        return call
-
-    os.write = counted(os.write)  # type: ignore[assignment]
-    os.fsync = counted(os.fsync)
-    os.replace = counted(os.replace)
+    calls = die_at_file_call(kill_at)
     backend = _backend(str(root))
     while True:
         lessons = stale_lessons(backend, {"/MEMORY.md": (root / "MEMORY.md").read_text()})
