@@ -34,6 +34,7 @@ from layered_memory.writeback.review_queue import (
     read_queue,
     review_key,
 )
+from unlisted_store import UnlistedStore
 
 SUBJECT = "Acme Corp"
 NAMING = [
@@ -312,33 +313,8 @@ def test_an_unreadable_entry_is_named_and_the_report_is_incomplete(tmp_path: Pat
     assert store.get("entity:a:x") is None
 
 
-class Unlisted:
-    """A session store of the user's own, without `keys`."""
-
-    def __init__(self) -> None:
-        self.inner = InMemorySessionStore()
-
-    def get(self, key: str) -> Any:
-        return self.inner.get(key)
-
-    def set(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
-        self.inner.set(key, value, ttl=ttl)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-
-    async def aget(self, key: str) -> Any:
-        return self.get(key)
-
-    async def aset(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
-        self.set(key, value, ttl=ttl)
-
-    async def adelete(self, key: str) -> None:
-        self.delete(key)
-
-
 def test_a_store_that_cannot_list_needs_its_keys_before_anything_is_written(root: Path) -> None:
-    store = Unlisted()
+    store = UnlistedStore()
     store.set("k", {"client": "Acme Corp", "n": 1})
     before = (root / "MEMORY.md").read_text()
     with pytest.raises(ValueError, match="session_keys="):

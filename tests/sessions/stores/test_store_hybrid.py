@@ -16,6 +16,7 @@ from layered_memory.sessions.stores import (
     SessionStore,
 )
 from layered_memory.sessions.stores.hybrid import MARKER_KEY, RESERVED_PREFIX
+from unlisted_store import UnlistedStore
 
 USE_ASYNC = pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 DEAD_REDIS = "redis://:secret@127.0.0.1:1/0"  # nothing listens on port 1
@@ -330,31 +331,6 @@ async def test_a_frozen_l2_costs_one_timeout_per_operation(
     assert "value" not in (l1.get("k") or {}), "nothing acknowledged in L1"
 
 
-class Unlisted:
-    """A store with the port's methods and no listing (a user's own L2)."""
-
-    def __init__(self) -> None:
-        self.inner = InMemorySessionStore()
-
-    def get(self, key: str) -> Any:
-        return self.inner.get(key)
-
-    def set(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
-        self.inner.set(key, value, ttl=ttl)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-
-    async def aget(self, key: str) -> Any:
-        return self.inner.get(key)
-
-    async def aset(self, key: str, value: dict[str, Any], *, ttl: float | None = None) -> None:
-        self.inner.set(key, value, ttl=ttl)
-
-    async def adelete(self, key: str) -> None:
-        self.inner.delete(key)
-
-
 @USE_ASYNC
 async def test_keys_come_from_l2_without_the_stores_own_entries(
     clock: FakeClock, use_async: bool
@@ -369,6 +345,6 @@ async def test_keys_come_from_l2_without_the_stores_own_entries(
 
 
 def test_keys_of_an_l2_that_cannot_list_say_what_to_do() -> None:
-    store = HybridSessionStore(InMemorySessionStore(), Unlisted())  # type: ignore[arg-type]
+    store = HybridSessionStore(InMemorySessionStore(), UnlistedStore())  # type: ignore[arg-type]
     with pytest.raises(SessionStoreError, match="session_keys="):
         list(store.keys())
