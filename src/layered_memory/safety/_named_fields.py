@@ -125,18 +125,20 @@ _NOT_A_SECRET: Final = re.compile(
 )
 # A validation rule list, as Laravel (`'required|min:8|confirmed'`) and CodeIgniter
 # (`'required|min_length[8]'`) write a password field's rules: two or more rule names of
-# their documented lists, each with its arguments. A password made of rule names only is not
+# their documented lists, each argument a number or a lower-case field name (never both
+# mixed: `min:hunter2` is not an argument a rule takes). A password made of these only is not
 # one a person sets.
 _VALIDATION_RULE_NAMES: Final = (
     "accepted|alpha|alpha_dash|alpha_num|alpha_numeric|array|bail|between|boolean|confirmed"
     "|current_password|different|email|exact_length|filled|in|integer|matches|max|max_length"
-    "|min|min_length|mixed_case|nullable|numeric|password|present|regex|required|same"
-    "|sometimes|size|string|trim|uncompromised|valid_email"
+    "|min|min_length|mixed_case|nullable|numeric|password|present|required|same|sometimes"
+    "|size|string|trim|uncompromised|valid_email"
 )
-_VALIDATION_RULES: Final = re.compile(
-    rf"(?:{_VALIDATION_RULE_NAMES})(?::[^|\s]{{0,64}}|\[[^\]|\s]{{0,64}}\])?"
-    rf"(?:\|(?:{_VALIDATION_RULE_NAMES})(?::[^|\s]{{0,64}}|\[[^\]|\s]{{0,64}}\])?)+"
+_VALIDATION_RULE: Final = (
+    rf"(?:{_VALIDATION_RULE_NAMES})"
+    r"(?::(?:[0-9.,]{1,32}|[a-z_.,]{1,64})|\[(?:[0-9]{1,8}|[a-z_]{1,64})\])?"
 )
+_VALIDATION_RULES: Final = re.compile(rf"{_VALIDATION_RULE}(?:\|{_VALIDATION_RULE})+")
 _MARKER: Final = re.compile(r"\[REDACTED:[a-z_]{1,40}\]")
 _CLOSERS: Final = {")": "(", "]": "[", "}": "{", ">": "<"}
 _PROSE_WORD: Final = re.compile(r"[A-Za-z][a-z]*\Z")

@@ -53,6 +53,8 @@ def test_a_literal_beside_code_is_still_a_secret() -> None:
         "DB_PASSWORD=hunter2x9",
         "password: 'hunter2|min:8'",  # a validation rule list holds rule names only
         "'password' => 'required|Tr0ub4dor&3',",
+        "password: 'required|min:hunter2'",  # a rule's argument is a number or a field name
+        "password: 'required|same:Tr0ub4dor'",
     ):
         output, kinds = redact(text)
         assert kinds, text
