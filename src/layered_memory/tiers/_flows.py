@@ -3,11 +3,12 @@
 Each flow is a generator that yields the I/O it needs (`StoreBatch`, `Embed`, `Ask`,
 `WriteInsight`) and receives the result; `TieredMemory` drives it with the sync or the async
 clients. The logic (FIFO, F_score, heat, archiving, promotion, retrieval) lives only here;
-reading each tier and forgetting are `tiers._editing`. Failures of embeddings, the chat model or the memory file come back as `Failed`
-values, so a flow decides what to keep: a page is written before any of them is asked, and
-nothing a failure interrupts is lost (short-term pages over capacity wait for the next
-consolidation; a promotion whose entries cannot be embedded is retried later; a bad model
-answer falls back to the lexical path; a failed query embedding leaves the lexical search).
+reading each tier and forgetting are `tiers._editing`. Failures of embeddings, the chat model
+or the memory file come back as `Failed` values, so a flow decides what to keep: a page is
+written before any of them is asked, and nothing a failure interrupts is lost (short-term
+pages over capacity wait for the next consolidation; a promotion whose entries cannot be
+embedded is retried later; a bad model answer falls back to the lexical path; a failed query
+embedding leaves the lexical search).
 
 **Heat.** H = α·N_visit + β·L + γ·exp(−Δt/μ) as in MemoryOS (Eq. 4), with N_visit the
 retrievals that returned one of the segment's pages (the reference code counts every segment
